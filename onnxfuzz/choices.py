@@ -1,0 +1,58 @@
+"""The recorded choice stream: the only source of randomness in generation.
+
+Every decision the generator makes is an integer drawn here and appended to
+``record``. Replaying a recorded list (``prefix``) reproduces the same model;
+a shrinker can edit the list (smaller numbers mean simpler choices) and replay
+it, because the backtrack-free solver turns *any* choice list into a valid model.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+
+class ChoiceStream:
+    __slots__ = ("_rng", "_prefix", "_n_prefix", "record")
+
+    def __init__(self, seed: int, prefix: Sequence[int] | None = None) -> None:
+        self._rng = random.Random(seed)
+        self._prefix = list(prefix) if prefix is not None else []
+        self._n_prefix = len(self._prefix)
+        self.record: list[int] = []
+
+    def _next(self, n: int) -> int:
+        """A choice in ``[0, n]``; 0 is the simplest option."""
+        i = len(self.record)
+        if i < self._n_prefix:
+            v = self._prefix[i]
+            v = 0 if v < 0 else (n if v > n else v)
+        else:
+            v = int(self._rng.random() * (n + 1))
+        self.record.append(v)
+        return v
+
+    def integer(self, lo: int, hi: int) -> int:
+        """Uniform integer in ``[lo, hi]`` (inclusive); shrinks toward ``lo``."""
+        if hi <= lo:
+            return lo
+        return lo + self._next(hi - lo)
+
+    def index(self, n: int) -> int:
+        """Uniform index in ``[0, n)``."""
+        return 0 if n <= 1 else self._next(n - 1)
+
+    def chance(self, p_true: float) -> bool:
+        """True with probability ``p_true``. Recorded as 0 (true) / 1 (false) so that
+        shrinking prefers the likely branch."""
+        i = len(self.record)
+        if i < self._n_prefix:
+            v = 0 if self._prefix[i] <= 0 else 1
+        else:
+            v = 0 if self._rng.random() < p_true else 1
+        self.record.append(v)
+        return v == 0
+
+    def seed32(self) -> int:
+        """A seed for a numpy generator that fills one tensor's values."""
+        return self._next(0xFFFFFFFF)

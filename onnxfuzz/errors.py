@@ -1,0 +1,34 @@
+"""One error tree for everything onnxfuzz raises on purpose.
+
+Every message names the thing that is wrong and, where there is one, the fix.
+"""
+
+from __future__ import annotations
+
+
+class OnnxFuzzError(Exception):
+    """Base of every deliberate onnxfuzz error."""
+
+
+class SpecError(OnnxFuzzError):
+    """A bug in an operator spec (an empty domain, an unknown input name, ...).
+
+    Never a reason to retry: the spec must be fixed.
+    """
+
+    def __init__(self, op: str, variable: str, message: str) -> None:
+        self.op = op
+        self.variable = variable
+        super().__init__(f"spec {op}: variable {variable!r}: {message}")
+
+
+class ConfigError(OnnxFuzzError):
+    """Generator options that contradict each other or the spec registry."""
+
+
+class UsageError(OnnxFuzzError):
+    """Bad command-line input; the message names the flag."""
+
+
+class ModelError(OnnxFuzzError):
+    """A model file that cannot be read or is not valid ONNX."""

@@ -1,0 +1,125 @@
+"""Validity gates for generated models: checker, strict shape inference, an ORT run.
+
+``onnx.checker`` alone misses malformed models (onnx #3642, #4705), so a model counts
+as valid only when shape inference in strict mode agrees with every shape the spec
+declared and ONNX Runtime runs it to outputs of exactly those shapes and types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, shape_inference
+
+from onnxfuzz import dtypes as dt
+
+
+@dataclass
+class Verdict:
+    problems: list[str] = field(default_factory=list)
+    outputs: dict[str, np.ndarray] | None = None
+    finite: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _declared(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:
+    out = {}
+    for vi in list(model.graph.value_info) + list(model.graph.output):
+        tt = vi.type.tensor_type
+        out[vi.name] = (tt.elem_type, tuple(d.dim_value for d in tt.shape.dim))
+    return out
+
+
+def check_static(model: onnx.ModelProto) -> list[str]:
+    """Checker (full) + strict shape inference, compared against declared shapes."""
+    problems = []
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as e:  # noqa: BLE001 - the checker raises several types
+        problems.append(f"checker: {e}")
+        return problems
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
+    del bare.graph.value_info[:]
+    for o in bare.graph.output:
+        o.type.tensor_type.ClearField("shape")
+    try:
+        inferred = shape_inference.infer_shapes(bare, strict_mode=True, data_prop=True)
+    except Exception as e:  # noqa: BLE001
+        problems.append(f"shape inference: {e}")
+        return problems
+    got = _declared(inferred)
+    for name, (et, shape) in _declared(model).items():
+        if name not in got:
+            problems.append(f"shape inference: no type for {name}")
+            continue
+        get, gshape = got[name]
+        if get != et or (gshape and gshape != shape) or len(gshape) != len(shape):
+            problems.append(
+                f"shape inference: {name} is {dt.NAMES.get(get, get)}{list(gshape)}, "
+                f"spec says {dt.NAMES.get(et, et)}{list(shape)}"
+            )
+    return problems
+
+
+_SESSION_OPTS = None
+
+
+def ort_session(model: onnx.ModelProto | bytes, optimize: bool = False):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
+        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    opts.log_severity_level = 3
+    opts.intra_op_num_threads = 1
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+def run_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """ONNX Runtime CPU, graph optimizations off: the corpus's reference outputs."""
+    sess = ort_session(model)
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, inputs), strict=True))
+
+
+def all_finite(outputs: dict[str, np.ndarray]) -> bool:
+    for v in outputs.values():
+        if v.dtype.kind == "f" or v.dtype == dt.np_dtype(dt.BFLOAT16):
+            if not np.isfinite(v.astype(np.float64)).all():
+                return False
+    return True
+
+
+def validate(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Verdict:
+    """All gates; on success ``outputs`` holds ORT's reference outputs."""
+    v = Verdict(problems=check_static(model))
+    if v.problems:
+        return v
+    try:
+        outs = run_reference(model, inputs)
+    except Exception as e:  # noqa: BLE001 - ORT raises its own exception types
+        v.problems.append(f"onnxruntime: {e}")
+        return v
+    for o in model.graph.output:
+        tt = o.type.tensor_type
+        want = (tt.elem_type, tuple(d.dim_value for d in tt.shape.dim))
+        arr = outs[o.name]
+        got_shape = tuple(arr.shape)
+        got_et = helper.np_dtype_to_tensor_dtype(arr.dtype)
+        if (got_et, got_shape) != want:
+            v.problems.append(
+                f"onnxruntime: {o.name} is {dt.NAMES.get(got_et, got_et)}{list(got_shape)}, "
+                f"spec says {dt.NAMES.get(want[0], want[0])}{list(want[1])}"
+            )
+    v.outputs = outs
+    v.finite = all_finite(outs)
+    return v

@@ -1,0 +1,17 @@
+"""Spec completeness against ONNX's node tests: each single-node case for a covered op
+lies inside the spec's domains, unless an exclusion with a reason applies."""
+
+from __future__ import annotations
+
+import pytest
+
+from onnxfuzz.completeness import check_case, node_cases
+from onnxfuzz.spec import load_specs
+
+CASES = [c for c in node_cases() if c.op in load_specs()]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_node_case_inside_spec(case) -> None:
+    outcome = check_case(case)
+    assert outcome.status != "outside", outcome.reason
