@@ -47,6 +47,12 @@ INDEX_TYPES = frozenset({dt.INT32, dt.INT64})
 _TYPES_CACHE: dict[tuple, tuple[int, ...]] = {}
 
 
+def restricted_by_dtypes(schema_set: frozenset[int]) -> bool:
+    """--dtypes restricts a type variable unless it is index-only (Gather's Tind) or has a
+    single type (Where's bool condition)."""
+    return len(schema_set) > 1 and not schema_set <= INDEX_TYPES
+
+
 class OutOfDomain(Exception):
     """Check mode: an observed variable lies outside the spec's domain."""
 
@@ -82,7 +88,7 @@ class Builder:
     def types(self, type_var: str) -> tuple[int, ...]:
         """Element types allowed for ``type_var`` now: the schema's, those ONNX Runtime's
         CPU kernels register (consistent with type variables already bound), and
-        ``--dtypes``. Index-only type variables (int32/int64) ignore ``--dtypes``."""
+        ``--dtypes`` (see ``restricted_by_dtypes``)."""
         bound = tuple(sorted(self.bound.items()))
         key = (self.op, self.version, type_var, bound, self.cfg.dtypes)
         hit = _TYPES_CACHE.get(key)
@@ -101,7 +107,7 @@ class Builder:
             allowed &= union
         if type_var in self.bound:
             allowed &= {self.bound[type_var]}
-        if not schema_set <= INDEX_TYPES:
+        if restricted_by_dtypes(schema_set):
             allowed &= self.cfg.dtypes
         out = tuple(sorted(allowed))
         _TYPES_CACHE[key] = out

@@ -20,7 +20,7 @@ SEEDS = int(os.environ.get("ONNXFUZZ_CONFORMANCE_SEEDS", "6"))
 
 def _first_input_types(op: str, opset: int) -> list[int]:
     """The element types the op's main type variable takes at ``opset`` (schema & ORT)."""
-    from onnxfuzz.builder import GenBuilder
+    from onnxfuzz.builder import GenBuilder, restricted_by_dtypes
     from onnxfuzz.choices import ChoiceStream
     from onnxfuzz.graph import Graph
 
@@ -31,7 +31,7 @@ def _first_input_types(op: str, opset: int) -> list[int]:
     # is always bool; Gather's indices are index-typed).
     for formal in info.input_pos:
         tv = info.input_type[formal]
-        if tv in info.schema_type_vars and not info.type_sets[tv] <= {dt.INT32, dt.INT64}:
+        if tv in info.schema_type_vars and restricted_by_dtypes(info.type_sets[tv]):
             return list(b.types(tv))
     first = next(iter(info.input_pos))
     return list(b.types(info.input_type[first]))
