@@ -25,7 +25,7 @@ import numpy as np
 from onnxfuzz import dtypes as dt
 from onnxfuzz.choices import ChoiceStream
 from onnxfuzz.config import Config
-from onnxfuzz.domains import Domain, Ints
+from onnxfuzz.domains import Domain, Ints, OneOf
 from onnxfuzz.errors import ConfigError, SpecError
 from onnxfuzz.graph import Graph, Node, Tensor
 from onnxfuzz.intervals import ANY, Interval, Values
@@ -186,6 +186,8 @@ class Builder:
             if dtype != dt.BOOL:
                 raise SpecError(self.op, f"output {k}", "give the output's value interval")
             interval = Interval(0, 1)
+        if not interval.lo <= interval.hi:
+            raise SpecError(self.op, f"output {k}", f"empty interval {interval}")
         lo, hi = dt.value_range(dtype)
         if not interval.within(lo, hi):
             raise SpecError(
@@ -256,28 +258,32 @@ class GenBuilder(Builder):
 
     def _reuse(self, allowed: tuple[int, ...], lo: int, hi: int, dims: Dims,
                values_arg: ValuesArg) -> Tensor | None:
-        pool = self.g.pool
-        cap = self.cfg.max_reuse_dim
         cands: list[Tensor] = []
-        for r in range(lo, hi + 1):
-            pattern = None
-            for d in allowed:
-                bucket = pool.get((d, r))
-                if not bucket:
+        patterns: dict[int, Sequence[DimEntry]] = {}
+        # The pool has few (dtype, rank) keys; walking them beats probing every pair.
+        for (d, r), bucket in self.g.pool.items():
+            if not lo <= r <= hi or d not in allowed:
+                continue
+            values = values_arg(d) if callable(values_arg) else values_arg
+            if values.fresh_only(d):
+                continue
+            pattern = patterns.get(r)
+            if pattern is None:
+                pattern = patterns[r] = self._dims_at(dims, r) or ()
+            # Every pooled tensor's dims are <= max_reuse_dim and its interval lies in
+            # the dtype's range, so an open pattern and open values admit the bucket.
+            open_values = values.lo is None and values.hi is None and not values.min_abs
+            if not pattern and open_values:
+                cands.extend(bucket)
+                continue
+            vlo, vhi = values.bounds(d)
+            m = values.min_abs
+            for t in bucket:
+                iv = t.interval
+                if iv.lo < vlo or iv.hi > vhi or iv.min_abs < m:
                     continue
-                values = values_arg(d) if callable(values_arg) else values_arg
-                if values.fresh_only(d):
-                    continue
-                if pattern is None:
-                    pattern = self._dims_at(dims, r) or ()
-                vlo, vhi = values.bounds(d)
-                m = values.min_abs
-                for t in bucket:
-                    iv = t.interval
-                    if iv.lo < vlo or iv.hi > vhi or iv.min_abs < m:
-                        continue
-                    if _fits(t.shape, pattern, cap):
-                        cands.append(t)
+                if not pattern or _fits(t.shape, pattern):
+                    cands.append(t)
         if cands and self.s.chance(self.cfg.picking_rate):
             return cands[self.s.index(len(cands))]
         return None
@@ -364,15 +370,18 @@ class GenBuilder(Builder):
         return node
 
 
-def _fits(shape: tuple[int, ...], pattern: Sequence[DimEntry], cap: int) -> bool:
-    if not pattern:
-        return all(d <= cap for d in shape)
+def _fits(shape: tuple[int, ...], pattern: Sequence[DimEntry]) -> bool:
     for d, e in zip(shape, pattern, strict=True):
         if e is None:
-            if d > cap:
-                return False
-        elif isinstance(e, int):
+            continue
+        if type(e) is int:
             if d != e:
+                return False
+        elif type(e) is Ints:
+            if not e.lo <= d <= e.hi:
+                return False
+        elif type(e) is OneOf:
+            if d not in e.options:
                 return False
         elif not e.contains(d):
             return False

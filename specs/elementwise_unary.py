@@ -42,10 +42,8 @@ def _softplus(x: float) -> float:
 
 
 def _reciprocal(iv: Interval, a: dict) -> Interval:
-    if iv.lo > 0:
+    if iv.lo > 0 or iv.hi < 0:  # one sign: 1/x is decreasing on it
         return Interval(1 / iv.hi, 1 / iv.lo)
-    if iv.hi < 0:
-        return Interval(1 / iv.lo, 1 / iv.hi)
     m = 1 / iv.min_abs
     return Interval(-m, m, 1 / iv.mag)
 

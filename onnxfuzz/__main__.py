@@ -1,0 +1,5 @@
+import sys
+
+from onnxfuzz.cli import main
+
+sys.exit(main())

@@ -1,0 +1,147 @@
+"""The ``onnxfuzz`` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from onnxfuzz import __version__
+from onnxfuzz import dtypes as dt
+from onnxfuzz.config import DEFAULT_OPSET, Config
+from onnxfuzz.errors import OnnxFuzzError
+
+
+def _nodes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int]:
+    try:
+        lo, _, hi = value.partition(":")
+        a, b = int(lo), int(hi or lo)
+    except ValueError:
+        raise click.BadParameter(f"expected MIN:MAX like 5:20, got {value!r}") from None
+    if not 1 <= a <= b:
+        raise click.BadParameter(f"need 1 <= MIN <= MAX, got {value!r}")
+    return a, b
+
+
+def _names(value: str | None) -> frozenset[str] | None:
+    if value is None:
+        return None
+    return frozenset(v.strip() for v in value.split(",") if v.strip())
+
+
+def generator_options(f):
+    """The options every command that generates models shares."""
+    opts = [
+        click.option("--seed", type=int, default=0, show_default=True,
+                      help="Seed of the first case; case i uses SEED + i."),
+        click.option("--nodes", default="1:10", show_default=True, callback=_nodes,
+                     help="Node count range MIN:MAX (or N)."),
+        click.option("--opset", type=click.IntRange(13, 26), default=DEFAULT_OPSET,
+                     show_default=True, help="Model opset (ONNX Runtime 1.31 runs <= 26)."),
+        click.option("--ops", default=None, help="Only these ops (comma-separated)."),
+        click.option("--exclude-ops", default=None, help="Never these ops (comma-separated)."),
+        click.option("--dtypes", default=None,
+                     help="Element types, e.g. float32,int64 (default: all but bfloat16)."),
+        click.option("--picking-rate", type=click.FloatRange(0, 1), default=0.97,
+                     show_default=True, help="Chance an input reuses an existing tensor."),
+        click.option("--max-rank", type=click.IntRange(0, 8), default=5, show_default=True),
+        click.option("--max-dim", type=click.IntRange(1, 65536), default=8, show_default=True),
+        click.option("--weights-as-inputs", is_flag=True,
+                     help="Make fresh weights graph inputs instead of initializers."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def make_config(nodes: tuple[int, int], opset: int, ops: str | None, exclude_ops: str | None,
+                dtypes: str | None, picking_rate: float, max_rank: int, max_dim: int,
+                weights_as_inputs: bool) -> Config:
+    return Config(
+        min_nodes=nodes[0], max_nodes=nodes[1], opset=opset, ops=_names(ops),
+        exclude_ops=_names(exclude_ops) or frozenset(),
+        dtypes=dt.parse_names(dtypes) if dtypes is not None else dt.DEFAULT,
+        picking_rate=picking_rate, max_rank=max_rank, max_dim=max_dim,
+        weights_as_initializers=not weights_as_inputs,
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="onnxfuzz")
+def cli() -> None:
+    """Generate valid random ONNX models and test ONNX compilers and runtimes with them."""
+
+
+@cli.command()
+@click.option("--count", type=click.IntRange(min=1), required=True, help="Number of cases.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Corpus folder (rerun to continue it).")
+@click.option("--no-reference", is_flag=True, help="Skip ONNX Runtime reference outputs.")
+@generator_options
+def generate(count: int, out: Path, no_reference: bool, seed: int, **gen: object) -> None:
+    """Export a corpus in ONNX's backend-test layout (model.onnx + test_data_set_0/)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from onnxfuzz.corpus import export_corpus
+
+    cfg = make_config(**gen)  # type: ignore[arg-type]
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeRemainingColumn(), transient=True,
+                  disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task("generating", total=count)
+        summary = export_corpus(out, cfg, count, seed, reference=not no_reference,
+                                progress=lambda done, total: bar.update(task, completed=done))
+    rate = summary.written / summary.seconds if summary.seconds else 0.0
+    line = (f"{summary.total} cases in {out} ({summary.written} new, "
+            f"{summary.skipped_existing} already there; {rate:.0f} cases/s)")
+    if not no_reference:
+        share = summary.non_finite / max(summary.total, 1)
+        line += (f"; non-finite reference outputs: {summary.non_finite} ({share:.1%}); "
+                 f"reference errors: {summary.reference_errors}")
+    click.echo(line)
+
+
+@cli.command("specs")
+@click.option("--opset", type=click.IntRange(13, 26), default=DEFAULT_OPSET, show_default=True)
+def specs_cmd(opset: int) -> None:
+    """List the ops onnxfuzz generates at OPSET, with their element types."""
+    from onnxfuzz.builder import GenBuilder
+    from onnxfuzz.choices import ChoiceStream
+    from onnxfuzz.graph import Graph
+    from onnxfuzz.spec import load_specs, op_info
+
+    cfg = Config(opset=opset)
+    rows = []
+    for name, spec in load_specs().items():
+        info = op_info(name, opset)
+        if info is None or not spec.covers(opset):
+            continue
+        b = GenBuilder(spec, info, cfg, Graph(), ChoiceStream(0))
+        first = info.input_type[next(iter(info.input_pos))] if info.input_pos else None
+        types = ",".join(dt.NAMES[t] for t in b.types(first)) if first else "-"
+        rows.append(f"{name:<26} v{info.version:<3} {spec.family:<20} {types}")
+    click.echo("\n".join(rows))
+    click.echo(f"{len(rows)} ops at opset {opset}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: every error is one line naming the flag or thing at fault."""
+    try:
+        cli.main(args=argv, prog_name="onnxfuzz", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.Abort:
+        click.echo("onnxfuzz: interrupted", err=True)
+        return 130
+    except click.ClickException as e:
+        click.echo(f"onnxfuzz: error: {e.format_message()}", err=True)
+        return 2
+    except OnnxFuzzError as e:
+        click.echo(f"onnxfuzz: error: {e}", err=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
