@@ -142,6 +142,9 @@ class Builder:
 
     def _rank_range(self, name: str, rank: int | Ints | None, dims: Dims) -> tuple[int, int]:
         if isinstance(dims, Sequence):
+            if len(dims) > self.cfg.max_rank:
+                raise ConfigError(f"{self.op}: input {name!r} has rank {len(dims)}, "
+                                  f"but --max-rank is {self.cfg.max_rank}")
             return len(dims), len(dims)
         if rank is None:
             lo, hi = 0, self.cfg.max_rank
@@ -167,9 +170,10 @@ class Builder:
         if dtype is not None:
             return dtype
         k = len(self.outs)
-        if k >= len(self.info.output_type):
+        types = self.info.output_type
+        if k >= len(types) and not self.info.variadic_output:
             raise SpecError(self.op, f"output {k}", "more outputs than the schema declares")
-        tv = self.info.output_type[k]
+        tv = types[min(k, len(types) - 1)]
         if tv in self.bound:
             return self.bound[tv]
         only = self.info.type_sets.get(tv, frozenset())
@@ -350,7 +354,8 @@ class GenBuilder(Builder):
         dtype = self._out_dtype(dtype)
         shape = tuple(int(d) for d in shape)
         interval = self._check_output(shape, dtype, interval)
-        suffix = "" if len(self.info.output_type) == 1 else str(len(self.outs))
+        many = len(self.info.output_type) > 1 or self.info.variadic_output
+        suffix = str(len(self.outs)) if many else ""
         t = Tensor(f"{self.name}_out{suffix}", dtype, shape, interval, "node")
         self.outs.append(t)
         return t

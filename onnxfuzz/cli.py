@@ -30,15 +30,19 @@ def _names(value: str | None) -> frozenset[str] | None:
     return frozenset(v.strip() for v in value.split(",") if v.strip())
 
 
-def generator_options(f):
+def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
     """The options every command that generates models shares."""
+    if f is None:
+        return lambda g: generator_options(g, opset_default=opset_default)
+    opset_help = ("Model opset (ONNX Runtime 1.31 runs <= 26)." if opset_default else
+                  "Model opset (default: one every selected backend supports).")
     opts = [
         click.option("--seed", type=int, default=0, show_default=True,
-                      help="Seed of the first case; case i uses SEED + i."),
+                     help="Seed of the first case; case i uses SEED + i."),
         click.option("--nodes", default="1:10", show_default=True, callback=_nodes,
                      help="Node count range MIN:MAX (or N)."),
-        click.option("--opset", type=click.IntRange(13, 26), default=DEFAULT_OPSET,
-                     show_default=True, help="Model opset (ONNX Runtime 1.31 runs <= 26)."),
+        click.option("--opset", type=click.IntRange(13, 26), default=opset_default,
+                     show_default=opset_default is not None, help=opset_help),
         click.option("--ops", default=None, help="Only these ops (comma-separated)."),
         click.option("--exclude-ops", default=None, help="Never these ops (comma-separated)."),
         click.option("--dtypes", default=None,
@@ -55,15 +59,29 @@ def generator_options(f):
     return f
 
 
-def make_config(nodes: tuple[int, int], opset: int, ops: str | None, exclude_ops: str | None,
-                dtypes: str | None, picking_rate: float, max_rank: int, max_dim: int,
-                weights_as_inputs: bool) -> Config:
+def generator_fields(nodes: tuple[int, int], opset: int | None, ops: str | None,
+                     exclude_ops: str | None, dtypes: str | None, picking_rate: float,
+                     max_rank: int, max_dim: int, weights_as_inputs: bool) -> dict:
+    """Generator options as plain data (stored with a campaign)."""
+    return {
+        "min_nodes": nodes[0], "max_nodes": nodes[1], "opset": opset,
+        "ops": sorted(_names(ops)) if ops is not None else None,
+        "exclude_ops": sorted(_names(exclude_ops) or ()),
+        "dtypes": sorted(dt.NAMES[d] for d in dt.parse_names(dtypes)) if dtypes else None,
+        "picking_rate": picking_rate, "max_rank": max_rank, "max_dim": max_dim,
+        "weights_as_initializers": not weights_as_inputs,
+    }
+
+
+def make_config(**gen: object) -> Config:
+    f = generator_fields(**gen)  # type: ignore[arg-type]
     return Config(
-        min_nodes=nodes[0], max_nodes=nodes[1], opset=opset, ops=_names(ops),
-        exclude_ops=_names(exclude_ops) or frozenset(),
-        dtypes=dt.parse_names(dtypes) if dtypes is not None else dt.DEFAULT,
-        picking_rate=picking_rate, max_rank=max_rank, max_dim=max_dim,
-        weights_as_initializers=not weights_as_inputs,
+        min_nodes=f["min_nodes"], max_nodes=f["max_nodes"], opset=f["opset"],
+        ops=frozenset(f["ops"]) if f["ops"] is not None else None,
+        exclude_ops=frozenset(f["exclude_ops"]),
+        dtypes=frozenset(dt.BY_NAME[n] for n in f["dtypes"]) if f["dtypes"] else dt.DEFAULT,
+        picking_rate=f["picking_rate"], max_rank=f["max_rank"], max_dim=f["max_dim"],
+        weights_as_initializers=f["weights_as_initializers"],
     )
 
 
@@ -85,7 +103,7 @@ def generate(count: int, out: Path, no_reference: bool, seed: int, **gen: object
 
     from onnxfuzz.corpus import export_corpus
 
-    cfg = make_config(**gen)  # type: ignore[arg-type]
+    cfg = make_config(**gen)
     with Progress("[progress.description]{task.description}", BarColumn(),
                   MofNCompleteColumn(), TimeRemainingColumn(), transient=True,
                   disable=not sys.stderr.isatty()) as bar:
@@ -127,6 +145,8 @@ def specs_cmd(opset: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every error is one line naming the flag or thing at fault."""
+    import onnxfuzz.cli_fuzz  # noqa: F401 - registers fuzz, replay and backend
+
     try:
         cli.main(args=argv, prog_name="onnxfuzz", standalone_mode=False)
     except click.exceptions.Exit as e:

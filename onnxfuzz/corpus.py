@@ -144,6 +144,8 @@ def export_corpus(out: Path, cfg: Config, count: int, seed: int, reference: bool
     options = options_record(cfg, seed, reference)
     cases = _load_state(out, options)
     gen = Generator(cfg)
+    for stale in out.glob(".tmp_case_*"):  # cases a killed run was writing
+        shutil.rmtree(stale)
     summary = Summary()
     start = time.perf_counter()
     last_index = start
@@ -156,9 +158,8 @@ def export_corpus(out: Path, cfg: Config, count: int, seed: int, reference: bool
                     progress(i + 1, count)
                 continue
             tmp = out / f".tmp_{name}"
-            for stale in (tmp, out / name):
-                if stale.exists():
-                    shutil.rmtree(stale)  # a case cut short by a kill
+            if (out / name).exists():
+                shutil.rmtree(out / name)  # written but not journaled: redo it
             case = gen.generate(seed + i)
             entry = write_case(tmp, case, reference)
             os.replace(tmp, out / name)

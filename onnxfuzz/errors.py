@@ -32,3 +32,7 @@ class UsageError(OnnxFuzzError):
 
 class ModelError(OnnxFuzzError):
     """A model file that cannot be read or is not valid ONNX."""
+
+
+class BackendError(OnnxFuzzError):
+    """An adapter that cannot be found, loaded, or does not follow the protocol."""

@@ -78,10 +78,10 @@ def register_spec(spec: OpSpec) -> None:
     name = spec.op_type
     if not onnx.defs.has(name):
         raise SpecError(name, "op_type", "no such operator in the ai.onnx domain")
-    if name in REGISTRY and REGISTRY[name].build is not spec.build:
-        raise SpecError(name, "op_type", f"registered twice (also by {REGISTRY[name].family})")
     if not callable(spec.build) or len(inspect.signature(spec.build).parameters) != 2:
         raise SpecError(name, "build", "build must be a function (b, p) -> None")
+    if name in REGISTRY and REGISTRY[name].build is not spec.build:
+        raise SpecError(name, "op_type", f"registered twice (also by {REGISTRY[name].family})")
     if not 1 <= spec.since <= spec.until:
         raise SpecError(name, "since", f"empty opset range {spec.since}..{spec.until}")
     if not any(op_info(name, v) for v in range(spec.since, min(spec.until, MAX_OPSET) + 1)):
@@ -131,6 +131,7 @@ class OpInfo:
     output_type: tuple[str, ...] = field(repr=False)
     type_sets: dict[str, frozenset[int]] = field(repr=False)
     schema_type_vars: frozenset[str] = field(repr=False, default=frozenset())
+    variadic_output: bool = False
     has_function: bool = False
 
 
@@ -163,5 +164,7 @@ def op_info(op_type: str, opset: int) -> OpInfo | None:
         output_type=tuple(f.type_str for f in schema.outputs),
         type_sets=type_sets,
         schema_type_vars=type_vars,
+        variadic_output=bool(schema.outputs) and schema.outputs[-1].option
+        == onnx.defs.OpSchema.FormalParameterOption.Variadic,
         has_function=schema.has_function or schema.has_context_dependent_function,
     )

@@ -14,6 +14,7 @@ import onnx
 from onnx import helper, shape_inference
 
 from onnxfuzz import dtypes as dt
+from onnxfuzz.spec import op_info
 
 
 @dataclass
@@ -27,11 +28,14 @@ class Verdict:
         return not self.problems
 
 
-def _declared(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:
+def _declared(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...] | None]]:
+    """name -> (element type, shape); shape None where inference left it unknown."""
     out = {}
     for vi in list(model.graph.value_info) + list(model.graph.output):
         tt = vi.type.tensor_type
-        out[vi.name] = (tt.elem_type, tuple(d.dim_value for d in tt.shape.dim))
+        shape = (tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim)
+                 if tt.HasField("shape") else None)
+        out[vi.name] = (tt.elem_type, shape)
     return out
 
 
@@ -54,12 +58,20 @@ def check_static(model: onnx.ModelProto) -> list[str]:
         problems.append(f"shape inference: {e}")
         return problems
     got = _declared(inferred)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    producer = {t: n.op_type for n in model.graph.node for t in n.output}
     for name, (et, shape) in _declared(model).items():
         if name not in got:
-            problems.append(f"shape inference: no type for {name}")
+            info = op_info(producer.get(name, ""), opset) if name in producer else None
+            if info is None or not info.has_function:
+                problems.append(f"shape inference: no type for {name}")
+            # else: ONNX infers nothing through some function bodies (GroupNormalization-21);
+            # the ONNX Runtime run checks those shapes.
             continue
         get, gshape = got[name]
-        if get != et or (gshape and gshape != shape) or len(gshape) != len(shape):
+        # ONNX's inference leaves some function-bodied ops (GroupNormalization-21)
+        # without a shape; those are checked by the ONNX Runtime run alone.
+        if get != et or (gshape is not None and gshape != shape):
             problems.append(
                 f"shape inference: {name} is {dt.NAMES.get(get, get)}{list(gshape)}, "
                 f"spec says {dt.NAMES.get(et, et)}{list(shape)}"

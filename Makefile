@@ -1,0 +1,27 @@
+# Two commands (see README): `make run` and `make test`. Both set up .venv/ when missing.
+PY := .venv/bin/python
+STAMP := .venv/.installed
+
+.PHONY: run test lint bench
+
+$(STAMP): pyproject.toml
+	python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	# torch/torchvision first and pinned: these builds lie on the machine's disk, and
+	# onnx2torch must not pull any other torch.
+	$(PY) -m pip install -q torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install -q -e '.[cpu,dev]' torch==2.14.1 torchvision==0.29.1
+	touch $(STAMP)
+
+run: $(STAMP)
+	.venv/bin/onnxfuzz generate --count 300 --seed 0 --nodes 5:20 --out corpus/
+
+# pytest exits 5 when it collects nothing: that is a failure here, never a pass.
+test: $(STAMP)
+	$(PY) -m pytest -q; rc=$$?; [ $$rc -ne 5 ] || { echo "no tests collected" >&2; exit 1; }; exit $$rc
+
+lint: $(STAMP)
+	.venv/bin/ruff check .
+
+bench: $(STAMP)
+	$(PY) tools/bench_generate.py

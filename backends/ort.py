@@ -1,0 +1,82 @@
+"""ONNX Runtime adapters: CPU (``ort``, with the graph optimization level as an option, so
+optimized vs unoptimized ORT is itself a differential pair) and CUDA (``ort-cuda``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import onnx
+
+_LEVELS = ("none", "basic", "extended", "layout", "all")
+_UNSUPPORTED = re.compile(r"NOT_IMPLEMENTED|Could not find an implementation|not supported",
+                          re.IGNORECASE)
+
+
+class OrtBackend:
+    """ONNX Runtime on the CPU. Options: ``opt`` = none|basic|extended|layout|all
+    (graph optimization level, default all), ``threads`` (intra-op, default 1)."""
+
+    name = "ort"
+    provider = "CPUExecutionProvider"
+
+    def __init__(self, opt: str = "all", threads: str = "1") -> None:
+        if opt not in _LEVELS:
+            raise TypeError(f"opt must be one of {', '.join(_LEVELS)}, got {opt!r}")
+        self.opt = opt
+        self.threads = int(threads)
+
+    def available(self) -> str | None:
+        import onnxruntime as ort
+
+        if self.provider not in ort.get_available_providers():
+            return f"onnxruntime {ort.__version__} has no {self.provider}"
+        return None
+
+    def version(self) -> str:
+        import onnxruntime as ort
+
+        return ort.__version__
+
+    def supported_opsets(self) -> tuple[int, int]:
+        return (7, 26)  # ONNX Runtime 1.31
+
+    def _options(self) -> Any:
+        import onnxruntime as ort
+
+        levels = {
+            "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "layout": getattr(ort.GraphOptimizationLevel, "ORT_ENABLE_LAYOUT",
+                              ort.GraphOptimizationLevel.ORT_ENABLE_ALL),
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = levels[self.opt]
+        opts.intra_op_num_threads = self.threads
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 4
+        return opts
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        import onnxruntime as ort
+
+        return ort.InferenceSession(model.SerializeToString(), self._options(),
+                                    providers=[self.provider])
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [o.name for o in executable.get_outputs()]
+        return dict(zip(names, executable.run(names, inputs), strict=True))
+
+    def is_unsupported(self, error: BaseException) -> bool:
+        return bool(_UNSUPPORTED.search(str(error)))
+
+
+class OrtCudaBackend(OrtBackend):
+    """ONNX Runtime with the CUDA execution provider (needs the ``cuda`` extra, which puts
+    onnxruntime-gpu in place of onnxruntime, and a GPU)."""
+
+    name = "ort-cuda"
+    provider = "CUDAExecutionProvider"

@@ -1,0 +1,134 @@
+"""``tvm``: Apache TVM 0.27 through Relax (there is no Relay any more).
+
+ONNX -> ``relax.frontend.onnx.from_onnx`` (initializers folded in as constants) ->
+``tvm.compile`` -> ``relax.VirtualMachine``. Options: ``target`` = llvm (default) | cuda,
+``opt_level`` = 0..4 (the ``PassContext`` opt level, default 3).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import tvm
+from tvm import relax
+from tvm.relax.frontend.onnx import from_onnx
+
+_TARGETS = ("llvm", "cuda")
+
+# The Relax importer's ways of saying "no converter": OpNotImplemented ("The following
+# operators are not supported for frontend ONNX: X"), NotImplementedError ("opset version N
+# of X not implemented", "Ndim > 5 not supported for convolution."), and ValueErrors such as
+# "QuantizeLinear blocked quantization is not supported yet." / "Unsupported PRelu slope
+# shape". Lowering reports missing TOPI/legalization support the same way; Relax ops that
+# refuse a dtype ONNX allows count as unsupported too (a dtype limit, not a wrong answer).
+_UNSUPPORTED = re.compile(
+    r"not supported|not implemented|unsupported|OpNotImplemented|"
+    r"No (?:legalization|schedule|implementation|converter)|is not yet supported|"
+    # dtype limits of Relax ops that ONNX allows, e.g. "relax.log ... requires the input
+    # tensor to have float dtype", "power only applies to float", "layer_norm: only support
+    # float32 and float16 for now"
+    r"requires the input tensor to have \w+ dtype|only applies to float|only supports? .*for now",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class _Executable:
+    vm: Any
+    input_names: list[str]  # graph inputs the compiled main() takes, in its parameter order
+    output_names: list[str]
+    output_dtypes: list[np.dtype]
+
+
+def _np_dtype(elem_type: int) -> np.dtype:
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        return np.dtype(np.float32)
+
+
+def _to_numpy(value: Any, dtype: np.dtype) -> np.ndarray:
+    """A VM result: a Tensor, or a shape (an ONNX Shape output the importer folded into a
+    ShapeExpr comes back as a tvm Shape), or a PrimValue (a Python scalar)."""
+    if hasattr(value, "numpy"):
+        return np.asarray(value.numpy())
+    if isinstance(value, int | float | bool):
+        return np.asarray(value, dtype=dtype)
+    return np.asarray([int(d) for d in value], dtype=dtype)
+
+
+class TvmBackend:
+    """TVM Relax. Options: ``target`` (llvm|cuda), ``opt_level`` (0..4, default 3)."""
+
+    name = "tvm"
+
+    def __init__(self, target: str = "llvm", opt_level: str = "3") -> None:
+        if target not in _TARGETS:
+            raise TypeError(f"target must be one of {', '.join(_TARGETS)}, got {target!r}")
+        level = int(opt_level)
+        if not 0 <= level <= 4:
+            raise TypeError(f"opt_level must be 0..4, got {opt_level!r}")
+        self.target = target
+        self.opt_level = level
+
+    def _device(self) -> Any:
+        return tvm.cuda(0) if self.target == "cuda" else tvm.cpu(0)
+
+    def available(self) -> str | None:
+        if not tvm.runtime.enabled(self.target):
+            return f"tvm {tvm.__version__} was built without the {self.target} runtime"
+        if self.target == "cuda" and not self._device().exist:
+            return "tvm:target=cuda needs a CUDA device, and there is none"
+        return None
+
+    def version(self) -> str:
+        return tvm.__version__
+
+    def supported_opsets(self) -> tuple[int, int]:
+        # The importer applies no bound of its own: it picks each op's newest converter at or
+        # below the model's opset, and falls back to the oldest one above it. Its converters
+        # start at 13 for most ops (Reduce*/Split/Squeeze/Unsqueeze take axes as inputs from
+        # 13), so older opsets would be silently misread. The newest converters are opset 23;
+        # the op versions of 24..26 that onnxfuzz generates (Cast, Reshape, Pad, TopK, ...)
+        # only widen type lists, so the v23 converters read them right (checked: same
+        # verdicts on the same seeds at 23, 24 and 26).
+        return (13, 26)
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        with warnings.catch_warnings():
+            # Renamed inputs, checker complaints: noise, the importer carries on.
+            warnings.simplefilter("ignore")
+            mod = from_onnx(model, keep_params_in_input=False)
+        target = tvm.target.Target(self.target)
+        # tvm.compile's default Relax pipeline for the target (for cuda it already applies
+        # the dlight GPU schedules that bind threads).
+        with target, tvm.transform.PassContext(opt_level=self.opt_level):
+            ex = tvm.compile(mod, target=target)
+        vm = relax.VirtualMachine(ex, self._device())
+        initializers = {i.name for i in model.graph.initializer}
+        return _Executable(
+            vm=vm,
+            input_names=[i.name for i in model.graph.input if i.name not in initializers],
+            output_names=[o.name for o in model.graph.output],
+            output_dtypes=[_np_dtype(o.type.tensor_type.elem_type) for o in model.graph.output],
+        )
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        dev = self._device()
+        # np.asarray, not np.ascontiguousarray: the latter turns a 0-d input into 1-d.
+        args = [tvm.runtime.tensor(np.asarray(inputs[n], order="C"), dev)
+                for n in executable.input_names]
+        result = executable.vm["main"](*args)
+        values = [result] if len(executable.output_names) == 1 else list(result)
+        outs = [_to_numpy(v, dt) for v, dt in zip(values, executable.output_dtypes, strict=True)]
+        return dict(zip(executable.output_names, outs, strict=True))
+
+    def is_unsupported(self, error: BaseException) -> bool:
+        if isinstance(error, tvm.error.OpNotImplemented | NotImplementedError):
+            return True
+        return bool(_UNSUPPORTED.search(f"{type(error).__name__}: {error}"))

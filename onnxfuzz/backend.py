@@ -1,0 +1,196 @@
+"""The backend adapter protocol, and finding adapters.
+
+An adapter is a class with::
+
+    name: str
+    def version(self) -> str
+    def supported_opsets(self) -> tuple[int, int]
+    def compile(self, model: onnx.ModelProto) -> Any                 # an executable
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
+
+and optionally ``supports(model) -> str | None`` (a reason it cannot take the model),
+``available() -> str | None`` (why it cannot run on this machine, e.g. no GPU) and
+``is_unsupported(error: BaseException) -> bool`` (does this exception mean missing support
+for an op, dtype or opset rather than a bug). Options given as ``name:key=value,key=value``
+arrive as keyword arguments (strings) of the constructor.
+
+Adapters are found through the ``onnxfuzz.backends`` entry-point group (the built-in ones
+are registered there like any third-party one) or named ad hoc as
+``path/to/file.py:ClassName`` or ``package.module:ClassName``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import re
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import onnx
+
+from onnxfuzz.errors import BackendError
+
+GROUP = "onnxfuzz.backends"
+REQUIRED = {
+    "version": "version(self) -> str",
+    "supported_opsets": "supported_opsets(self) -> tuple[int, int]",
+    "compile": "compile(self, model) -> executable",
+    "run": "run(self, executable, inputs) -> dict[str, np.ndarray]",
+}
+
+
+class Unsupported(Exception):  # noqa: N818 - a verdict name, not an error of ours
+    """Raised by an adapter for an op, dtype or opset it does not implement."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def version(self) -> str: ...
+    def supported_opsets(self) -> tuple[int, int]: ...
+    def compile(self, model: onnx.ModelProto) -> Any: ...
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+# Messages that mean "not implemented" in the libraries we know; adapters add their own.
+UNSUPPORTED_PATTERNS = re.compile(
+    r"not ?implemented|NOT_IMPLEMENTED|not supported|unsupported|Could not find an "
+    r"implementation|No converter|no registered converter|is not supported",
+    re.IGNORECASE,
+)
+
+
+def is_unsupported(backend: Any, error: BaseException) -> bool:
+    if isinstance(error, Unsupported | NotImplementedError):
+        return True
+    hook = getattr(backend, "is_unsupported", None)
+    if hook is not None:
+        return bool(hook(error))
+    return bool(UNSUPPORTED_PATTERNS.search(f"{type(error).__name__}: {error}"))
+
+
+@dataclass(frozen=True)
+class BackendRef:
+    """A parsed ``--backend`` value."""
+
+    text: str
+    target: str  # entry-point name, "pkg.mod:Class" or "path/file.py:Class"
+    options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.text
+
+
+def parse_backend(text: str) -> BackendRef:
+    """``ort``, ``ort:opt=none``, ``my_npu.py:NpuBackend``, ``pkg.mod:Cls:device=1``."""
+    parts = text.split(":")
+    options: dict[str, str] = {}
+    if len(parts) > 1 and "=" not in parts[1] and parts[1]:
+        target, rest = f"{parts[0]}:{parts[1]}", parts[2:]
+    else:
+        target, rest = parts[0], parts[1:]
+    for chunk in rest:
+        for kv in filter(None, chunk.split(",")):
+            key, eq, value = kv.partition("=")
+            if not eq or not key:
+                raise BackendError(
+                    f"--backend {text}: options are key=value, e.g. ort:opt=none (got {kv!r})"
+                )
+            options[key] = value
+    if not target:
+        raise BackendError(f"--backend {text!r}: give a backend name, e.g. --backend ort")
+    return BackendRef(text, target, options)
+
+
+def entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
+
+
+def _load_class(target: str, text: str) -> type:
+    eps = entry_points()
+    if ":" not in target:
+        if target not in eps:
+            known = ", ".join(sorted(eps)) or "none"
+            raise BackendError(
+                f"--backend {text}: no backend named {target!r} (installed: {known}); "
+                "name a class as path/to/file.py:ClassName or package.module:ClassName"
+            )
+        try:
+            return eps[target].load()
+        except Exception as e:  # noqa: BLE001 - any import failure is reported the same way
+            raise BackendError(f"backend {target!r} ({eps[target].value}) failed to import: "
+                               f"{type(e).__name__}: {e}") from e
+    where, _, cls_name = target.rpartition(":")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise BackendError(f"--backend {text}: no such file {where}")
+        spec = importlib.util.spec_from_file_location(f"onnxfuzz_user_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:  # noqa: BLE001
+            raise BackendError(f"--backend {text}: {where} failed to import: "
+                               f"{type(e).__name__}: {e}") from e
+    else:
+        try:
+            module = importlib.import_module(where)
+        except Exception as e:  # noqa: BLE001
+            raise BackendError(f"--backend {text}: cannot import {where}: "
+                               f"{type(e).__name__}: {e}") from e
+    cls = getattr(module, cls_name, None)
+    if cls is None:
+        raise BackendError(f"--backend {text}: {where} has no class {cls_name!r}")
+    return cls
+
+
+def check_protocol(cls: type, origin: str) -> None:
+    """Refuse a class that does not follow the adapter protocol, saying what is missing."""
+    if not inspect.isclass(cls):
+        raise BackendError(f"adapter {origin}: {cls!r} is not a class")
+    where = f"adapter {cls.__module__}.{cls.__qualname__} ({origin})"
+    missing = [sig for attr, sig in REQUIRED.items() if not callable(getattr(cls, attr, None))]
+    if not isinstance(getattr(cls, "name", None), str) and "name" not in getattr(
+        cls, "__annotations__", {}
+    ):
+        missing.insert(0, "name: str (a class attribute)")
+    if missing:
+        raise BackendError(f"{where} does not follow the backend protocol: missing "
+                           + "; ".join(missing))
+    for attr in ("compile", "run"):
+        params = list(inspect.signature(getattr(cls, attr)).parameters)
+        want = 2 if attr == "compile" else 3
+        if len(params) < want:
+            raise BackendError(f"{where}: {attr} takes {len(params)} parameters, "
+                               f"the protocol's {REQUIRED[attr]} needs {want}")
+
+
+def load_backend(ref: BackendRef | str) -> Any:
+    """Import, check and instantiate an adapter."""
+    if isinstance(ref, str):
+        ref = parse_backend(ref)
+    cls = _load_class(ref.target, ref.text)
+    check_protocol(cls, ref.text)
+    try:
+        backend = cls(**ref.options)
+    except TypeError as e:
+        params = [p for p in inspect.signature(cls).parameters if p not in ("self",)]
+        raise BackendError(
+            f"--backend {ref.text}: {cls.__qualname__} does not take options "
+            f"{sorted(ref.options)} (it takes: {', '.join(params) or 'none'}): {e}"
+        ) from e
+    if not isinstance(getattr(backend, "name", None), str):
+        raise BackendError(f"adapter {ref.text}: instance has no str attribute 'name'")
+    lo_hi = backend.supported_opsets()
+    if not (isinstance(lo_hi, tuple) and len(lo_hi) == 2 and lo_hi[0] <= lo_hi[1]):
+        raise BackendError(f"adapter {ref.text}: supported_opsets() must return (min, max), "
+                           f"got {lo_hi!r}")
+    return backend

@@ -1,0 +1,119 @@
+"""Bug bundles: ``DIR/bugs/<id>/`` with everything needed to see the bug again.
+
+    model.onnx
+    test_data_set_0/input_<k>.pb                 the inputs
+    test_data_set_0/<backend>/output_<k>.pb      each backend's outputs, where it had any
+    meta.json                                    signature, verdict, stage, backend, seed, ...
+    log.txt                                      the backend's error text / mismatch statistics
+    repro.py                                     standalone: exits 1 while the bug reproduces
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxfuzz import __version__
+from onnxfuzz.backend import parse_backend
+from onnxfuzz.oracle import Verdict
+from onnxfuzz.sandbox import Outcome
+
+TEMPLATE = Path(__file__).with_name("repro_template.py")
+
+
+def safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label)
+
+
+@dataclass
+class Finding:
+    signature: str
+    bug_id: str
+    verdict: Verdict
+    backend: str
+    reference: str
+    seed: int
+    opset: int
+    ops: list[str]
+    model: onnx.ModelProto
+    inputs: dict[str, np.ndarray]
+    outcomes: dict[str, Outcome]
+    versions: dict[str, str]
+    tolerance: dict[str, tuple[float, float]]
+    timeout: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def adapter_source(label: str) -> tuple[str, str, dict[str, str]]:
+    """The source of the module defining the adapter behind ``label``, its class name and
+    options: repro.py embeds it so that it runs without onnxfuzz."""
+    from onnxfuzz.backend import _load_class
+
+    ref = parse_backend(label)
+    cls = _load_class(ref.target, label)
+    module = sys.modules[cls.__module__]
+    return inspect.getsource(module), cls.__name__, dict(ref.options)
+
+
+def write_bundle(root: Path, f: Finding) -> Path:
+    folder = root / "bugs" / f.bug_id
+    tmp = root / "bugs" / f".tmp_{f.bug_id}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    data = tmp / "test_data_set_0"
+    data.mkdir(parents=True)
+    (tmp / "model.onnx").write_bytes(f.model.SerializeToString())
+    for k, name in enumerate(i.name for i in f.model.graph.input):
+        (data / f"input_{k}.pb").write_bytes(
+            numpy_helper.from_array(f.inputs[name], name).SerializeToString())
+    order = [o.name for o in f.model.graph.output]
+    for label, out in f.outcomes.items():
+        if out.outputs is None:
+            continue
+        sub = data / safe(label)
+        sub.mkdir()
+        for k, name in enumerate(order):
+            if name in out.outputs:
+                (sub / f"output_{k}.pb").write_bytes(
+                    numpy_helper.from_array(np.asarray(out.outputs[name]), name)
+                    .SerializeToString())
+    meta = {
+        "id": f.bug_id, "signature": f.signature, "verdict": f.verdict.verdict,
+        "stage": f.verdict.stage, "kind": f.verdict.kind, "output": f.verdict.output,
+        "backend": f.backend, "reference": f.reference, "seed": f.seed, "opset": f.opset,
+        "ops": f.ops, "nodes": len(f.ops), "versions": f.versions,
+        "onnxfuzz": __version__, "tolerance": f.tolerance, "timeout": f.timeout,
+        **f.extra,
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    log = [f"{f.verdict.verdict} in {f.backend} at {f.verdict.stage} stage", "",
+           f.verdict.message, ""]
+    for label, out in f.outcomes.items():
+        if out.trace:
+            log += [f"--- {label} ---", out.trace, ""]
+    (tmp / "log.txt").write_text("\n".join(log))
+    adapters = {}
+    for label in dict.fromkeys([f.reference, f.backend]):
+        adapters[label] = adapter_source(label)
+    expect = {"verdict": f.verdict.verdict, "stage": f.verdict.stage, "backend": f.backend,
+              "reference": f.reference, "outputs": order, "timeout": f.timeout,
+              "tolerance": {k: list(v) for k, v in f.tolerance.items()}}
+    libs = ", ".join(sorted({a[1] for a in adapters.values()}))
+    text = TEMPLATE.read_text().format(bug_id=f.bug_id, verdict=f.verdict.verdict,
+                                       backend=f.backend, stage=f.verdict.stage,
+                                       libraries=libs, expect=expect, adapters=adapters)
+    (tmp / "repro.py").write_text(text)
+    if folder.exists():
+        shutil.rmtree(folder)
+    tmp.rename(folder)
+    return folder

@@ -1,0 +1,311 @@
+"""Differential fuzzing campaigns: generate, run on every backend, judge, store, bundle.
+
+Test ``i`` of a campaign with seed ``S`` is always the model of seed ``S + i`` with the
+inputs of that seed, so a campaign is a deterministic function of its options: killed and
+resumed, it ends with the same counts as one that never stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.backend import parse_backend
+from onnxfuzz.bundle import Finding, write_bundle
+from onnxfuzz.config import DEFAULT_OPSET, Config
+from onnxfuzz.errors import BackendError, UsageError
+from onnxfuzz.generator import Case, Generator
+from onnxfuzz.oracle import OracleConfig, judge, own_verdict, with_known
+from onnxfuzz.sandbox import BackendInfo, Outcome, Worker
+from onnxfuzz.signature import signature
+from onnxfuzz.store import Store
+
+MIN_OPSET, MAX_OPSET = 13, 26
+
+
+@dataclass
+class CampaignOptions:
+    backends: list[str]
+    reference: str | None = None
+    tests: int | None = None
+    seconds: float | None = None
+    seed: int = 0
+    workers: int = 1
+    timeout: float = 30.0
+    memory_mb: float = 8192.0
+    config: str | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    generator: dict[str, Any] = field(default_factory=dict)  # Config fields, opset optional
+
+    @property
+    def reference_label(self) -> str:
+        return self.reference or self.backends[0]
+
+
+def negotiate_opset(infos: list[BackendInfo], wanted: int | None) -> int:
+    """An opset inside every backend's supported range (and onnxfuzz's 13..26)."""
+    lo = max([MIN_OPSET] + [i.opsets[0] for i in infos])
+    hi = min([MAX_OPSET] + [i.opsets[1] for i in infos])
+    if lo > hi:
+        ranges = ", ".join(f"{i.label} {i.opsets[0]}..{i.opsets[1]}" for i in infos)
+        raise UsageError(f"--backend: no opset in 13..26 that every backend supports ({ranges})")
+    if wanted is not None:
+        if not lo <= wanted <= hi:
+            narrow = [i.label for i in infos if not i.opsets[0] <= wanted <= i.opsets[1]]
+            raise UsageError(f"--opset {wanted}: outside the range of {', '.join(narrow)}; "
+                             f"every selected backend supports {lo}..{hi}")
+        return wanted
+    return max(lo, min(DEFAULT_OPSET, hi))
+
+
+@dataclass
+class Lane:
+    """One executor: a worker per backend. Lanes run tests concurrently."""
+
+    workers: dict[str, Worker]
+
+    def submit(self, model_bytes: bytes, inputs: dict) -> dict[str, Outcome | None]:
+        """Start a test on every backend at once (they are separate processes)."""
+        return {label: w.submit(model_bytes, inputs) for label, w in self.workers.items()}
+
+    def collect(self, sent: dict[str, Outcome | None]) -> dict[str, Outcome]:
+        return {label: failed if failed is not None else self.workers[label].collect()
+                for label, failed in sent.items()}
+
+    def close(self) -> None:
+        for w in self.workers.values():
+            w.close()
+
+
+@dataclass
+class Prepared:
+    index: int
+    case: Case
+    inputs: dict
+    model_bytes: bytes
+    started: float
+
+
+@dataclass
+class Progress:
+    tests: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    verdicts: Counter = field(default_factory=Counter)
+    ops: Counter = field(default_factory=Counter)
+    bugs: int = 0
+    wall: float = 0.0
+    backend: float = 0.0
+    last: str = ""
+
+
+class Campaign:
+    def __init__(self, out: Path, opts: CampaignOptions | None, resume: bool) -> None:
+        self.out = out
+        db = out / "campaign.db"
+        if resume:
+            if not db.exists():
+                raise UsageError(f"--resume: {out} holds no campaign (no campaign.db)")
+            self.store = Store(db)
+            stored = self.store.get_meta("options")
+            if opts is not None:  # a new budget may extend the stored one
+                stored["tests"] = opts.tests if opts.tests is not None else stored["tests"]
+                stored["seconds"] = (opts.seconds if opts.seconds is not None
+                                     else stored["seconds"])
+            self.opts = CampaignOptions(**stored)
+        else:
+            if db.exists():
+                raise UsageError(f"--out: {out} already holds a campaign; pass --resume to "
+                                 "continue it or choose another --out")
+            if opts is None:
+                raise UsageError("no campaign options")
+            out.mkdir(parents=True, exist_ok=True)
+            self.store = Store(db)
+            self.opts = opts
+            self.store.set_meta("options", asdict(opts))
+        o = self.opts
+        if not o.backends:
+            raise UsageError("--backend: name at least two backends (or one with --reference)")
+        self.labels = list(dict.fromkeys([o.reference_label] + o.backends))
+        if len(self.labels) < 2:
+            raise UsageError("--backend: a differential campaign needs two backends, e.g. "
+                             "--backend ort --backend ort:opt=none")
+        for label in self.labels:
+            parse_backend(label)  # syntax errors before anything starts
+        self.oracle = OracleConfig.load(Path(o.config) if o.config else None, o.atol, o.rtol)
+        self.progress = Progress()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._last_finish: dict[int, float] = {}
+        self.lanes: list[Lane] = []
+        self.infos: dict[str, BackendInfo] = {}
+
+    # --- set-up ----------------------------------------------------------------------
+    def start(self) -> None:
+        o = self.opts
+        for _ in range(max(1, o.workers)):
+            workers = {label: Worker(parse_backend(label), o.timeout, o.memory_mb)
+                       for label in self.labels}
+            lane = Lane(workers)
+            self.lanes.append(lane)
+            for label, w in workers.items():
+                info = w.start()
+                if info.available:
+                    raise BackendError(f"backend {label} is not available here: "
+                                       f"{info.available}")
+                self.infos[label] = info
+        gen = dict(o.generator)
+        opset = negotiate_opset(list(self.infos.values()), gen.pop("opset", None))
+        if "dtypes" in gen and gen["dtypes"] is not None:
+            gen["dtypes"] = frozenset(dt.BY_NAME[n] for n in gen["dtypes"])
+        for key in ("ops", "exclude_ops"):
+            if gen.get(key) is not None:
+                gen[key] = frozenset(gen[key])
+        self.cfg = Config(opset=opset, **{k: v for k, v in gen.items() if v is not None})
+        self.generator = Generator(self.cfg)
+        self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})
+        self.store.set_meta("opset", opset)
+
+    def close(self) -> None:
+        for lane in self.lanes:
+            lane.close()
+        self.store.close()
+
+    # --- the loop --------------------------------------------------------------------
+    def _ids(self) -> Iterator[int]:
+        done = self.store.done_ids()
+        o = self.opts
+        i = 0
+        while o.tests is None or i < o.tests:
+            if i not in done:
+                yield i
+            i += 1
+
+    def run(self, on_update: Callable[[Progress], None] | None = None) -> Progress:
+        o = self.opts
+        deadline = time.perf_counter() + o.seconds if o.seconds else None
+        ids = self._ids()
+        ids_lock = threading.Lock()
+
+        def next_id() -> int | None:
+            if self._stop.is_set() or (deadline and time.perf_counter() >= deadline):
+                return None
+            with ids_lock:
+                return next(ids, None)
+
+        def lane_loop(lane: Lane) -> None:
+            # Pipelined: while the backends run test i, the next test is generated and
+            # test i-1 is judged and stored, so the parent's work hides behind theirs.
+            current = self.prepare(i) if (i := next_id()) is not None else None
+            sent = lane.submit(current.model_bytes, current.inputs) if current else None
+            while current is not None:
+                nxt = self.prepare(i) if (i := next_id()) is not None else None
+                outcomes = lane.collect(sent)
+                if nxt is not None:
+                    sent = lane.submit(nxt.model_bytes, nxt.inputs)
+                self.finish(current, outcomes)
+                current = nxt
+
+        threads = [threading.Thread(target=lane_loop, args=(lane,), daemon=True)
+                   for lane in self.lanes]
+        for t in threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(0.25)
+                if on_update:
+                    on_update(self.progress)
+        except KeyboardInterrupt:
+            self._stop.set()
+            for t in threads:
+                t.join()
+        if on_update:
+            on_update(self.progress)
+        return self.progress
+
+    def prepare(self, i: int) -> Prepared:
+        t0 = time.perf_counter()
+        seed = self.opts.seed + i
+        case = self.generator.generate(seed)
+        inputs = case.make_inputs(seed)
+        return Prepared(i, case, inputs, case.model.SerializeToString(), t0)
+
+    def run_test(self, lane: Lane, i: int) -> None:
+        """One test, start to end (no pipelining)."""
+        p = self.prepare(i)
+        self.finish(p, lane.collect(lane.submit(p.model_bytes, p.inputs)))
+
+    def finish(self, t: Prepared, outcomes: dict[str, Outcome]) -> None:
+        results, findings = self.judge_all(t.case, t.inputs, outcomes)
+        backend_s = max(o.backend_s for o in outcomes.values())
+        with self._lock:
+            known = {b["signature"] for b in self.store.bugs()} if findings else set()
+            for f in findings:
+                if f.signature not in known:
+                    write_bundle(self.out, f)  # before the commit: a kill re-runs the test
+            now = time.perf_counter()
+            # A test's wall time runs from the end of the previous one (pipelined lanes
+            # overlap preparation with the backends' work).
+            wall = now - max(t.started, self._last_finish.get(threading.get_ident(), 0.0))
+            self._last_finish[threading.get_ident()] = now
+            self.store.record(t.index, t.case.seed, t.case.ops, self.cfg.opset, wall,
+                              backend_s, results)
+            p = self.progress
+            p.tests += 1
+            p.wall += wall
+            p.backend += backend_s
+            p.ops.update(t.case.ops)
+            for _, verdict, *_ in results:
+                p.verdicts[verdict] += 1
+            p.bugs = len(known | {f.signature for f in findings}) if findings else p.bugs
+            p.last = ", ".join(t.case.ops[:6])
+
+    def judge_all(self, case: Case, inputs: dict, outcomes: dict[str, Outcome]
+                  ) -> tuple[list[tuple[str, str, str | None, str | None, str]], list[Finding]]:
+        ref_label = self.opts.reference_label
+        ref = outcomes[ref_label]
+        order = [o.name for o in case.model.graph.output]
+        producers = {t: n.op_type for n in case.model.graph.node for t in n.output}
+        types = {o.name: o.type.tensor_type.elem_type for o in case.model.graph.output}
+        results = []
+        findings = []
+        for label, got in outcomes.items():
+            if label == ref_label:
+                # The reference's own failure is a bug of the reference backend.
+                v = with_known(label, own_verdict(ref), self.oracle)
+            else:
+                v = judge(ref_label, ref, label, got, order, self.oracle)
+            sig = None
+            if v.is_bug:
+                sig = signature(label, v, producers.get(v.output, ""),
+                                dt.NAMES.get(types.get(v.output, 0), ""), got.trace)
+                from onnxfuzz.signature import bug_id
+
+                findings.append(Finding(
+                    signature=sig, bug_id=bug_id(sig), verdict=v, backend=label,
+                    reference=ref_label, seed=case.seed, opset=self.cfg.opset, ops=case.ops,
+                    model=case.model, inputs=inputs,
+                    outcomes={ref_label: ref, label: got} if label != ref_label
+                    else {label: got},
+                    versions={k: i.version for k, i in self.infos.items()},
+                    tolerance=dict(self.oracle.tolerance), timeout=self.opts.timeout,
+                ))
+            results.append((label, v.verdict, v.stage, sig, v.message[:2000]))
+        return results, findings
+
+
+def summary_rows(store: Store) -> list[dict[str, Any]]:
+    rows = []
+    for b in store.bugs():
+        rows.append({"id": b["id"], "verdict": b["verdict"], "stage": b["stage"],
+                     "backend": b["backend"], "hits": b["hits"],
+                     "first_test": b["first_test"], "seeds": json.loads(b["seeds"])[:5]})
+    return rows

@@ -1,0 +1,225 @@
+"""The oracle: one backend's outcome against the reference's, as a verdict.
+
+Verdicts: ``ok``; ``crash`` and ``timeout`` (with their stage); ``mismatch`` (values, shape
+or dtype); ``unsupported`` (the backend lacks an op, dtype or opset: never a bug);
+``invalid-reference`` (the reference failed or gave non-finite values: the test says
+nothing); ``known`` (matches a known-issue pattern from the config file).
+
+Values are compared with ``|got - want| <= atol + rtol * |want|`` per element (always
+both: rtol alone flags near-zero outputs, ORT #25198), tolerances per dtype with per-pair
+overrides, and NaN equal to NaN. Each mismatch reports the minimum tolerance that would
+have passed, as Polygraphy does.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnxfuzz.errors import UsageError
+from onnxfuzz.sandbox import CRASH, ERROR, OK, TIMEOUT, UNSUPPORTED, Outcome
+
+OK_V, CRASH_V, TIMEOUT_V, MISMATCH_V = "ok", "crash", "timeout", "mismatch"
+UNSUPPORTED_V, INVALID_REF_V, KNOWN_V = "unsupported", "invalid-reference", "known"
+VERDICTS = (OK_V, CRASH_V, TIMEOUT_V, MISMATCH_V, UNSUPPORTED_V, INVALID_REF_V, KNOWN_V)
+BUGS = (CRASH_V, TIMEOUT_V, MISMATCH_V)
+
+# (atol, rtol) per element type; integers and bool compare exactly.
+DEFAULT_TOLERANCE: dict[str, tuple[float, float]] = {
+    "float32": (1e-3, 1e-2),
+    "float64": (1e-5, 1e-5),
+    "float16": (1e-2, 2e-2),
+    "bfloat16": (5e-2, 5e-2),
+}
+
+
+@dataclass
+class Verdict:
+    verdict: str
+    stage: str | None = None
+    kind: str = ""  # for mismatches: values | shape | dtype | missing
+    output: str = ""  # the first output at fault
+    message: str = ""  # error text or mismatch statistics
+    min_atol: float = 0.0  # minimum atol that would have passed (values mismatches)
+
+    @property
+    def is_bug(self) -> bool:
+        return self.verdict in BUGS
+
+
+@dataclass
+class KnownIssue:
+    regex: re.Pattern[str]
+    backend: str | None = None
+    note: str = ""
+
+
+@dataclass
+class OracleConfig:
+    tolerance: dict[str, tuple[float, float]] = field(
+        default_factory=lambda: dict(DEFAULT_TOLERANCE))
+    pair_tolerance: dict[tuple[str, str], dict[str, tuple[float, float]]] = field(
+        default_factory=dict)
+    known: list[KnownIssue] = field(default_factory=list)
+
+    def tol(self, reference: str, backend: str, dtype: str) -> tuple[float, float] | None:
+        pair = self.pair_tolerance.get((reference, backend), {})
+        return pair.get(dtype, self.tolerance.get(dtype))
+
+    @classmethod
+    def load(cls, path: Path | None, atol: float | None = None,
+             rtol: float | None = None) -> OracleConfig:
+        """Read ``--config FILE`` (TOML)::
+
+            [tolerance.float32]            # per dtype: atol, rtol
+            atol = 1e-3
+            rtol = 1e-2
+            [pair."ort:tvm".float16]       # per reference:backend pair
+            atol = 5e-2
+            rtol = 5e-2
+            [[known]]                      # known issues: matching failures go to "known"
+            backend = "tvm"
+            regex = "Only constant axes"
+            note = "Relax importer limitation"
+        """
+        cfg = cls()
+        if path is not None:
+            try:
+                data = tomllib.loads(path.read_text())
+            except (OSError, tomllib.TOMLDecodeError) as e:
+                raise UsageError(f"--config: cannot read {path}: {e}") from None
+            for dtype, t in data.get("tolerance", {}).items():
+                cfg.tolerance[dtype] = _tol(t, f"[tolerance.{dtype}]")
+            for pair, by_dtype in data.get("pair", {}).items():
+                ref, sep, be = pair.rpartition(":") if pair.count(":") == 1 else ("", "", "")
+                if not sep:
+                    raise UsageError(f"--config: [pair.\"{pair}\"] must be \"REF:BACKEND\"")
+                cfg.pair_tolerance[(ref, be)] = {
+                    d: _tol(t, f"[pair.\"{pair}\".{d}]") for d, t in by_dtype.items()}
+            for k, item in enumerate(data.get("known", [])):
+                try:
+                    cfg.known.append(KnownIssue(re.compile(item["regex"]), item.get("backend"),
+                                                item.get("note", "")))
+                except (KeyError, re.error) as e:
+                    raise UsageError(f"--config: [[known]] #{k + 1}: {e}") from None
+        for dtype in list(cfg.tolerance):
+            a, r = cfg.tolerance[dtype]
+            cfg.tolerance[dtype] = (atol if atol is not None else a, rtol if rtol is not None else r)
+        return cfg
+
+
+def _tol(t: Any, where: str) -> tuple[float, float]:
+    try:
+        return float(t["atol"]), float(t["rtol"])
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(f"--config: {where} needs numbers atol and rtol") from None
+
+
+def _non_finite(outputs: dict[str, np.ndarray]) -> bool:
+    for v in outputs.values():
+        if v.dtype.kind == "f" and not np.isfinite(v).all():
+            return True
+        if v.dtype.kind not in "biuf" and v.dtype.name == "bfloat16":
+            if not np.isfinite(v.astype(np.float32)).all():
+                return True
+    return False
+
+
+def judge(reference: str, ref: Outcome, backend: str, got: Outcome,
+          outputs_order: list[str], cfg: OracleConfig) -> Verdict:
+    """The verdict for ``backend`` on one test, against ``reference``."""
+    v = own_verdict(got)
+    if v.verdict == UNSUPPORTED_V:
+        return v
+    if v.verdict == OK_V:
+        if ref.status != OK or ref.outputs is None or _non_finite(ref.outputs):
+            return Verdict(INVALID_REF_V, message=ref.message or "non-finite reference output")
+        v = compare(reference, ref.outputs, backend, got.outputs or {}, outputs_order, cfg)
+    return with_known(backend, v, cfg)
+
+
+def own_verdict(got: Outcome) -> Verdict:
+    """What a backend's outcome says by itself: crash, timeout, unsupported or ok."""
+    if got.status in (CRASH, TIMEOUT, ERROR):
+        return Verdict(TIMEOUT_V if got.status == TIMEOUT else CRASH_V, got.stage,
+                       message=got.message)
+    if got.status == UNSUPPORTED:
+        return Verdict(UNSUPPORTED_V, got.stage, message=got.message)
+    return Verdict(OK_V)
+
+
+def with_known(backend: str, v: Verdict, cfg: OracleConfig) -> Verdict:
+    """Failures matching a known-issue pattern go to the ``known`` bucket."""
+    if v.verdict in (OK_V, UNSUPPORTED_V, INVALID_REF_V):
+        return v
+    text = f"{v.verdict} {v.stage or ''} {v.kind} {v.message}"
+    for k in cfg.known:
+        if (k.backend is None or k.backend == backend) and k.regex.search(text):
+            return Verdict(KNOWN_V, v.stage, v.kind, v.output, f"{k.note}: {v.message}")
+    return v
+
+
+def compare(reference: str, want: dict[str, np.ndarray], backend: str,
+            got: dict[str, np.ndarray], order: list[str], cfg: OracleConfig) -> Verdict:
+    for name in order:
+        w = want.get(name)
+        g = got.get(name)
+        if w is None:
+            continue
+        if g is None:
+            return Verdict(MISMATCH_V, "run", "missing", name, f"output {name} missing")
+        if g.dtype != w.dtype:
+            return Verdict(MISMATCH_V, "run", "dtype", name,
+                           f"output {name}: dtype {g.dtype} vs reference {w.dtype}")
+        if g.shape != w.shape:
+            return Verdict(MISMATCH_V, "run", "shape", name,
+                           f"output {name}: shape {list(g.shape)} vs reference {list(w.shape)}")
+        bad = _values(name, w, g, cfg.tol(reference, backend, _dtype_name(w)))
+        if bad is not None:
+            return bad
+    return Verdict(OK_V)
+
+
+def _dtype_name(a: np.ndarray) -> str:
+    return "bfloat16" if a.dtype.name == "bfloat16" else a.dtype.name
+
+
+def _values(name: str, want: np.ndarray, got: np.ndarray,
+            tol: tuple[float, float] | None) -> Verdict | None:
+    if tol is None:  # exact types
+        neq = want != got
+        if not neq.any():
+            return None
+        n = int(neq.sum())
+        idx = tuple(int(i) for i in np.argwhere(neq)[0])
+        return Verdict(MISMATCH_V, "run", "values", name,
+                       f"output {name}: {n}/{want.size} elements differ (exact dtype); first at "
+                       f"{list(idx)}: {got[idx]!r} vs reference {want[idx]!r}")
+    atol, rtol = tol
+    w = want.astype(np.float64)
+    g = got.astype(np.float64)
+    both_nan = np.isnan(w) & np.isnan(g)
+    same_inf = np.isinf(w) & (w == g)
+    err = np.abs(g - w)
+    ok = (err <= atol + rtol * np.abs(w)) | both_nan | same_inf
+    if ok.all():
+        return None
+    bad = ~ok
+    n = int(bad.sum())
+    err_bad = np.where(bad, np.nan_to_num(err, nan=np.inf), 0.0)
+    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(err_bad)), w.shape))
+    rel = err / np.maximum(np.abs(w), 1e-30)
+    min_atol = float(np.max(np.where(bad, err - rtol * np.abs(w), 0.0)))
+    msg = (f"output {name}: {n}/{want.size} elements outside atol={atol:g} rtol={rtol:g}; "
+           f"max abs err {float(np.nanmax(np.where(bad, err, 0))):.4g}, max rel err "
+           f"{float(np.nanmax(np.where(bad, rel, 0))):.4g}; worst at {list(idx)}: "
+           f"{g[idx]:.6g} vs reference {w[idx]:.6g}; minimum atol to pass at rtol={rtol:g}: "
+           f"{min_atol:.4g}")
+    return Verdict(MISMATCH_V, "run", "values", name, msg, min_atol)
+
+

@@ -1,0 +1,67 @@
+"""``onnxfuzz replay BUNDLE``: does a bug bundle still reproduce?"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+from onnx import numpy_helper
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.backend import parse_backend
+from onnxfuzz.errors import ModelError
+from onnxfuzz.oracle import OracleConfig, judge, own_verdict
+from onnxfuzz.sandbox import Worker
+from onnxfuzz.signature import signature
+
+REPRODUCES, FIXED, DIFFERENT = 1, 0, 3
+
+
+def load_inputs(folder: Path) -> dict:
+    out = {}
+    k = 0
+    while (folder / f"input_{k}.pb").exists():
+        t = onnx.TensorProto()
+        t.ParseFromString((folder / f"input_{k}.pb").read_bytes())
+        out[t.name] = numpy_helper.to_array(t)
+        k += 1
+    return out
+
+
+def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[int, str]:
+    try:
+        meta = json.loads((bundle / "meta.json").read_text())
+        model = onnx.load(bundle / "model.onnx")
+    except (OSError, json.JSONDecodeError, onnx.onnx_cpp2py_export.checker.ValidationError,
+            Exception) as e:  # noqa: BLE001 - any unreadable bundle gets the same message
+        raise ModelError(f"{bundle}: not a bug bundle ({type(e).__name__}: {e}); it needs "
+                         "meta.json, model.onnx and test_data_set_0/") from None
+    inputs = load_inputs(bundle / "test_data_set_0")
+    limit = timeout if timeout is not None else float(meta.get("timeout", 30.0))
+    backend, reference = meta["backend"], meta["reference"]
+    labels = list(dict.fromkeys([reference, backend]))
+    outcomes = {}
+    for label in labels:
+        w = Worker(parse_backend(label), timeout=limit)
+        try:
+            w.start()
+            outcomes[label] = w.execute(model.SerializeToString(), inputs)
+        finally:
+            w.close()
+    cfg = OracleConfig(tolerance={k: tuple(v) for k, v in meta.get("tolerance", {}).items()})
+    order = [o.name for o in model.graph.output]
+    got = outcomes[backend]
+    if backend == reference:
+        v = own_verdict(got)
+    else:
+        v = judge(reference, outcomes[reference], backend, got, order, cfg)
+    if not v.is_bug:
+        return FIXED, f"does not reproduce: {backend} gives {v.verdict}"
+    producers = {t: n.op_type for n in model.graph.node for t in n.output}
+    types = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
+    sig = signature(backend, v, producers.get(v.output, ""),
+                    dt.NAMES.get(types.get(v.output, 0), ""), got.trace)
+    if sig == meta["signature"]:
+        return REPRODUCES, f"REPRODUCES: {v.verdict} at {v.stage}: {v.message[:300]}"
+    return DIFFERENT, f"fails differently: {sig}\n(bundle: {meta['signature']})"

@@ -1,0 +1,261 @@
+"""Backends run in persistent *spawned* worker processes (never forked: CUDA).
+
+A worker loads one adapter once and serves tests over a pipe. The parent enforces a
+per-test timeout and a memory cap (resident set size, polled), and turns a segfault,
+abort, hang, out-of-memory or exception into an ``Outcome`` with its stage (compile or
+run). A dead or killed worker is respawned for the next test: the campaign goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from multiprocessing.connection import Connection
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnxfuzz.backend import BackendRef, is_unsupported, load_backend, parse_backend
+from onnxfuzz.errors import BackendError
+
+OK, ERROR, UNSUPPORTED, CRASH, TIMEOUT = "ok", "error", "unsupported", "crash", "timeout"
+COMPILE, RUN = "compile", "run"
+
+
+@dataclass
+class Outcome:
+    status: str  # ok | error | unsupported | crash | timeout
+    stage: str | None = None
+    outputs: dict[str, np.ndarray] | None = None
+    message: str = ""
+    trace: str = ""
+    compile_s: float = 0.0
+    run_s: float = 0.0
+
+    @property
+    def backend_s(self) -> float:
+        return self.compile_s + self.run_s
+
+
+@dataclass
+class BackendInfo:
+    label: str
+    name: str
+    version: str
+    opsets: tuple[int, int]
+    available: str | None  # None, or why the backend cannot run here
+
+
+def serve(text: str, conn: Any) -> None:
+    """Worker main loop (runs in the spawned process)."""
+    try:
+        backend = load_backend(parse_backend(text))
+        why = backend.available() if hasattr(backend, "available") else None
+        conn.send(("ready", backend.name, str(backend.version()),
+                   tuple(backend.supported_opsets()), why))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        conn.send(("load-error", f"{type(e).__name__}: {e}"))
+        return
+    import onnx
+
+    while True:
+        try:
+            req = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if req is None:
+            return
+        model_bytes, inputs = req
+        stage = COMPILE
+        t0 = time.perf_counter()
+        compile_s = 0.0
+        try:
+            model = onnx.load_from_string(model_bytes)
+            reason = backend.supports(model) if hasattr(backend, "supports") else None
+            if reason:
+                conn.send(("error", COMPILE, True, reason, "", 0.0, 0.0))
+                continue
+            exe = backend.compile(model)
+            compile_s = time.perf_counter() - t0
+            stage = RUN
+            conn.send(("stage", RUN))
+            t1 = time.perf_counter()
+            outs = backend.run(exe, inputs)
+            run_s = time.perf_counter() - t1
+            outs = {k: np.asarray(v) for k, v in outs.items()}
+            conn.send(("done", outs, compile_s, run_s))
+        except BaseException as e:  # noqa: BLE001 - every failure is a verdict
+            if isinstance(e, KeyboardInterrupt):
+                return
+            elapsed = time.perf_counter() - t0
+            conn.send(("error", stage, is_unsupported(backend, e), f"{type(e).__name__}: {e}",
+                       traceback.format_exc(limit=20), compile_s,
+                       elapsed - compile_s if stage == RUN else 0.0))
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+@dataclass
+class Worker:
+    """One backend in one persistent spawned process."""
+
+    ref: BackendRef
+    timeout: float = 30.0
+    memory_mb: float = 8192.0
+    startup_timeout: float = 300.0
+    info: BackendInfo | None = None
+    _proc: Any = field(default=None, repr=False)
+    _conn: Any = field(default=None, repr=False)
+    restarts: int = 0
+
+    def start(self) -> BackendInfo:
+        """Spawn a fresh interpreter (``python -m onnxfuzz.worker``) talking over a socket
+        pair; its stderr goes to a file whose tail is kept when it crashes."""
+        ours, theirs = socket.socketpair()
+        self._stderr = tempfile.TemporaryFile()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "onnxfuzz.worker", str(theirs.fileno()), self.ref.text],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=self._stderr, start_new_session=True,
+        )
+        theirs.close()
+        conn = Connection(ours.detach())
+        if not conn.poll(self.startup_timeout):
+            proc.kill()
+            raise BackendError(f"backend {self.ref.text}: worker did not start within "
+                               f"{self.startup_timeout:.0f} s")
+        try:
+            msg = conn.recv()
+        except EOFError:
+            proc.wait(5)
+            raise BackendError(f"backend {self.ref.text}: worker died while loading "
+                               f"({_death(proc.returncode)}): {self.stderr_tail()}") from None
+        if msg[0] == "load-error":
+            proc.wait(5)
+            raise BackendError(msg[1])
+        _, name, version, opsets, why = msg
+        self._proc, self._conn = proc, conn
+        self.info = BackendInfo(self.ref.text, name, version, tuple(opsets), why)
+        return self.info
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        f = getattr(self, "_stderr", None)
+        if f is None:
+            return ""
+        try:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read().decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait(5)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        if self._alive():
+            try:
+                self._conn.send(None)
+                self._proc.wait(2)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self._kill()
+
+    def _crash(self, stage: str) -> Outcome:
+        code = self._proc.returncode if self._proc is not None else None
+        if code is None and self._proc is not None:
+            try:
+                code = self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                code = None
+        self._kill()
+        return Outcome(CRASH, stage, message=_death(code), trace=self.stderr_tail())
+
+    def execute(self, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome:
+        failed = self.submit(model_bytes, inputs)
+        return failed if failed is not None else self.collect()
+
+    def submit(self, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome | None:
+        """Send a test; returns an Outcome only if it could not even be sent. Several
+        workers can be submitted to before collecting: they run in parallel."""
+        if not self._alive():
+            if self._proc is not None:
+                self.restarts += 1
+            self._kill()
+            self.start()
+        self._stage = COMPILE
+        self._deadline = time.perf_counter() + self.timeout
+        try:
+            self._conn.send((model_bytes, inputs))
+        except OSError:
+            return self._crash(COMPILE)
+        return None
+
+    def collect(self) -> Outcome:
+        """Wait for the submitted test's outcome (timeout and memory cap enforced)."""
+        stage = self._stage
+        while True:
+            left = self._deadline - time.perf_counter()
+            if left <= 0:
+                self._kill()
+                return Outcome(TIMEOUT, stage, message=f"no result within {self.timeout:g} s")
+            ready = False
+            try:
+                ready = self._conn.poll(min(left, 0.05))
+            except (OSError, EOFError):
+                pass
+            if not ready:
+                if not self._alive():
+                    return self._crash(stage)
+                rss = _rss_mb(self._proc.pid)
+                if rss > self.memory_mb:
+                    self._kill()
+                    return Outcome(CRASH, stage, message=f"out of memory: resident set "
+                                   f"{rss:.0f} MB > cap {self.memory_mb:.0f} MB")
+                continue
+            try:
+                msg = self._conn.recv()
+            except (EOFError, OSError):
+                return self._crash(stage)
+            if msg[0] == "stage":
+                stage = msg[1]
+                continue
+            if msg[0] == "done":
+                return Outcome(OK, None, msg[1], compile_s=msg[2], run_s=msg[3])
+            _, stage, unsupported, text, trace, c_s, r_s = msg
+            return Outcome(UNSUPPORTED if unsupported else ERROR, stage, message=text,
+                           trace=trace, compile_s=c_s, run_s=r_s)
+
+
+def _death(code: int | None) -> str:
+    if code is None:
+        return "worker vanished"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"worker exited with status {code}"
