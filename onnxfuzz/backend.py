@@ -21,10 +21,12 @@ are registered there like any third-party one) or named ad hoc as
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import inspect
 import re
+import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -92,7 +94,9 @@ def parse_backend(text: str) -> BackendRef:
     """``ort``, ``ort:opt=none``, ``my_npu.py:NpuBackend``, ``pkg.mod:Cls:device=1``."""
     parts = text.split(":")
     options: dict[str, str] = {}
-    if len(parts) > 1 and "=" not in parts[1] and parts[1]:
+    # "name:opts" for an installed backend; "module:Class[:opts]" or "file.py:Class[:opts]"
+    named = parts[0] in entry_points() and not parts[0].endswith(".py")
+    if len(parts) > 1 and "=" not in parts[1] and parts[1] and not named:
         target, rest = f"{parts[0]}:{parts[1]}", parts[2:]
     else:
         target, rest = parts[0], parts[1:]
@@ -132,12 +136,19 @@ def _load_class(target: str, text: str) -> type:
         path = Path(where)
         if not path.is_file():
             raise BackendError(f"--backend {text}: no such file {where}")
-        spec = importlib.util.spec_from_file_location(f"onnxfuzz_user_{path.stem}", path)
+        digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
+        mod_name = f"onnxfuzz_user_{path.stem}_{digest}"
+        if mod_name in sys.modules:
+            module = sys.modules[mod_name]
+            return _class_of(module, cls_name, where, text)
+        spec = importlib.util.spec_from_file_location(mod_name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module  # bundles embed the source of the adapter's module
         try:
             spec.loader.exec_module(module)
         except Exception as e:  # noqa: BLE001
+            del sys.modules[mod_name]
             raise BackendError(f"--backend {text}: {where} failed to import: "
                                f"{type(e).__name__}: {e}") from e
     else:
@@ -146,6 +157,10 @@ def _load_class(target: str, text: str) -> type:
         except Exception as e:  # noqa: BLE001
             raise BackendError(f"--backend {text}: cannot import {where}: "
                                f"{type(e).__name__}: {e}") from e
+    return _class_of(module, cls_name, where, text)
+
+
+def _class_of(module: Any, cls_name: str, where: str, text: str) -> type:
     cls = getattr(module, cls_name, None)
     if cls is None:
         raise BackendError(f"--backend {text}: {where} has no class {cls_name!r}")

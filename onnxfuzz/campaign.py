@@ -22,7 +22,8 @@ from onnxfuzz.bundle import Finding, write_bundle
 from onnxfuzz.config import DEFAULT_OPSET, Config
 from onnxfuzz.errors import BackendError, UsageError
 from onnxfuzz.generator import Case, Generator
-from onnxfuzz.oracle import OracleConfig, judge, own_verdict, with_known
+from onnxfuzz.localize import first_divergence
+from onnxfuzz.oracle import MISMATCH_V, OracleConfig, judge, own_verdict, with_known
 from onnxfuzz.sandbox import BackendInfo, Outcome, Worker
 from onnxfuzz.signature import signature
 from onnxfuzz.store import Store
@@ -200,7 +201,16 @@ class Campaign:
             with ids_lock:
                 return next(ids, None)
 
+        errors: list[BaseException] = []
+
         def lane_loop(lane: Lane) -> None:
+            try:
+                pipelined(lane)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+                errors.append(e)
+                self._stop.set()
+
+        def pipelined(lane: Lane) -> None:
             # Pipelined: while the backends run test i, the next test is generated and
             # test i-1 is judged and stored, so the parent's work hides behind theirs.
             current = self.prepare(i) if (i := next_id()) is not None else None
@@ -208,9 +218,12 @@ class Campaign:
             while current is not None:
                 nxt = self.prepare(i) if (i := next_id()) is not None else None
                 outcomes = lane.collect(sent)
+                # Judged before the next test goes out: localizing a mismatch re-runs
+                # the model on this lane's workers.
+                judged = self.judge_all(current.case, current.inputs, outcomes, lane)
                 if nxt is not None:
                     sent = lane.submit(nxt.model_bytes, nxt.inputs)
-                self.finish(current, outcomes)
+                self.finish(current, outcomes, judged)
                 current = nxt
 
         threads = [threading.Thread(target=lane_loop, args=(lane,), daemon=True)
@@ -229,6 +242,8 @@ class Campaign:
                 t.join()
         if on_update:
             on_update(self.progress)
+        if errors:
+            raise errors[0]
         return self.progress
 
     def prepare(self, i: int) -> Prepared:
@@ -241,10 +256,12 @@ class Campaign:
     def run_test(self, lane: Lane, i: int) -> None:
         """One test, start to end (no pipelining)."""
         p = self.prepare(i)
-        self.finish(p, lane.collect(lane.submit(p.model_bytes, p.inputs)))
+        outcomes = lane.collect(lane.submit(p.model_bytes, p.inputs))
+        self.finish(p, outcomes, self.judge_all(p.case, p.inputs, outcomes, lane))
 
-    def finish(self, t: Prepared, outcomes: dict[str, Outcome]) -> None:
-        results, findings = self.judge_all(t.case, t.inputs, outcomes)
+    def finish(self, t: Prepared, outcomes: dict[str, Outcome],
+               judged: tuple[list, list[Finding]]) -> None:
+        results, findings = judged
         backend_s = max(o.backend_s for o in outcomes.values())
         with self._lock:
             known = {b["signature"] for b in self.store.bugs()} if findings else set()
@@ -268,13 +285,15 @@ class Campaign:
             p.bugs = len(known | {f.signature for f in findings}) if findings else p.bugs
             p.last = ", ".join(t.case.ops[:6])
 
-    def judge_all(self, case: Case, inputs: dict, outcomes: dict[str, Outcome]
+    def judge_all(self, case: Case, inputs: dict, outcomes: dict[str, Outcome],
+                  lane: Lane | None = None
                   ) -> tuple[list[tuple[str, str, str | None, str | None, str]], list[Finding]]:
         ref_label = self.opts.reference_label
         ref = outcomes[ref_label]
         order = [o.name for o in case.model.graph.output]
         producers = {t: n.op_type for n in case.model.graph.node for t in n.output}
-        types = {o.name: o.type.tensor_type.elem_type for o in case.model.graph.output}
+        types = {vi.name: vi.type.tensor_type.elem_type
+                 for vi in list(case.model.graph.output) + list(case.model.graph.value_info)}
         results = []
         findings = []
         for label, got in outcomes.items():
@@ -285,8 +304,16 @@ class Campaign:
                 v = judge(ref_label, ref, label, got, order, self.oracle)
             sig = None
             if v.is_bug:
-                sig = signature(label, v, producers.get(v.output, ""),
-                                dt.NAMES.get(types.get(v.output, 0), ""), got.trace)
+                culprit = v.output
+                if v.verdict == MISMATCH_V and lane is not None:
+                    node = first_divergence(
+                        case.model, ref_label, label,
+                        lambda data: lane.collect(lane.submit(data, inputs)), self.oracle)
+                    if node is not None:
+                        culprit = node.output[0]
+                        v.message += f"\nfirst diverging node: {node.name} ({node.op_type})"
+                sig = signature(label, v, producers.get(culprit, ""),
+                                dt.NAMES.get(types.get(culprit, 0), ""), got.trace)
                 from onnxfuzz.signature import bug_id
 
                 findings.append(Finding(

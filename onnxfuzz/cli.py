@@ -148,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     import onnxfuzz.cli_fuzz  # noqa: F401 - registers fuzz, replay and backend
 
     try:
-        cli.main(args=argv, prog_name="onnxfuzz", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="onnxfuzz", standalone_mode=False)
+        if isinstance(rv, int):  # click returns a command's Exit code in this mode
+            return rv
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.Abort:

@@ -11,7 +11,8 @@ from onnx import numpy_helper
 from onnxfuzz import dtypes as dt
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import ModelError
-from onnxfuzz.oracle import OracleConfig, judge, own_verdict
+from onnxfuzz.localize import first_divergence
+from onnxfuzz.oracle import MISMATCH_V, OracleConfig, judge, own_verdict
 from onnxfuzz.sandbox import Worker
 from onnxfuzz.signature import signature
 
@@ -41,14 +42,24 @@ def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[int, str]
     limit = timeout if timeout is not None else float(meta.get("timeout", 30.0))
     backend, reference = meta["backend"], meta["reference"]
     labels = list(dict.fromkeys([reference, backend]))
-    outcomes = {}
-    for label in labels:
-        w = Worker(parse_backend(label), timeout=limit)
-        try:
+    workers = {label: Worker(parse_backend(label), timeout=limit) for label in labels}
+    try:
+        for w in workers.values():
             w.start()
-            outcomes[label] = w.execute(model.SerializeToString(), inputs)
-        finally:
+        return _judge(meta, model, inputs, workers)
+    finally:
+        for w in workers.values():
             w.close()
+
+
+def _judge(meta: dict, model: onnx.ModelProto, inputs: dict,
+           workers: dict[str, Worker]) -> tuple[int, str]:
+    backend, reference = meta["backend"], meta["reference"]
+
+    def run(data: bytes) -> dict:
+        return {label: w.execute(data, inputs) for label, w in workers.items()}
+
+    outcomes = run(model.SerializeToString())
     cfg = OracleConfig(tolerance={k: tuple(v) for k, v in meta.get("tolerance", {}).items()})
     order = [o.name for o in model.graph.output]
     got = outcomes[backend]
@@ -59,9 +70,14 @@ def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[int, str]
     if not v.is_bug:
         return FIXED, f"does not reproduce: {backend} gives {v.verdict}"
     producers = {t: n.op_type for n in model.graph.node for t in n.output}
-    types = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
-    sig = signature(backend, v, producers.get(v.output, ""),
-                    dt.NAMES.get(types.get(v.output, 0), ""), got.trace)
+    types = {vi.name: vi.type.tensor_type.elem_type
+             for vi in list(model.graph.output) + list(model.graph.value_info)}
+    culprit = v.output
+    if v.verdict == MISMATCH_V:
+        node = first_divergence(model, reference, backend, run, cfg)
+        culprit = node.output[0] if node is not None else culprit
+    sig = signature(backend, v, producers.get(culprit, ""),
+                    dt.NAMES.get(types.get(culprit, 0), ""), got.trace)
     if sig == meta["signature"]:
         return REPRODUCES, f"REPRODUCES: {v.verdict} at {v.stage}: {v.message[:300]}"
     return DIFFERENT, f"fails differently: {sig}\n(bundle: {meta['signature']})"

@@ -177,10 +177,12 @@ class AxesWith:
 
 @op("MeanVarianceNormalization")
 def mvn(b: Builder, p: None) -> None:
-    # ONNX Runtime computes Var = E[x^2] - E[x]^2, which rounds below zero for a constant
-    # slice (sqrt -> NaN): a single-element slice is always constant. So the axes always
-    # include axis 0, and X's first dim is >= 2.
-    x = b.input("X", rank=Ints(1, 5), dims=lambda r: [Ints(2, b.max_dim)] + [None] * (r - 1))
+    # ONNX Runtime (like the op's function body) computes Var = E[x^2] - E[x]^2, which rounds
+    # below zero for a (near-)constant slice: sqrt -> NaN. So the axes always include axis 0,
+    # X's first dim is >= 2 and X's values are distinct along axis 0 (a fresh input): no
+    # normalized slice is constant.
+    x = b.input("X", rank=Ints(1, 5), values=Values(distinct_axis=0),
+                dims=lambda r: [Ints(2, max(2, b.max_dim))] + [None] * (r - 1))
     # The default axes [0, 2, 3] need rank >= 4. They are written out explicitly: ONNX's
     # function-body inference fails on the body's Constant(value_ints=@axes) without them.
     axes = b.attr("axes", AxesWith(x.rank, 0), [0, 2, 3] if x.rank >= 4 else MISSING)

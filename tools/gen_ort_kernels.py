@@ -49,7 +49,20 @@ def probe(table: dict) -> dict:
     from onnxfuzz.spec import load_specs, op_info
     from onnxfuzz.validate import validate
 
-    dt._ort_table.cache_clear()
+    # Probe against the kernel table just built, without any earlier probe results, so
+    # that --check and a rewrite compute the same thing.
+    kernels = {op: [(lo, hi, {tv: frozenset(dt.BY_NAME[n] for n in names)
+                              for tv, names in c.items()}) for lo, hi, c in entries]
+               for op, entries in table["kernels"].items()}
+    saved = dt._ort_table
+    dt._ort_table = lambda: (kernels, {})
+    try:
+        return _probe(dt, Config, OnnxFuzzError, Generator, load_specs, op_info, validate)
+    finally:
+        dt._ort_table = saved
+
+
+def _probe(dt, Config, OnnxFuzzError, Generator, load_specs, op_info, validate) -> dict:  # noqa: N803
     probed: dict[str, dict] = {}
     for op, spec in load_specs().items():
         for opset in range(max(spec.since, 13), min(spec.until, 26) + 1):
@@ -74,7 +87,6 @@ def probe(table: dict) -> dict:
 
 def main() -> int:
     table = build()
-    TABLE.write_text(json.dumps(table, indent=0) + "\n") if "--check" not in sys.argv else None
     table["probed"] = probe(table)
     data = json.dumps(table, indent=0, sort_keys=False) + "\n"
     if "--check" in sys.argv:

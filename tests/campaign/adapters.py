@@ -1,0 +1,158 @@
+"""Misbehaving and deliberately wrong adapters for the campaign tests.
+
+Each wraps the real ONNX Runtime and misbehaves only when the model contains ``op``
+(an option: ``tests/campaign/adapters.py:Segfault:op=Add``), so the campaign sees both
+healthy and failing tests. Loaded by path, exactly as a user's adapter would be.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+
+class _OrtWrapper:
+    name = "wrapper"
+
+    def __init__(self, op: str = "Add") -> None:
+        self.op = op
+
+    def version(self) -> str:
+        return ort.__version__
+
+    def supported_opsets(self) -> tuple[int, int]:
+        return (7, 26)
+
+    def _session(self, model: onnx.ModelProto) -> Any:
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 4
+        opts.intra_op_num_threads = 1
+        return ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+
+    def triggered(self, model: onnx.ModelProto) -> bool:
+        return any(n.op_type == self.op for n in model.graph.node)
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        return (self._session(model), self.triggered(model))
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        sess, _ = executable
+        names = [o.name for o in sess.get_outputs()]
+        return dict(zip(names, sess.run(names, inputs), strict=True))
+
+
+class Segfault(_OrtWrapper):
+    """Dereferences NULL while running a model with ``op``."""
+
+    name = "segfault"
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if executable[1]:
+            ctypes.string_at(0)
+        return super().run(executable, inputs)
+
+
+class Abort(_OrtWrapper):
+    """abort()s while compiling a model with ``op``."""
+
+    name = "abort"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            os.abort()
+        return super().compile(model)
+
+
+class Hang(_OrtWrapper):
+    """Never returns from compiling a model with ``op``."""
+
+    name = "hang"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            while True:
+                time.sleep(1)
+        return super().compile(model)
+
+
+class Leak(_OrtWrapper):
+    """Allocates memory without bound while running a model with ``op``."""
+
+    name = "leak"
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if executable[1]:
+            hoard = []
+            while True:
+                hoard.append(np.ones(64 * 2**20 // 8))  # 64 MB, touched
+        return super().run(executable, inputs)
+
+
+class Raise(_OrtWrapper):
+    """Raises an internal error while compiling a model with ``op``."""
+
+    name = "raise"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            raise RuntimeError(f"InternalError: lowering of {self.op} failed at node 0x7f3a")
+        return super().compile(model)
+
+
+class Unsupported(_OrtWrapper):
+    """Says "not implemented" for ``op`` (missing support, not a bug)."""
+
+    name = "unsupported"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            raise NotImplementedError(f"{self.op} is not implemented")
+        return super().compile(model)
+
+
+class WrongOp(_OrtWrapper):
+    """A planted miscompilation: every ``op`` node computes ``op`` + 0.5 (float outputs)."""
+
+    name = "wrong-op"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        g = m.graph
+        nodes = list(g.node)
+        del g.node[:]
+        producers_dtype = {vi.name: vi.type.tensor_type.elem_type
+                           for vi in list(g.value_info) + list(g.output)}
+        for n in nodes:
+            out = n.output[0]
+            if n.op_type == self.op and producers_dtype.get(out) == onnx.TensorProto.FLOAT:
+                bad = f"{out}__planted"
+                n.output[0] = bad
+                half = f"{out}__half"
+                g.initializer.append(onnx.numpy_helper.from_array(np.float32(0.5), half))
+                g.node.extend([n, onnx.helper.make_node("Add", [bad, half], [out])])
+            else:
+                g.node.append(n)
+        return (self._session(m), False)
+
+
+class NoRun:
+    """Does not follow the protocol: no run()."""
+
+    name = "norun"
+
+    def version(self) -> str:
+        return "0"
+
+    def supported_opsets(self) -> tuple[int, int]:
+        return (7, 26)
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        return None

@@ -1,0 +1,194 @@
+"""Campaigns against real ONNX Runtime and adapters that crash, hang, leak, raise or
+compute wrong answers: every failure becomes the right verdict and the campaign goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from onnxfuzz.backend import load_backend
+from onnxfuzz.campaign import Campaign, CampaignOptions
+from onnxfuzz.errors import BackendError
+from onnxfuzz.store import Store
+
+HERE = Path(__file__).resolve().parent
+ADAPTERS = HERE / "adapters.py"
+OPS = ["Add", "Relu", "Mul", "Sigmoid", "Tanh"]
+
+
+def _campaign(tmp: Path, backend: str, tests: int = 12, **kw) -> Campaign:
+    opts = CampaignOptions(
+        backends=["ort", backend], tests=tests, seed=kw.pop("seed", 0),
+        timeout=kw.pop("timeout", 10.0), memory_mb=kw.pop("memory_mb", 8192.0),
+        generator={"min_nodes": 2, "max_nodes": 5, "ops": OPS, **kw.pop("generator", {})},
+        **kw,
+    )
+    c = Campaign(tmp / "camp", opts, resume=False)
+    c.start()
+    try:
+        c.run()
+    finally:
+        c.close()
+    return c
+
+
+def _verdicts(c: Campaign, label: str) -> dict[str, int]:
+    store = Store(c.out / "campaign.db")
+    try:
+        return {v: n for (b, v), n in store.counts_by_backend().items() if b == label}
+    finally:
+        store.close()
+
+
+def _bugs(c: Campaign) -> list[dict]:
+    store = Store(c.out / "campaign.db")
+    try:
+        return store.bugs()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("cls", "verdict", "stage", "text", "kw"),
+    [
+        ("Segfault", "crash", "run", "SIGSEGV", {}),
+        ("Abort", "crash", "compile", "SIGABRT", {}),
+        ("Hang", "timeout", "compile", "no result within", {"timeout": 2.0}),
+        ("Leak", "crash", "run", "out of memory", {"memory_mb": 1500.0}),
+        ("Raise", "crash", "compile", "InternalError", {}),
+    ],
+)
+def test_failures_become_verdicts_and_the_campaign_goes_on(tmp_path, cls, verdict, stage, text,
+                                                            kw) -> None:
+    label = f"{ADAPTERS}:{cls}:op=Add"
+    c = _campaign(tmp_path, label, tests=10, **kw)
+    counts = _verdicts(c, label)
+    assert sum(counts.values()) == 10  # every test judged, none lost
+    assert counts.get(verdict, 0) >= 1 and counts.get("ok", 0) >= 1, counts
+    bugs = _bugs(c)
+    assert len(bugs) == 1, bugs  # one bug, one bundle, however many hits
+    bug = bugs[0]
+    assert (bug["verdict"], bug["stage"]) == (verdict, stage)
+    assert bug["hits"] == counts[verdict]
+    meta = json.loads((c.out / "bugs" / bug["id"] / "meta.json").read_text())
+    assert meta["verdict"] == verdict and meta["stage"] == stage
+    assert text in (c.out / "bugs" / bug["id"] / "log.txt").read_text()
+    for key in ("signature", "backend", "reference", "seed", "opset", "ops", "versions"):
+        assert key in meta
+
+
+def test_not_implemented_is_unsupported_not_a_bug(tmp_path) -> None:
+    label = f"{ADAPTERS}:Unsupported:op=Add"
+    c = _campaign(tmp_path, label, tests=10)
+    counts = _verdicts(c, label)
+    assert counts.get("unsupported", 0) >= 1
+    assert not _bugs(c)
+
+
+def test_planted_wrong_op_is_caught_with_a_reproducer(tmp_path) -> None:
+    label = f"{ADAPTERS}:WrongOp:op=Sigmoid"
+    c = _campaign(tmp_path, label, tests=15, generator={"dtypes": ["float32"]})
+    counts = _verdicts(c, label)
+    assert counts.get("mismatch", 0) >= 1, counts
+    bugs = _bugs(c)
+    assert len(bugs) == 1
+    bundle = c.out / "bugs" / bugs[0]["id"]
+    assert "Sigmoid" in bugs[0]["signature"]
+    for f in ("model.onnx", "meta.json", "log.txt", "repro.py", "test_data_set_0/input_0.pb"):
+        assert (bundle / f).exists(), f
+    assert list((bundle / "test_data_set_0").glob("*/output_0.pb"))
+    # The standalone reproducer and `onnxfuzz replay` both say it reproduces.
+    r = subprocess.run([sys.executable, "repro.py"], cwd=bundle, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "REPRODUCES" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "onnxfuzz", "replay", str(bundle)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "REPRODUCES" in r.stdout, r.stdout + r.stderr
+
+
+def test_healthy_pair_finds_nothing(tmp_path) -> None:
+    c = _campaign(tmp_path, "ort:opt=none", tests=40, generator={"ops": None})
+    counts = _verdicts(c, "ort:opt=none")
+    assert counts.get("ok", 0) == 40, counts
+    assert not _bugs(c)
+
+
+def test_adapter_without_run_is_refused_naming_what_is_missing() -> None:
+    with pytest.raises(BackendError, match=r"NoRun.*missing run\(self, executable, inputs\)"):
+        load_backend(f"{ADAPTERS}:NoRun")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("nosuchbackend", "no backend named 'nosuchbackend'"),
+        ("missing_file.py:Cls", "no such file missing_file.py"),
+        (f"{ADAPTERS}:Nope", "has no class 'Nope'"),
+        ("ort:opt=sideways", "does not take options"),
+        ("ort:opt", "options are key=value"),
+    ],
+)
+def test_bad_backend_specs_say_what_is_wrong(spec, message) -> None:
+    with pytest.raises(BackendError, match=message):
+        load_backend(spec)
+
+
+def _fuzz(out: Path, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "onnxfuzz", "fuzz", "--backend", "ort",
+           "--backend", f"{ADAPTERS}:Raise:op=Mul", "--tests", "60", "--seed", "5",
+           "--nodes", "2:5", "--ops", ",".join(OPS), "--out", str(out), *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _state(out: Path) -> tuple[dict, list]:
+    store = Store(out / "campaign.db")
+    try:
+        return store.counts_by_backend(), [(b["signature"], b["hits"]) for b in store.bugs()]
+    finally:
+        store.close()
+
+
+def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(tmp_path) -> None:
+    whole = tmp_path / "whole"
+    p = _fuzz(whole)
+    assert p.wait(300) == 0, p.stdout.read()
+    killed = tmp_path / "killed"
+    p = _fuzz(killed)
+    db = killed / "campaign.db"
+    deadline = time.time() + 120
+    while time.time() < deadline:  # kill -9 once some tests are stored
+        if db.exists():
+            try:
+                store = Store(db)
+                n = store.n_tests()
+                store.close()
+            except Exception:  # noqa: BLE001 - the db may be mid-creation
+                n = 0
+            if n >= 15:
+                break
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    n_before = _n(killed)
+    assert 0 < n_before < 60
+    r = subprocess.run([sys.executable, "-m", "onnxfuzz", "fuzz", "--resume", "--out",
+                        str(killed)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _state(killed) == _state(whole)
+    assert _n(killed) == 60
+
+
+def _n(out: Path) -> int:
+    store = Store(out / "campaign.db")
+    try:
+        return store.n_tests()
+    finally:
+        store.close()
