@@ -48,7 +48,6 @@ class _Executable:
     n_producers: int
     picks: list[tuple[int, int | None]]  # (producer index, output index or None)
     output_names: list[str]
-    first_call_done: bool = False
 
 
 def _to_torch(a: np.ndarray) -> torch.Tensor:
@@ -152,7 +151,6 @@ class TorchBackend:
         args = [_to_torch(inputs[n]) for n in executable.input_names]
         with torch.no_grad():
             result = executable.module(*args)
-        executable.first_call_done = True
         per_producer = [result] if executable.n_producers == 1 else list(result)
         outs: dict[str, np.ndarray] = {}
         for name, (k, idx) in zip(executable.output_names, executable.picks, strict=True):

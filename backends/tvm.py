@@ -7,6 +7,8 @@ ONNX -> ``relax.frontend.onnx.from_onnx`` (initializers folded in as constants) 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import warnings
 from dataclasses import dataclass
@@ -100,10 +102,18 @@ class TvmBackend:
         return (13, 26)
 
     def compile(self, model: onnx.ModelProto) -> Any:
-        with warnings.catch_warnings():
-            # Renamed inputs, checker complaints: noise, the importer carries on.
+        printed = io.StringIO()
+        # Renamed inputs, checker complaints: noise, the importer carries on. It also prints
+        # "Error converting operator X, with inputs: ..." before re-raising: keep that off
+        # the fuzzer's stdout and on the exception instead.
+        with warnings.catch_warnings(), contextlib.redirect_stdout(printed):
             warnings.simplefilter("ignore")
-            mod = from_onnx(model, keep_params_in_input=False)
+            try:
+                mod = from_onnx(model, keep_params_in_input=False)
+            except Exception as e:
+                if printed.getvalue().strip():
+                    e.add_note(printed.getvalue().strip())
+                raise
         target = tvm.target.Target(self.target)
         # tvm.compile's default Relax pipeline for the target (for cuda it already applies
         # the dlight GPU schedules that bind threads).
