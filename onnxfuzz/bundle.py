@@ -28,7 +28,7 @@ from onnxfuzz.backend import parse_backend
 from onnxfuzz.oracle import Verdict
 from onnxfuzz.sandbox import Outcome
 
-TEMPLATE = Path(__file__).with_name("repro_template.py")
+TEMPLATE = Path(__file__).parent / "data" / "repro.py.tmpl"
 
 
 def safe(label: str) -> str:

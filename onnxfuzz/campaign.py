@@ -12,7 +12,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,11 @@ from onnxfuzz.bundle import Finding, write_bundle
 from onnxfuzz.config import DEFAULT_OPSET, Config
 from onnxfuzz.errors import BackendError, UsageError
 from onnxfuzz.generator import Case, Generator
-from onnxfuzz.localize import first_divergence
-from onnxfuzz.oracle import MISMATCH_V, OracleConfig, judge, own_verdict, with_known
+from onnxfuzz.assess import assess
+from onnxfuzz.oracle import OracleConfig
+from onnxfuzz.probe import unsupported_ops
 from onnxfuzz.sandbox import BackendInfo, Outcome, Worker
-from onnxfuzz.signature import signature
+from onnxfuzz.signature import bug_id
 from onnxfuzz.store import Store
 
 MIN_OPSET, MAX_OPSET = 13, 26
@@ -45,6 +46,7 @@ class CampaignOptions:
     atol: float | None = None
     rtol: float | None = None
     generator: dict[str, Any] = field(default_factory=dict)  # Config fields, opset optional
+    probe: bool = True  # leave out ops a backend does not support at all
 
     @property
     def reference_label(self) -> str:
@@ -64,7 +66,8 @@ def negotiate_opset(infos: list[BackendInfo], wanted: int | None) -> int:
             raise UsageError(f"--opset {wanted}: outside the range of {', '.join(narrow)}; "
                              f"every selected backend supports {lo}..{hi}")
         return wanted
-    return max(lo, min(DEFAULT_OPSET, hi))
+    preferred = [i.preferred for i in infos if i.preferred is not None]
+    return max(lo, min([DEFAULT_OPSET, hi] + preferred))
 
 
 @dataclass
@@ -84,6 +87,13 @@ class Lane:
     def close(self) -> None:
         for w in self.workers.values():
             w.close()
+
+
+@dataclass
+class Judged:
+    results: list[tuple[str, str, str | None, str | None, str]]
+    findings: list[Finding]
+    probe_s: float = 0.0  # backend compile+run spent localizing mismatches
 
 
 @dataclass
@@ -170,6 +180,18 @@ class Campaign:
             if gen.get(key) is not None:
                 gen[key] = frozenset(gen[key])
         self.cfg = Config(opset=opset, **{k: v for k, v in gen.items() if v is not None})
+        # Ops some backend lacks entirely are left out (probed once, stored for --resume).
+        excluded = self.store.get_meta("probe_excluded")
+        if excluded is None:
+            excluded = {}
+            if o.probe:
+                for label, w in self.lanes[0].workers.items():
+                    for op_type, why in unsupported_ops(w, self.cfg).items():
+                        excluded.setdefault(op_type, f"{label}: {why}")
+            self.store.set_meta("probe_excluded", excluded)
+        self.excluded = excluded
+        if excluded:
+            self.cfg = replace(self.cfg, exclude_ops=self.cfg.exclude_ops | set(excluded))
         self.generator = Generator(self.cfg)
         self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})
         self.store.set_meta("opset", opset)
@@ -259,10 +281,9 @@ class Campaign:
         outcomes = lane.collect(lane.submit(p.model_bytes, p.inputs))
         self.finish(p, outcomes, self.judge_all(p.case, p.inputs, outcomes, lane))
 
-    def finish(self, t: Prepared, outcomes: dict[str, Outcome],
-               judged: tuple[list, list[Finding]]) -> None:
-        results, findings = judged
-        backend_s = max(o.backend_s for o in outcomes.values())
+    def finish(self, t: Prepared, outcomes: dict[str, Outcome], judged: Judged) -> None:
+        results, findings = judged.results, judged.findings
+        backend_s = max(o.backend_s for o in outcomes.values()) + judged.probe_s
         with self._lock:
             known = {b["signature"] for b in self.store.bugs()} if findings else set()
             for f in findings:
@@ -286,47 +307,31 @@ class Campaign:
             p.last = ", ".join(t.case.ops[:6])
 
     def judge_all(self, case: Case, inputs: dict, outcomes: dict[str, Outcome],
-                  lane: Lane | None = None
-                  ) -> tuple[list[tuple[str, str, str | None, str | None, str]], list[Finding]]:
+                  lane: Lane | None = None) -> Judged:
         ref_label = self.opts.reference_label
-        ref = outcomes[ref_label]
-        order = [o.name for o in case.model.graph.output]
-        producers = {t: n.op_type for n in case.model.graph.node for t in n.output}
-        types = {vi.name: vi.type.tensor_type.elem_type
-                 for vi in list(case.model.graph.output) + list(case.model.graph.value_info)}
-        results = []
-        findings = []
-        for label, got in outcomes.items():
-            if label == ref_label:
-                # The reference's own failure is a bug of the reference backend.
-                v = with_known(label, own_verdict(ref), self.oracle)
-            else:
-                v = judge(ref_label, ref, label, got, order, self.oracle)
-            sig = None
-            if v.is_bug:
-                culprit = v.output
-                if v.verdict == MISMATCH_V and lane is not None:
-                    node = first_divergence(
-                        case.model, ref_label, label,
-                        lambda data: lane.collect(lane.submit(data, inputs)), self.oracle)
-                    if node is not None:
-                        culprit = node.output[0]
-                        v.message += f"\nfirst diverging node: {node.name} ({node.op_type})"
-                sig = signature(label, v, producers.get(culprit, ""),
-                                dt.NAMES.get(types.get(culprit, 0), ""), got.trace)
-                from onnxfuzz.signature import bug_id
+        run_all = run_one = None
+        if lane is not None:
+            def run_all(data: bytes) -> dict[str, Outcome]:
+                return lane.collect(lane.submit(data, inputs))
 
+            def run_one(label: str, data: bytes, feeds: dict) -> Outcome:
+                return lane.workers[label].execute(data, feeds)
+
+        assessed = assess(case.model, inputs, outcomes, ref_label, self.oracle, run_all, run_one)
+        results, findings = [], []
+        for label, a in assessed.items():
+            v = a.verdict
+            if a.signature is not None:
                 findings.append(Finding(
-                    signature=sig, bug_id=bug_id(sig), verdict=v, backend=label,
-                    reference=ref_label, seed=case.seed, opset=self.cfg.opset, ops=case.ops,
-                    model=case.model, inputs=inputs,
-                    outcomes={ref_label: ref, label: got} if label != ref_label
-                    else {label: got},
+                    signature=a.signature, bug_id=bug_id(a.signature), verdict=v,
+                    backend=label, reference=ref_label, seed=case.seed, opset=self.cfg.opset,
+                    ops=case.ops, model=case.model, inputs=inputs,
+                    outcomes={k: outcomes[k] for k in dict.fromkeys([ref_label, label])},
                     versions={k: i.version for k, i in self.infos.items()},
                     tolerance=dict(self.oracle.tolerance), timeout=self.opts.timeout,
                 ))
-            results.append((label, v.verdict, v.stage, sig, v.message[:2000]))
-        return results, findings
+            results.append((label, v.verdict, v.stage, a.signature, v.message[:2000]))
+        return Judged(results, findings, sum(a.probe_s for a in assessed.values()))
 
 
 def summary_rows(store: Store) -> list[dict[str, Any]]:

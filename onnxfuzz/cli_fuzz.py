@@ -34,6 +34,10 @@ def _render(campaign, p) -> object:
                        f"{elapsed:.0f} s)")
     t.add_row("verdicts", "  ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items())) or "-")
     t.add_row("distinct bugs", str(p.bugs))
+    if campaign.excluded:
+        t.add_row("left out", f"{len(campaign.excluded)} ops a backend lacks: "
+                  + ", ".join(sorted(campaign.excluded)[:10])
+                  + (" ..." if len(campaign.excluded) > 10 else ""))
     overhead = 1 - p.backend / p.wall if p.wall else 0.0
     t.add_row("loop overhead", f"{overhead:.1%} of wall time outside backend compile+run")
     t.add_row("op mix", ", ".join(f"{k} {v}" for k, v in p.ops.most_common(8)) or "-")
@@ -94,9 +98,11 @@ def print_summary(campaign) -> None:
 @click.option("--atol", type=float, default=None, help="Absolute tolerance for every dtype.")
 @click.option("--rtol", type=float, default=None, help="Relative tolerance for every dtype.")
 @click.option("--resume", is_flag=True, help="Continue the campaign in --out.")
+@click.option("--no-probe", is_flag=True,
+              help="Keep ops a backend reports unsupported in every probe (default: left out).")
 @generator_options(opset_default=None)
 def fuzz(backends, reference, seconds, tests, out, workers, timeout, memory_mb, config, atol,
-         rtol, resume, seed, **gen) -> None:
+         rtol, resume, no_probe, seed, **gen) -> None:
     """Differential fuzzing: run generated models on every --backend and compare."""
     from rich.live import Live
 
@@ -110,7 +116,7 @@ def fuzz(backends, reference, seconds, tests, out, workers, timeout, memory_mb, 
         opts = CampaignOptions(
             backends=list(backends), reference=reference, tests=tests, seconds=seconds,
             seed=seed, workers=workers, timeout=timeout, memory_mb=memory_mb, config=config,
-            atol=atol, rtol=rtol, generator=generator_fields(**gen))
+            atol=atol, rtol=rtol, generator=generator_fields(**gen), probe=not no_probe)
     campaign = Campaign(out, opts, resume)
     try:
         campaign.start()

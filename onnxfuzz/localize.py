@@ -1,21 +1,34 @@
-"""Localize a value mismatch to the first node whose output diverges.
+"""Localize a value mismatch, and tell a bug from amplified rounding noise.
 
 The model is run again on both backends with every node output exposed as a graph output
 (as ``polygraphy --onnx-outputs mark all`` does); walking the nodes in topological order,
 the first whose output is outside tolerance is blamed. Exposing outputs can disable the
 fusion that caused the bug: then the mismatch is not localized and the caller falls back
 to the producer of the first mismatching graph output.
+
+The first diverging node's inputs agree within tolerance. If the *reference* backend, fed
+the other backend's values of those inputs, reproduces the other backend's output, the
+node did nothing wrong: sub-tolerance differences were amplified (a comparison or Floor
+flipped near a tie, a cancellation). That is numeric instability, not a bug.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from onnxfuzz.oracle import OK_V, OracleConfig, compare
 from onnxfuzz.sandbox import OK, Outcome
+
+
+@dataclass
+class Divergence:
+    node: onnx.NodeProto
+    unstable: bool  # explained by sub-tolerance differences of its inputs
 
 
 def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -31,9 +44,24 @@ def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
+def single_node(model: onnx.ModelProto, node: onnx.NodeProto) -> onnx.ModelProto:
+    """``node`` alone: its tensor inputs become graph inputs, initializers stay."""
+    infos = {vi.name: vi for vi in
+             list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output)}
+    inits = {i.name: i for i in model.graph.initializer}
+    ins = [infos[t] for t in dict.fromkeys(node.input) if t and t not in inits]
+    graph = helper.make_graph(
+        [node], "node", ins, [infos[t] for t in node.output if t in infos],
+        initializer=[inits[t] for t in dict.fromkeys(node.input) if t in inits])
+    return helper.make_model(graph, opset_imports=model.opset_import,
+                             ir_version=model.ir_version)
+
+
 def first_divergence(model: onnx.ModelProto, reference: str, backend: str,
-                     run: Callable[[bytes], dict[str, Outcome]],
-                     cfg: OracleConfig) -> onnx.NodeProto | None:
+                     run: Callable[[bytes], dict[str, Outcome]], cfg: OracleConfig,
+                     feeds: dict[str, np.ndarray] | None = None,
+                     run_reference: Callable[[bytes, dict], Outcome] | None = None,
+                     tol_dtypes: dict[str, str] | None = None) -> Divergence | None:
     """The first node (topological order) whose output differs between the backends."""
     probe = expose_all(model)
     outcomes = run(probe.SerializeToString())
@@ -44,6 +72,30 @@ def first_divergence(model: onnx.ModelProto, reference: str, backend: str,
     have: dict[str, np.ndarray] = got.outputs or {}
     for node in probe.graph.node:
         names = [t for t in node.output if t in want]
-        if names and compare(reference, want, backend, have, names, cfg).verdict != OK_V:
-            return node
+        if not names or compare(reference, want, backend, have, names, cfg,
+                                tol_dtypes).verdict == OK_V:
+            continue
+        unstable = False
+        if run_reference is not None and feeds is not None:
+            unstable = _explained_by_inputs(model, node, feeds, have, reference, backend,
+                                            run_reference, cfg, tol_dtypes)
+        return Divergence(node, unstable)
     return None
+
+
+def _explained_by_inputs(model: onnx.ModelProto, node: onnx.NodeProto,
+                         feeds: dict[str, np.ndarray], have: dict[str, np.ndarray],
+                         reference: str, backend: str,
+                         run_reference: Callable[[bytes, dict], Outcome], cfg: OracleConfig,
+                         tol_dtypes: dict[str, str] | None) -> bool:
+    one = single_node(model, node)
+    values = {**feeds, **have}
+    inputs = {i.name: values[i.name] for i in one.graph.input if i.name in values}
+    if len(inputs) != len(one.graph.input):
+        return False
+    again = run_reference(one.SerializeToString(), inputs)
+    if again.status != OK or again.outputs is None:
+        return False
+    names = [t for t in node.output if t in again.outputs and t in have]
+    return bool(names) and compare(reference, again.outputs, backend, have, names, cfg,
+                                   tol_dtypes).verdict == OK_V

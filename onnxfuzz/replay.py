@@ -8,13 +8,11 @@ from pathlib import Path
 import onnx
 from onnx import numpy_helper
 
-from onnxfuzz import dtypes as dt
+from onnxfuzz.assess import assess
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import ModelError
-from onnxfuzz.localize import first_divergence
-from onnxfuzz.oracle import MISMATCH_V, OracleConfig, judge, own_verdict
-from onnxfuzz.sandbox import Worker
-from onnxfuzz.signature import signature
+from onnxfuzz.oracle import OracleConfig
+from onnxfuzz.sandbox import Outcome, Worker
 
 REPRODUCES, FIXED, DIFFERENT = 1, 0, 3
 
@@ -56,28 +54,18 @@ def _judge(meta: dict, model: onnx.ModelProto, inputs: dict,
            workers: dict[str, Worker]) -> tuple[int, str]:
     backend, reference = meta["backend"], meta["reference"]
 
-    def run(data: bytes) -> dict:
+    def run_all(data: bytes) -> dict:
         return {label: w.execute(data, inputs) for label, w in workers.items()}
 
-    outcomes = run(model.SerializeToString())
+    def run_one(label: str, data: bytes, feeds: dict) -> Outcome:
+        return workers[label].execute(data, feeds)
+
     cfg = OracleConfig(tolerance={k: tuple(v) for k, v in meta.get("tolerance", {}).items()})
-    order = [o.name for o in model.graph.output]
-    got = outcomes[backend]
-    if backend == reference:
-        v = own_verdict(got)
-    else:
-        v = judge(reference, outcomes[reference], backend, got, order, cfg)
+    a = assess(model, inputs, run_all(model.SerializeToString()), reference, cfg, run_all,
+               run_one)[backend]
+    v = a.verdict
     if not v.is_bug:
         return FIXED, f"does not reproduce: {backend} gives {v.verdict}"
-    producers = {t: n.op_type for n in model.graph.node for t in n.output}
-    types = {vi.name: vi.type.tensor_type.elem_type
-             for vi in list(model.graph.output) + list(model.graph.value_info)}
-    culprit = v.output
-    if v.verdict == MISMATCH_V:
-        node = first_divergence(model, reference, backend, run, cfg)
-        culprit = node.output[0] if node is not None else culprit
-    sig = signature(backend, v, producers.get(culprit, ""),
-                    dt.NAMES.get(types.get(culprit, 0), ""), got.trace)
-    if sig == meta["signature"]:
+    if a.signature == meta["signature"]:
         return REPRODUCES, f"REPRODUCES: {v.verdict} at {v.stage}: {v.message[:300]}"
-    return DIFFERENT, f"fails differently: {sig}\n(bundle: {meta['signature']})"
+    return DIFFERENT, f"fails differently: {a.signature}\n(bundle: {meta['signature']})"

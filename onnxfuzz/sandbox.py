@@ -38,6 +38,7 @@ class Outcome:
     trace: str = ""
     compile_s: float = 0.0
     run_s: float = 0.0
+    worker_s: float = 0.0  # the worker's whole handling of the test (parse, check, convert)
 
     @property
     def backend_s(self) -> float:
@@ -51,6 +52,7 @@ class BackendInfo:
     version: str
     opsets: tuple[int, int]
     available: str | None  # None, or why the backend cannot run here
+    preferred: int | None = None  # the opset where the adapter covers the most ops
 
 
 def serve(text: str, conn: Any) -> None:
@@ -58,8 +60,9 @@ def serve(text: str, conn: Any) -> None:
     try:
         backend = load_backend(parse_backend(text))
         why = backend.available() if hasattr(backend, "available") else None
+        preferred = backend.preferred_opset() if hasattr(backend, "preferred_opset") else None
         conn.send(("ready", backend.name, str(backend.version()),
-                   tuple(backend.supported_opsets()), why))
+                   tuple(backend.supported_opsets()), why, preferred))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         conn.send(("load-error", f"{type(e).__name__}: {e}"))
         return
@@ -90,7 +93,7 @@ def serve(text: str, conn: Any) -> None:
             outs = backend.run(exe, inputs)
             run_s = time.perf_counter() - t1
             outs = {k: np.asarray(v) for k, v in outs.items()}
-            conn.send(("done", outs, compile_s, run_s))
+            conn.send(("done", outs, compile_s, run_s, time.perf_counter() - t0))
         except BaseException as e:  # noqa: BLE001 - every failure is a verdict
             if isinstance(e, KeyboardInterrupt):
                 return
@@ -146,9 +149,9 @@ class Worker:
         if msg[0] == "load-error":
             proc.wait(5)
             raise BackendError(msg[1])
-        _, name, version, opsets, why = msg
+        _, name, version, opsets, why, preferred = msg
         self._proc, self._conn = proc, conn
-        self.info = BackendInfo(self.ref.text, name, version, tuple(opsets), why)
+        self.info = BackendInfo(self.ref.text, name, version, tuple(opsets), why, preferred)
         return self.info
 
     def stderr_tail(self, limit: int = 2000) -> str:
@@ -244,7 +247,8 @@ class Worker:
                 stage = msg[1]
                 continue
             if msg[0] == "done":
-                return Outcome(OK, None, msg[1], compile_s=msg[2], run_s=msg[3])
+                return Outcome(OK, None, msg[1], compile_s=msg[2], run_s=msg[3],
+                               worker_s=msg[4])
             _, stage, unsupported, text, trace, c_s, r_s = msg
             return Outcome(UNSUPPORTED if unsupported else ERROR, stage, message=text,
                            trace=trace, compile_s=c_s, run_s=r_s)

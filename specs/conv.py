@@ -252,7 +252,13 @@ def conv_transpose(b: Builder, p: None) -> None:
     dilations = b.attr("dilations", Each([Ints(1, CT_DILATION)] * n), ones(n))
     # W is (C, M/group, k1..kn): its spatial dims are the kernel, which the output size
     # and the pads' domain depend on, so W comes before those attributes.
-    w = b.input("W", dims=[c, Ints(1, max(1, b.max_dim // group))] + [Ints(1, CT_KERNEL)] * n,
+    # Under SAME the output is in * stride, which needs a padded span (k - 1) * d + 1 >=
+    # stride: smaller kernels would need negative padding, where ONNX Runtime and the
+    # reference evaluator disagree (ORT clamps the output to the unpadded size).
+    kmin = [1 + -(-(s - 1) // d) if auto_pad in SAME else 1 for s, d in zip(strides, dilations,
+                                                                            strict=True)]
+    w = b.input("W", dims=[c, Ints(1, max(1, b.max_dim // group))]
+                + [Ints(k, CT_KERNEL) for k in kmin],
                 values=lambda d: weight_values(x.interval, d, c // group * CT_KERNEL**n),
                 kind=WEIGHT)
     m, kernel = w.shape[1] * group, list(w.shape[2:])
@@ -272,17 +278,20 @@ def conv_transpose(b: Builder, p: None) -> None:
         # Either output_shape, from which the pads are derived, or explicit pads that leave
         # a dim >= 1. output_shape >= in (ONNX's shape inference gives up below it) and may
         # exceed the unpadded size like output_padding does: by less than the stride in all.
-        out = b.attr("output_shape", Each([Ints(d, f + s - 1 - q) for d, f, s, q in
-                                           zip(spatial, full, strides, output_padding,
-                                               strict=True)]), None)
+        # The pads derived from output_shape split total = full - out between the two ends;
+        # ONNX leaves an odd split to conventions backends do not share, so the total is
+        # even (or negative: cells appended past the unpadded size, as output_padding does).
+        out = b.attr("output_shape", Each([
+            OneOf([o for o in range(d, f + s - q) if o > f or (f - o) % 2 == 0])
+            for d, f, s, q in zip(spatial, full, strides, output_padding, strict=True)]), None)
         if out is None:
             pads = b.attr("pads", PadPairs(CT_PAD, [f - 1 for f in full]), [0] * (2 * n))
             out = [f - pads[i] - pads[n + i] for i, f in enumerate(full)]
     elif auto_pad == "VALID":
         out = full
     else:
-        # SAME pads the output down to in * stride (never negatively).
-        out = [min(d * s, f) for d, s, f in zip(spatial, strides, full, strict=True)]
+        # SAME pads the output down to in * stride (the kernel domain keeps it >= 0).
+        out = [d * s for d, s in zip(spatial, strides, strict=True)]
     bias = b.input("B", dims=[m], values=bias_values, kind=WEIGHT) if has_bias else None
     # Each output cell sums at most (C/group) * prod(kernel) products.
     fan_in = c // group * math.prod(kernel)

@@ -18,9 +18,18 @@ from onnxfuzz.domains import Floats, Ints, OneOf
 from onnxfuzz.intervals import point
 from onnxfuzz.spec import op
 
+_NEAR_TIE = ("nearest with a non-exact scale, align_corners or an aspect-ratio policy puts "
+             "sample positions within float error of rounding ties: backends legitimately "
+             "pick different neighbours, so nearest keeps to scales 1/2, 1, 2, 3")
 NOT_GENERATED = {
     "test_resize_tf_crop_and_resize_extrapolation_value":
         "roi outside [0, 1] samples outside the image (extrapolation_value): not generated",
+    **{f"test_resize_{name}": _NEAR_TIE for name in (
+        "downsample_scales_nearest", "upsample_sizes_nearest", "downsample_sizes_nearest",
+        "upsample_sizes_nearest_floor_align_corners", "upsample_sizes_nearest_axes_2_3",
+        "upsample_sizes_nearest_axes_3_2", "upsample_sizes_nearest_not_larger",
+        "upsample_sizes_nearest_not_smaller", "downsample_sizes_nearest_not_larger",
+        "downsample_sizes_nearest_not_smaller")},
 }
 
 
@@ -114,11 +123,19 @@ SCALE_MAX = 3.0
 
 
 def _scale_domain(d: int) -> Floats:
-    """Scales with floor(d * scale) >= 1, on a grid of halves: 0.5, 1, 1.5, 2, 2.5, 3.
-    Non-integer scales with mode nearest are valid, but backends legitimately round
-    the sample position differently there (kept on purpose: a choice, not an error)."""
+    """Scales with floor(d * scale) >= 1, on a grid of halves: 0.5, 1, 1.5, 2, 2.5, 3
+    (linear and cubic interpolate: no rounding of the sample position)."""
     lo = 0.5 if d >= 2 else 1.0
     return Floats(lo, SCALE_MAX, round((SCALE_MAX - lo) * 2))
+
+
+def _exact_scales(d: int) -> list[float]:
+    """Scales whose sample positions are exact in float: whole up-scales, and halving."""
+    return [1.0, 2.0, 3.0] + ([0.5] if d % 2 == 0 else [])
+
+
+def _exact_sizes(d: int) -> list[int]:
+    return [round(d * s) for s in _exact_scales(d)]
 
 
 def _floor_scaled(d: int, s: float) -> int:
@@ -138,7 +155,9 @@ def _resizable(mode: str, rank: int, axis: int) -> bool:
 
 def _modes(x_rank: int, x_dtype: int, mag: float, cubic_gain: float) -> list[str]:
     modes = ["nearest"]
-    if x_rank in (2, 3, 4, 5):
+    # Linear on integers: ONNX leaves the rounding of interpolated values open (ONNX Runtime
+    # rounds, the reference evaluator truncates), so only float inputs interpolate.
+    if x_rank in (2, 3, 4, 5) and x_dtype in dt.FLOATS:
         modes.append("linear")
     # Cubic weights go negative: outputs overshoot the input range (up to cubic_gain per
     # resized axis), so float inputs only (integer outputs would need saturation rules
@@ -157,13 +176,20 @@ def resize(b: Builder, p: None) -> None:
     x = b.input("X", rank=Ints(1, b.max_rank))
     r = x.rank
     mode = b.attr("mode", OneOf(_modes(r, x.dtype, x.interval.mag, CUBIC_GAIN)), "nearest")
-    ctms = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
-    if b.version >= 19:
-        ctms.append("half_pixel_symmetric")
-    # tf_crop_and_resize samples the region of interest given by roi (in T2, a float type).
-    # Backends differ on it legitimately (sample positions), but it is valid: generated.
-    if b.types("T2"):
-        ctms.append("tf_crop_and_resize")
+    nearest = mode == "nearest"
+    ctms = ["half_pixel", "pytorch_half_pixel", "asymmetric"]
+    if not nearest:
+        # nearest rounds the sample position: where a mode or scale puts it within float
+        # error of a tie (align_corners, half_pixel_symmetric, non-integer scales, crops),
+        # backends legitimately pick different neighbours (FIELD_NOTES), so nearest keeps to
+        # exact positions: the modes above with scales 1/2, 1, 2 and 3.
+        ctms.append("align_corners")
+        if b.version >= 19:
+            ctms.append("half_pixel_symmetric")
+        # tf_crop_and_resize samples the region of interest given by roi (in T2, a float
+        # type).
+        if b.types("T2"):
+            ctms.append("tf_crop_and_resize")
     ctm = b.attr("coordinate_transformation_mode", OneOf(ctms), "half_pixel")
     crop = ctm == "tf_crop_and_resize"
     if mode == "nearest":
@@ -188,7 +214,7 @@ def resize(b: Builder, p: None) -> None:
     # the output size is given directly: sizes.
     use_sizes = crop or b.optional("sizes")
     policy = "stretch"
-    if b.version >= 18 and use_sizes and not any(fixed) and not negative:
+    if b.version >= 18 and use_sizes and not any(fixed) and not negative and not nearest:
         policy = b.attr("keep_aspect_ratio_policy", OneOf(["stretch", "not_larger", "not_smaller"]),
                         "stretch")
 
@@ -216,6 +242,8 @@ def resize(b: Builder, p: None) -> None:
             d = x.shape[a]
             if fixed[i]:
                 dom = Ints(d, d)
+            elif nearest:
+                dom = OneOf(_exact_sizes(d))
             elif policy == "not_larger":
                 # scale = min(sizes / dims) >= 1 / dmin keeps every round(scale * dim) >= 1
                 dom = Ints(-(-d // dmin), max(3 * d, b.max_dim))
@@ -240,7 +268,8 @@ def resize(b: Builder, p: None) -> None:
         scales = []
         for i, a in enumerate(axes):
             d = x.shape[a]
-            dom = Floats(1.0, 1.0) if fixed[i] else _scale_domain(d)
+            dom = Floats(1.0, 1.0) if fixed[i] else (
+                OneOf(_exact_scales(d)) if nearest else _scale_domain(d))
             scales.append(b.draw(f"scales[{i}]", dom))
         b.const("scales", np.asarray(scales, dtype=np.float32))
         for a, s in zip(axes, scales, strict=True):

@@ -49,19 +49,26 @@ def _max_dilation(k: int, size: int) -> int:
 
 
 def _ceil_agrees(auto_pad: str, size: int, k: int, stride: int, dilation: int,
-                 pb: int, pe: int) -> bool:
-    """Do ONNX's shape inference and ONNX Runtime agree on this axis under ceil_mode?
+                 pb: int, pe: int, partial_ok: bool = True) -> bool:
+    """Do ONNX's shape inference, ONNX Runtime and the reference agree under ceil_mode?
     ONNX Runtime (and the reference) drop a last window that would start in the right
     padding, ONNX's shape inference keeps it. (Under SAME, strides <= kernel make the
     padded span a multiple of the stride: ceil and floor agree.)"""
     if auto_pad in SAME:
         return True
     span = size + pb + pe - ((k - 1) * dilation + 1)
+    if span % stride and (pb or pe or not partial_ok):
+        # An extra, partial last window over explicit padding: backends divide an average
+        # by different counts there (ONNX Runtime vs the reference evaluator), so ceil_mode
+        # is offered with padding only where it adds no window. LpPool's partial window is
+        # left open too (the reference evaluator rescales it, ONNX Runtime zero-pads it).
+        return False
     return -(-span // stride) * stride < size + pb
 
 
 def _window(b: Builder, x: Tensor, *, dilations: bool, ceil_mode: bool,
-            max_window: float = math.inf) -> tuple[list[int], list[int]]:
+            max_window: float = math.inf, partial_ok: bool = True
+            ) -> tuple[list[int], list[int]]:
     """The pooling attributes shared by MaxPool, AveragePool and LpPool; returns the kernel
     and the output's spatial dims."""
     n, spatial = x.rank - 2, x.shape[2:]
@@ -87,8 +94,8 @@ def _window(b: Builder, x: Tensor, *, dilations: bool, ceil_mode: bool,
         pads = b.attr("pads", Each([Ints(0, k - 1) for k in kernel] * 2), pads)
     ceil = 0
     if ceil_mode:
-        safe = all(_ceil_agrees(auto_pad, d, kernel[i], strides[i], dil[i], pads[i], pads[n + i])
-                   for i, d in enumerate(spatial))
+        safe = all(_ceil_agrees(auto_pad, d, kernel[i], strides[i], dil[i], pads[i], pads[n + i],
+                                partial_ok) for i, d in enumerate(spatial))
         ceil = b.attr("ceil_mode", OneOf([0, 1] if safe else [0]), 0)
     if auto_pad in SAME:
         out = [same_out(d, s) for d, s in zip(spatial, strides, strict=True)]
@@ -130,7 +137,8 @@ def lp_pool(b: Builder, p: None) -> None:
     lp = b.attr("p", Ints(1, LP_P), 2)
     # ceil_mode and dilations arrived with LpPool-18.
     kernel, out = _window(b, x, dilations=b.version >= 18, ceil_mode=b.version >= 18,
-                          max_window=_lp_window_bound(x.interval, x.dtype, lp))
+                          max_window=_lp_window_bound(x.interval, x.dtype, lp),
+                          partial_ok=False)
     b.output(list(x.shape[:2]) + out,
              interval=Interval(0, math.prod(kernel) ** (1 / lp) * x.interval.mag))
 

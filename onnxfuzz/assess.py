@@ -1,0 +1,88 @@
+"""From the backends' outcomes on one model to a verdict and a signature per backend.
+
+Shared by campaigns and ``onnxfuzz replay`` so that both reach the same signature: the
+oracle's verdict, then, for a value mismatch, localization to the first diverging node
+and the instability check (see ``onnxfuzz.localize``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.localize import first_divergence
+from onnxfuzz.oracle import (
+    MISMATCH_V,
+    UNSTABLE_V,
+    OracleConfig,
+    Verdict,
+    judge,
+    own_verdict,
+    precision_dtypes,
+    with_known,
+)
+from onnxfuzz.sandbox import Outcome
+from onnxfuzz.signature import signature
+
+RunAll = Callable[[bytes], dict[str, Outcome]]  # a model on every backend
+RunOne = Callable[[str, bytes, dict[str, np.ndarray]], Outcome]  # a model on one backend
+
+
+@dataclass
+class Assessed:
+    verdict: Verdict
+    signature: str | None  # for bugs
+    probe_s: float = 0.0  # backend time spent localizing
+
+
+def assess(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
+           outcomes: dict[str, Outcome], reference: str, cfg: OracleConfig,
+           run_all: RunAll | None = None, run_one: RunOne | None = None
+           ) -> dict[str, Assessed]:
+    ref = outcomes[reference]
+    order = [o.name for o in model.graph.output]
+    producers = {t: n.op_type for n in model.graph.node for t in n.output}
+    types = {vi.name: vi.type.tensor_type.elem_type
+             for vi in list(model.graph.output) + list(model.graph.value_info)}
+    tol_dtypes = precision_dtypes(model)
+    out: dict[str, Assessed] = {}
+    for label, got in outcomes.items():
+        spent: list[float] = []
+        if label == reference:
+            # The reference's own failure is a bug of the reference backend.
+            v = with_known(label, own_verdict(ref), cfg)
+        else:
+            v = judge(reference, ref, label, got, order, cfg, tol_dtypes)
+        culprit = v.output
+        if v.verdict == MISMATCH_V and run_all is not None:
+
+            def probe(data: bytes) -> dict[str, Outcome]:
+                outs = run_all(data)
+                spent.append(max(o.backend_s for o in outs.values()))
+                return outs
+
+            def again(data: bytes, feeds: dict) -> Outcome:
+                assert run_one is not None
+                o = run_one(reference, data, feeds)
+                spent.append(o.backend_s)
+                return o
+
+            div = first_divergence(model, reference, label, probe, cfg, inputs,
+                                   again if run_one is not None else None, tol_dtypes)
+            if div is not None:
+                culprit = div.node.output[0]
+                v.message += f"\nfirst diverging node: {div.node.name} ({div.node.op_type})"
+                if div.unstable:
+                    v = Verdict(UNSTABLE_V, v.stage, v.kind, culprit, v.message +
+                                f"\n{reference} fed {label}'s values of that node's inputs "
+                                "reproduces its output: amplified rounding, not a bug")
+        sig = None
+        if v.is_bug:
+            sig = signature(label, v, producers.get(culprit, ""),
+                            dt.NAMES.get(types.get(culprit, 0), ""), got.trace)
+        out[label] = Assessed(v, sig, sum(spent))
+    return out
