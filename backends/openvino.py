@@ -42,8 +42,9 @@ def _ports(ports: Any, names: list[str], kind: str) -> list[tuple[str, Any]]:
     the ONNX frontend keeps the graph's order)."""
     ports = list(ports)
     if len(ports) != len(names):
-        raise RuntimeError(f"openvino compiled {len(ports)} {kind}s for the graph's "
-                           f"{len(names)}: {names}")
+        raise RuntimeError(
+            f"openvino compiled {len(ports)} {kind}s for the graph's {len(names)}: {names}"
+        )
     by_name = {n: p for p in ports for n in p.get_names()}
     return [(n, by_name.get(n, ports[i])) for i, n in enumerate(names)]
 
@@ -71,8 +72,7 @@ class OpenVinoBackend:
 
     def __init__(self, device: str = "CPU", precision: str = "f32", threads: str = "1") -> None:
         if precision not in _PRECISIONS:
-            raise TypeError(f"precision must be one of {', '.join(_PRECISIONS)}, "
-                            f"got {precision!r}")
+            raise TypeError(f"precision must be one of {', '.join(_PRECISIONS)}, got {precision!r}")
         self.device = device
         self.precision = precision
         self.threads = int(threads)
@@ -99,8 +99,10 @@ class OpenVinoBackend:
             return f"openvino is not installed: {_INSTALL}"
         devices = list(self._get_core().available_devices)
         if not any(d == self.device or d.startswith(self.device + ".") for d in devices):
-            return (f"openvino has no {self.device} device here "
-                    f"(available: {', '.join(devices) or 'none'})")
+            return (
+                f"openvino has no {self.device} device here "
+                f"(available: {', '.join(devices) or 'none'})"
+            )
         return None
 
     def version(self) -> str:
@@ -116,10 +118,14 @@ class OpenVinoBackend:
         data = model.SerializeToString()
         # read_model(bytes, weights): the ONNX frontend takes the serialized model itself.
         ov_model = core.read_model(data, b"")
-        config = {
-            "INFERENCE_PRECISION_HINT": self.precision,
-            "INFERENCE_NUM_THREADS": self.threads,
-        } if self.device == "CPU" else {"INFERENCE_PRECISION_HINT": self.precision}
+        config = (
+            {
+                "INFERENCE_PRECISION_HINT": self.precision,
+                "INFERENCE_NUM_THREADS": self.threads,
+            }
+            if self.device == "CPU"
+            else {"INFERENCE_PRECISION_HINT": self.precision}
+        )
         compiled = core.compile_model(ov_model, self.device, config)
         initializers = {i.name for i in model.graph.initializer}
         names = [i.name for i in model.graph.input if i.name not in initializers]

@@ -10,8 +10,9 @@ import numpy as np
 import onnx
 
 _LEVELS = ("none", "basic", "extended", "layout", "all")
-_UNSUPPORTED = re.compile(r"NOT_IMPLEMENTED|Could not find an implementation|not supported",
-                          re.IGNORECASE)
+_UNSUPPORTED = re.compile(
+    r"NOT_IMPLEMENTED|Could not find an implementation|not supported", re.IGNORECASE
+)
 
 
 class OrtBackend:
@@ -49,8 +50,11 @@ class OrtBackend:
             "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
             "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
             "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "layout": getattr(ort.GraphOptimizationLevel, "ORT_ENABLE_LAYOUT",
-                              ort.GraphOptimizationLevel.ORT_ENABLE_ALL),
+            "layout": getattr(
+                ort.GraphOptimizationLevel,
+                "ORT_ENABLE_LAYOUT",
+                ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+            ),
             "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
         }
         opts = ort.SessionOptions()
@@ -63,8 +67,9 @@ class OrtBackend:
     def compile(self, model: onnx.ModelProto) -> Any:
         import onnxruntime as ort
 
-        return ort.InferenceSession(model.SerializeToString(), self._options(),
-                                    providers=[self.provider])
+        return ort.InferenceSession(
+            model.SerializeToString(), self._options(), providers=[self.provider]
+        )
 
     def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [o.name for o in executable.get_outputs()]

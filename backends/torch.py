@@ -53,8 +53,7 @@ class _Executable:
 def _to_torch(a: np.ndarray) -> torch.Tensor:
     a = np.asarray(a)
     if a.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(np.ascontiguousarray(a).view(np.uint16).copy()).view(
-            torch.bfloat16)
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.uint16).copy()).view(torch.bfloat16)
     if a.dtype.kind not in "biufc":
         raise Unsupported(f"torch has no dtype for numpy {a.dtype}")
     try:
@@ -86,8 +85,10 @@ def _layout(model: onnx.ModelProto) -> tuple[list[str], int, list[tuple[int, int
     picks: list[tuple[int, int | None]] = []
     for out in model.graph.output:
         if out.name not in producer:
-            raise Unsupported(f"onnx2torch needs every graph output to come from a node; "
-                              f"{out.name!r} is a graph input or initializer")
+            raise Unsupported(
+                f"onnx2torch needs every graph output to come from a node; "
+                f"{out.name!r} is a graph input or initializer"
+            )
         k, idx, n_out = producer[out.name]
         if k not in order:
             order.append(k)
@@ -129,14 +130,18 @@ class TorchBackend:
         for node in model.graph.node:
             domain = "" if node.domain in ("", "ai.onnx") else node.domain
             try:
-                get_converter(operation_type=node.op_type, version=opsets.get(domain, 0),
-                              domain=domain)
+                get_converter(
+                    operation_type=node.op_type, version=opsets.get(domain, 0), domain=domain
+                )
             except NotImplementedError:
                 schema_version = _since_version(node.op_type, domain, opsets.get(domain, 0))
                 missing.append(f"{node.op_type}-{schema_version}")
         if missing:
-            return ("onnx2torch has no converter for " + ", ".join(sorted(set(missing)))
-                    + f" (model opset {opsets['']})")
+            return (
+                "onnx2torch has no converter for "
+                + ", ".join(sorted(set(missing)))
+                + f" (model opset {opsets['']})"
+            )
         return None
 
     def _convert(self, model: onnx.ModelProto) -> tuple[torch.nn.Module, _Executable]:
@@ -144,8 +149,9 @@ class TorchBackend:
         copy = onnx.ModelProto()
         copy.CopyFrom(model)  # convert() edits the graph it is given
         module = onnx2torch.convert(copy).eval()
-        return module, _Executable(module, inputs, n_producers, picks,
-                                   [o.name for o in model.graph.output])
+        return module, _Executable(
+            module, inputs, n_producers, picks, [o.name for o in model.graph.output]
+        )
 
     def compile(self, model: onnx.ModelProto) -> Any:
         return self._convert(model)[1]
@@ -181,8 +187,9 @@ class TorchCompileBackend(TorchBackend):
 
     name = "torch-compile"
 
-    def __init__(self, mode: str = "default", backend: str = "inductor",
-                 threads: str = "1") -> None:
+    def __init__(
+        self, mode: str = "default", backend: str = "inductor", threads: str = "1"
+    ) -> None:
         super().__init__(threads=threads)
         if mode not in _MODES:
             raise TypeError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
@@ -193,8 +200,9 @@ class TorchCompileBackend(TorchBackend):
         module, ex = self._convert(model)
         # A fresh compile per model: no recompile-limit sharing, no stale guards.
         torch._dynamo.reset()
-        ex.module = torch.compile(module, mode=self.mode, backend=self.backend,
-                                  dynamic=False, fullgraph=False)
+        ex.module = torch.compile(
+            module, mode=self.mode, backend=self.backend, dynamic=False, fullgraph=False
+        )
         return ex
 
     def is_unsupported(self, error: BaseException) -> bool:
@@ -209,8 +217,9 @@ class TorchCompileBackend(TorchBackend):
 
 def _since_version(op_type: str, domain: str, opset: int) -> int | str:
     try:
-        return onnx.defs.get_schema(op_type, max_inclusive_version=opset,
-                                    domain=domain).since_version
+        return onnx.defs.get_schema(
+            op_type, max_inclusive_version=opset, domain=domain
+        ).since_version
     except (RuntimeError, onnx.defs.SchemaError):
         return "?"
 
@@ -222,4 +231,3 @@ def _onnx2torch_version() -> str:
         return version("onnx2torch")
     except PackageNotFoundError:
         return "unknown"
-

@@ -131,8 +131,10 @@ class TvmBackend:
     def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         dev = self._device()
         # np.asarray, not np.ascontiguousarray: the latter turns a 0-d input into 1-d.
-        args = [tvm.runtime.tensor(np.asarray(inputs[n], order="C"), dev)
-                for n in executable.input_names]
+        args = [
+            tvm.runtime.tensor(np.asarray(inputs[n], order="C"), dev)
+            for n in executable.input_names
+        ]
         result = executable.vm["main"](*args)
         values = [result] if len(executable.output_names) == 1 else list(result)
         outs = [_to_numpy(v, dt) for v, dt in zip(values, executable.output_dtypes, strict=True)]

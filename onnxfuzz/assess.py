@@ -39,15 +39,22 @@ class Assessed:
     probe_s: float = 0.0  # backend time spent localizing
 
 
-def assess(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
-           outcomes: dict[str, Outcome], reference: str, cfg: OracleConfig,
-           run_all: RunAll | None = None, run_one: RunOne | None = None
-           ) -> dict[str, Assessed]:
+def assess(
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    outcomes: dict[str, Outcome],
+    reference: str,
+    cfg: OracleConfig,
+    run_all: RunAll | None = None,
+    run_one: RunOne | None = None,
+) -> dict[str, Assessed]:
     ref = outcomes[reference]
     order = [o.name for o in model.graph.output]
     producers = {t: n.op_type for n in model.graph.node for t in n.output}
-    types = {vi.name: vi.type.tensor_type.elem_type
-             for vi in list(model.graph.output) + list(model.graph.value_info)}
+    types = {
+        vi.name: vi.type.tensor_type.elem_type
+        for vi in list(model.graph.output) + list(model.graph.value_info)
+    }
     tol_dtypes = precision_dtypes(model)
     out: dict[str, Assessed] = {}
     for label, got in outcomes.items():
@@ -60,29 +67,47 @@ def assess(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
         culprit = v.output
         if v.verdict == MISMATCH_V and run_all is not None:
 
-            def probe(data: bytes) -> dict[str, Outcome]:
+            def probe(data: bytes, spent: list[float] = spent) -> dict[str, Outcome]:
                 outs = run_all(data)
                 spent.append(max(o.backend_s for o in outs.values()))
                 return outs
 
-            def again(data: bytes, feeds: dict) -> Outcome:
+            def again(data: bytes, feeds: dict, spent: list[float] = spent) -> Outcome:
                 assert run_one is not None
                 o = run_one(reference, data, feeds)
                 spent.append(o.backend_s)
                 return o
 
-            div = first_divergence(model, reference, label, probe, cfg, inputs,
-                                   again if run_one is not None else None, tol_dtypes)
+            div = first_divergence(
+                model,
+                reference,
+                label,
+                probe,
+                cfg,
+                inputs,
+                again if run_one is not None else None,
+                tol_dtypes,
+            )
             if div is not None:
                 culprit = div.node.output[0]
                 v.message += f"\nfirst diverging node: {div.node.name} ({div.node.op_type})"
                 if div.unstable:
-                    v = Verdict(UNSTABLE_V, v.stage, v.kind, culprit, v.message +
-                                f"\n{reference} fed {label}'s values of that node's inputs "
-                                "reproduces its output: amplified rounding, not a bug")
+                    v = Verdict(
+                        UNSTABLE_V,
+                        v.stage,
+                        v.kind,
+                        culprit,
+                        v.message + f"\n{reference} fed {label}'s values of that node's inputs "
+                        "reproduces its output: amplified rounding, not a bug",
+                    )
         sig = None
         if v.is_bug:
-            sig = signature(label, v, producers.get(culprit, ""),
-                            dt.NAMES.get(types.get(culprit, 0), ""), got.trace)
+            sig = signature(
+                label,
+                v,
+                producers.get(culprit, ""),
+                dt.NAMES.get(types.get(culprit, 0), ""),
+                got.trace,
+            )
         out[label] = Assessed(v, sig, sum(spent))
     return out

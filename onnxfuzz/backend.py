@@ -129,8 +129,10 @@ def _load_class(target: str, text: str) -> type:
         try:
             return eps[target].load()
         except Exception as e:  # noqa: BLE001 - any import failure is reported the same way
-            raise BackendError(f"backend {target!r} ({eps[target].value}) failed to import: "
-                               f"{type(e).__name__}: {e}") from e
+            raise BackendError(
+                f"backend {target!r} ({eps[target].value}) failed to import: "
+                f"{type(e).__name__}: {e}"
+            ) from e
     where, _, cls_name = target.rpartition(":")
     if where.endswith(".py"):
         path = Path(where)
@@ -149,14 +151,16 @@ def _load_class(target: str, text: str) -> type:
             spec.loader.exec_module(module)
         except Exception as e:  # noqa: BLE001
             del sys.modules[mod_name]
-            raise BackendError(f"--backend {text}: {where} failed to import: "
-                               f"{type(e).__name__}: {e}") from e
+            raise BackendError(
+                f"--backend {text}: {where} failed to import: {type(e).__name__}: {e}"
+            ) from e
     else:
         try:
             module = importlib.import_module(where)
         except Exception as e:  # noqa: BLE001
-            raise BackendError(f"--backend {text}: cannot import {where}: "
-                               f"{type(e).__name__}: {e}") from e
+            raise BackendError(
+                f"--backend {text}: cannot import {where}: {type(e).__name__}: {e}"
+            ) from e
     return _class_of(module, cls_name, where, text)
 
 
@@ -178,14 +182,17 @@ def check_protocol(cls: type, origin: str) -> None:
     ):
         missing.insert(0, "name: str (a class attribute)")
     if missing:
-        raise BackendError(f"{where} does not follow the backend protocol: missing "
-                           + "; ".join(missing))
+        raise BackendError(
+            f"{where} does not follow the backend protocol: missing " + "; ".join(missing)
+        )
     for attr in ("compile", "run"):
         params = list(inspect.signature(getattr(cls, attr)).parameters)
         want = 2 if attr == "compile" else 3
         if len(params) < want:
-            raise BackendError(f"{where}: {attr} takes {len(params)} parameters, "
-                               f"the protocol's {REQUIRED[attr]} needs {want}")
+            raise BackendError(
+                f"{where}: {attr} takes {len(params)} parameters, "
+                f"the protocol's {REQUIRED[attr]} needs {want}"
+            )
 
 
 def load_backend(ref: BackendRef | str) -> Any:
@@ -206,6 +213,7 @@ def load_backend(ref: BackendRef | str) -> Any:
         raise BackendError(f"adapter {ref.text}: instance has no str attribute 'name'")
     lo_hi = backend.supported_opsets()
     if not (isinstance(lo_hi, tuple) and len(lo_hi) == 2 and lo_hi[0] <= lo_hi[1]):
-        raise BackendError(f"adapter {ref.text}: supported_opsets() must return (min, max), "
-                           f"got {lo_hi!r}")
+        raise BackendError(
+            f"adapter {ref.text}: supported_opsets() must return (min, max), got {lo_hi!r}"
+        )
     return backend

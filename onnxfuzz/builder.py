@@ -33,7 +33,7 @@ from onnxfuzz.spec import OpInfo, OpSpec
 from onnxfuzz.values import sample
 
 MISSING: Any = object()
-DATA = "data"      # fresh -> a graph input (values drawn per test)
+DATA = "data"  # fresh -> a graph input (values drawn per test)
 WEIGHT = "weight"  # fresh -> an initializer (values fixed in the model)
 
 DimEntry = int | Domain | None  # None: any dim
@@ -41,7 +41,7 @@ Dims = Sequence[DimEntry] | Callable[[int], Sequence[DimEntry]] | None
 ValuesArg = Values | Callable[[int], Values]  # a domain, or one per element type
 
 FRESH_FLOAT = 4.0  # fresh float tensors are drawn inside [-4, 4] where the domain allows
-FRESH_INT = 8      # fresh integer tensors inside [-8, 8]
+FRESH_INT = 8  # fresh integer tensors inside [-8, 8]
 INDEX_TYPES = frozenset({dt.INT32, dt.INT64})
 
 _TYPES_CACHE: dict[tuple, tuple[int, ...]] = {}
@@ -102,7 +102,9 @@ class Builder:
         if kernels:
             union: set[int] = set()
             for entry in kernels:
-                if all(self.bound[b] in entry[b] for b in self.bound if b in entry and b != type_var):
+                if all(
+                    self.bound[b] in entry[b] for b in self.bound if b in entry and b != type_var
+                ):
                     union |= entry.get(type_var, schema_set)
             allowed &= union
         if type_var in self.bound:
@@ -126,7 +128,8 @@ class Builder:
         pos = self.info.input_pos.get(name)
         if pos is None:
             raise SpecError(
-                self.op, name,
+                self.op,
+                name,
                 f"no input named {name!r}; the schema's inputs are {list(self.info.input_pos)}",
             )
         return pos + index
@@ -143,8 +146,10 @@ class Builder:
     def _rank_range(self, name: str, rank: int | Ints | None, dims: Dims) -> tuple[int, int]:
         if isinstance(dims, Sequence):
             if len(dims) > self.cfg.max_rank:
-                raise ConfigError(f"{self.op}: input {name!r} has rank {len(dims)}, "
-                                  f"but --max-rank is {self.cfg.max_rank}")
+                raise ConfigError(
+                    f"{self.op}: input {name!r} has rank {len(dims)}, "
+                    f"but --max-rank is {self.cfg.max_rank}"
+                )
             return len(dims), len(dims)
         if rank is None:
             lo, hi = 0, self.cfg.max_rank
@@ -156,8 +161,10 @@ class Builder:
             raise SpecError(self.op, f"{name}.rank", f"empty domain {lo}..{hi}")
         hi = min(hi, self.cfg.max_rank)
         if lo > hi:
-            raise ConfigError(f"{self.op}: input {name!r} needs rank >= {lo}, "
-                              f"but --max-rank is {self.cfg.max_rank}")
+            raise ConfigError(
+                f"{self.op}: input {name!r} needs rank >= {lo}, "
+                f"but --max-rank is {self.cfg.max_rank}"
+            )
         return lo, hi
 
     def _bind(self, name: str, t: Tensor, pos: int) -> None:
@@ -181,8 +188,9 @@ class Builder:
             return next(iter(only))
         raise SpecError(self.op, f"output {k}", f"type variable {tv} is not bound; pass dtype=")
 
-    def _check_output(self, shape: tuple[int, ...], dtype: int,
-                      interval: Interval | None) -> Interval:
+    def _check_output(
+        self, shape: tuple[int, ...], dtype: int, interval: Interval | None
+    ) -> Interval:
         k = len(self.outs)
         if any(d < 1 for d in shape):
             raise SpecError(self.op, f"output {k}", f"shape {shape} has a dim < 1")
@@ -195,7 +203,8 @@ class Builder:
         lo, hi = dt.value_range(dtype)
         if not interval.within(lo, hi):
             raise SpecError(
-                self.op, f"output {k}",
+                self.op,
+                f"output {k}",
                 f"interval {interval} exceeds the {dt.NAMES[dtype]} bound [{lo:g}, {hi:g}]: "
                 "narrow the inputs' value domains",
             )
@@ -213,8 +222,9 @@ class Builder:
 class GenBuilder(Builder):
     """Draws every variable from the choice stream; reuses tensors from the graph."""
 
-    def __init__(self, spec: OpSpec, info: OpInfo, cfg: Config, graph: Graph,
-                 stream: ChoiceStream) -> None:
+    def __init__(
+        self, spec: OpSpec, info: OpInfo, cfg: Config, graph: Graph, stream: ChoiceStream
+    ) -> None:
         super().__init__(spec, info, cfg)
         self.g = graph
         self.s = stream
@@ -247,9 +257,17 @@ class GenBuilder(Builder):
         self.attrs[name] = value
 
     # --- tensors ---------------------------------------------------------------------
-    def input(self, name: str | int, *, index: int = 0, dtype: int | Iterable[int] | None = None,
-              rank: int | Ints | None = None, dims: Dims = None, values: ValuesArg = ANY,
-              kind: str = DATA) -> Tensor:
+    def input(
+        self,
+        name: str | int,
+        *,
+        index: int = 0,
+        dtype: int | Iterable[int] | None = None,
+        rank: int | Ints | None = None,
+        dims: Dims = None,
+        values: ValuesArg = ANY,
+        kind: str = DATA,
+    ) -> Tensor:
         name = self._formal(name)
         pos = self._position(name, index)
         allowed = self._allowed(name, dtype)
@@ -260,8 +278,9 @@ class GenBuilder(Builder):
         self._bind(name, t, pos)
         return t
 
-    def _reuse(self, allowed: tuple[int, ...], lo: int, hi: int, dims: Dims,
-               values_arg: ValuesArg) -> Tensor | None:
+    def _reuse(
+        self, allowed: tuple[int, ...], lo: int, hi: int, dims: Dims, values_arg: ValuesArg
+    ) -> Tensor | None:
         cands: list[Tensor] = []
         patterns: dict[int, Sequence[DimEntry]] = {}
         # The pool has few (dtype, rank) keys; walking them beats probing every pair.
@@ -292,8 +311,17 @@ class GenBuilder(Builder):
             return cands[self.s.index(len(cands))]
         return None
 
-    def _fresh(self, name: str, index: int, allowed: tuple[int, ...], lo: int, hi: int,
-               dims: Dims, values_arg: ValuesArg, kind: str) -> Tensor:
+    def _fresh(
+        self,
+        name: str,
+        index: int,
+        allowed: tuple[int, ...],
+        lo: int,
+        hi: int,
+        dims: Dims,
+        values_arg: ValuesArg,
+        kind: str,
+    ) -> Tensor:
         dtype = allowed[self.s.index(len(allowed))]
         values = values_arg(dtype) if callable(values_arg) else values_arg
         rank = self.s.integer(lo, hi)
@@ -302,8 +330,9 @@ class GenBuilder(Builder):
             shape = tuple(self.s.integer(1, self.cfg.max_dim) for _ in range(rank))
         else:
             if len(pattern) != rank:
-                raise SpecError(self.op, f"{name}.shape", f"dims for rank {rank} has "
-                                f"{len(pattern)} entries")
+                raise SpecError(
+                    self.op, f"{name}.shape", f"dims for rank {rank} has {len(pattern)} entries"
+                )
             shape = tuple(self._draw_dim(name, i, e) for i, e in enumerate(pattern))
         iv = _fresh_interval(self.op, name, dtype, values, shape)
         label = name if index == 0 else f"{name}{index}"
@@ -314,8 +343,13 @@ class GenBuilder(Builder):
             return t
         t = Tensor(self.g.fresh_name("in"), dtype, shape, iv, "input")
         self.g.inputs.append(t)
-        self.g.input_values[t.name] = Values(iv.lo, iv.hi, iv.min_abs if iv.lo < 0 < iv.hi
-                                             else 0.0, values.distinct_axis, values.avoid)
+        self.g.input_values[t.name] = Values(
+            iv.lo,
+            iv.hi,
+            iv.min_abs if iv.lo < 0 < iv.hi else 0.0,
+            values.distinct_axis,
+            values.avoid,
+        )
         self.g.add_reusable(t)
         return t
 
@@ -330,8 +364,9 @@ class GenBuilder(Builder):
             raise SpecError(self.op, f"{name}.shape[{axis}]", f"empty domain {e!r}")
         return int(e.draw(self.s))
 
-    def const(self, name: str | int, value: Any, *, index: int = 0,
-              dtype: int | None = None) -> Tensor:
+    def const(
+        self, name: str | int, value: Any, *, index: int = 0, dtype: int | None = None
+    ) -> Tensor:
         """A constant input (initializer) with values the spec derived."""
         name = self._formal(name)
         pos = self._position(name, index)
@@ -340,17 +375,15 @@ class GenBuilder(Builder):
             dtype = dt.INT64 if dt.INT64 in allowed else allowed[0]
         arr = np.asarray(value, dtype=dt.np_dtype(dtype))
         label = name if index == 0 else f"{name}{index}"
-        if arr.size:
-            iv = Interval(float(arr.min()), float(arr.max()))
-        else:
-            iv = Interval(0, 0)
+        iv = Interval(float(arr.min()), float(arr.max())) if arr.size else Interval(0, 0)
         t = Tensor(f"{self.name}_{label}", dtype, tuple(arr.shape), iv, "init")
         self.g.initializers.append((t, arr))
         self._bind(name, t, pos)
         return t
 
-    def output(self, shape: Sequence[int], *, dtype: int | None = None,
-               interval: Interval | None = None) -> Tensor:
+    def output(
+        self, shape: Sequence[int], *, dtype: int | None = None, interval: Interval | None = None
+    ) -> Tensor:
         dtype = self._out_dtype(dtype)
         shape = tuple(int(d) for d in shape)
         interval = self._check_output(shape, dtype, interval)
@@ -393,8 +426,9 @@ def _fits(shape: tuple[int, ...], pattern: Sequence[DimEntry]) -> bool:
     return True
 
 
-def _fresh_interval(op: str, name: str, dtype: int, values: Values,
-                    shape: tuple[int, ...]) -> Interval:
+def _fresh_interval(
+    op: str, name: str, dtype: int, values: Values, shape: tuple[int, ...]
+) -> Interval:
     """The interval a fresh tensor's values are drawn from: inside the input's value
     domain, near zero where the domain allows (small values keep chains bounded)."""
     vlo, vhi = values.bounds(dtype)
@@ -431,9 +465,15 @@ class CheckBuilder(Builder):
     """Takes each variable from an observed node; raises ``OutOfDomain`` where the spec's
     domain does not contain it."""
 
-    def __init__(self, spec: OpSpec, info: OpInfo, cfg: Config, attrs: dict[str, Any],
-                 inputs: Sequence[tuple[int, tuple[int, ...], np.ndarray | None] | None],
-                 outputs: Sequence[tuple[int, tuple[int, ...]]] | None = None) -> None:
+    def __init__(
+        self,
+        spec: OpSpec,
+        info: OpInfo,
+        cfg: Config,
+        attrs: dict[str, Any],
+        inputs: Sequence[tuple[int, tuple[int, ...], np.ndarray | None] | None],
+        outputs: Sequence[tuple[int, tuple[int, ...]]] | None = None,
+    ) -> None:
         super().__init__(spec, info, cfg)
         self.observed_attrs = attrs
         self.observed_inputs = list(inputs)
@@ -493,9 +533,17 @@ class CheckBuilder(Builder):
             raise self._fail(name, f"spec derives {value!r}, node has {obs!r}")
         self.attrs[name] = value
 
-    def input(self, name: str | int, *, index: int = 0, dtype: int | Iterable[int] | None = None,
-              rank: int | Ints | None = None, dims: Dims = None, values: ValuesArg = ANY,
-              kind: str = DATA) -> Tensor:
+    def input(
+        self,
+        name: str | int,
+        *,
+        index: int = 0,
+        dtype: int | Iterable[int] | None = None,
+        rank: int | Ints | None = None,
+        dims: Dims = None,
+        values: ValuesArg = ANY,
+        kind: str = DATA,
+    ) -> Tensor:
         name = self._formal(name)
         pos = self._position(name, index)
         o = self._obs_input(pos)
@@ -531,8 +579,9 @@ class CheckBuilder(Builder):
             e = pattern[i] if pattern else None
             if e is None:
                 if d > self.cfg.max_dim:
-                    raise self._fail(f"{var}.shape[{i}]", f"{d} > --max-dim {self.cfg.max_dim}",
-                                     bounds=True)
+                    raise self._fail(
+                        f"{var}.shape[{i}]", f"{d} > --max-dim {self.cfg.max_dim}", bounds=True
+                    )
             elif isinstance(e, int):
                 if d != e:
                     raise self._fail(f"{var}.shape[{i}]", f"{d} != {e}")
@@ -555,8 +604,9 @@ class CheckBuilder(Builder):
         self._bind(name, t, pos)
         return t
 
-    def const(self, name: str | int, value: Any, *, index: int = 0,
-              dtype: int | None = None) -> Tensor:
+    def const(
+        self, name: str | int, value: Any, *, index: int = 0, dtype: int | None = None
+    ) -> Tensor:
         name = self._formal(name)
         pos = self._position(name, index)
         o = self._obs_input(pos)
@@ -569,17 +619,21 @@ class CheckBuilder(Builder):
         self._bind(name, t, pos)
         return t
 
-    def output(self, shape: Sequence[int], *, dtype: int | None = None,
-               interval: Interval | None = None) -> Tensor:
+    def output(
+        self, shape: Sequence[int], *, dtype: int | None = None, interval: Interval | None = None
+    ) -> Tensor:
         dtype = self._out_dtype(dtype)
         shape = tuple(int(d) for d in shape)
         k = len(self.outs)
         if self.observed_outputs is not None and k < len(self.observed_outputs):
             odt, oshape = self.observed_outputs[k]
             if (odt, tuple(oshape)) != (dtype, shape):
-                raise SpecError(self.op, f"output {k}",
-                                f"spec says {dt.NAMES.get(dtype)}{list(shape)}, the node "
-                                f"produces {dt.NAMES.get(odt)}{list(oshape)}")
+                raise SpecError(
+                    self.op,
+                    f"output {k}",
+                    f"spec says {dt.NAMES.get(dtype)}{list(shape)}, the node "
+                    f"produces {dt.NAMES.get(odt)}{list(oshape)}",
+                )
         t = Tensor(f"out{k}", dtype, shape, interval or Interval(0, 0), "node")
         self.outs.append(t)
         return t

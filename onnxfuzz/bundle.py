@@ -1,11 +1,11 @@
 """Bug bundles: ``DIR/bugs/<id>/`` with everything needed to see the bug again.
 
-    model.onnx
-    test_data_set_0/input_<k>.pb                 the inputs
-    test_data_set_0/<backend>/output_<k>.pb      each backend's outputs, where it had any
-    meta.json                                    signature, verdict, stage, backend, seed, ...
-    log.txt                                      the backend's error text / mismatch statistics
-    repro.py                                     standalone: exits 1 while the bug reproduces
+model.onnx
+test_data_set_0/input_<k>.pb                 the inputs
+test_data_set_0/<backend>/output_<k>.pb      each backend's outputs, where it had any
+meta.json                                    signature, verdict, stage, backend, seed, ...
+log.txt                                      the backend's error text / mismatch statistics
+repro.py                                     standalone: exits 1 while the bug reproduces
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def write_bundle(root: Path, f: Finding) -> Path:
     (tmp / "model.onnx").write_bytes(f.model.SerializeToString())
     for k, name in enumerate(i.name for i in f.model.graph.input):
         (data / f"input_{k}.pb").write_bytes(
-            numpy_helper.from_array(f.inputs[name], name).SerializeToString())
+            numpy_helper.from_array(f.inputs[name], name).SerializeToString()
+        )
     order = [o.name for o in f.model.graph.output]
     for label, out in f.outcomes.items():
         if out.outputs is None:
@@ -85,19 +86,34 @@ def write_bundle(root: Path, f: Finding) -> Path:
         for k, name in enumerate(order):
             if name in out.outputs:
                 (sub / f"output_{k}.pb").write_bytes(
-                    numpy_helper.from_array(np.asarray(out.outputs[name]), name)
-                    .SerializeToString())
+                    numpy_helper.from_array(np.asarray(out.outputs[name]), name).SerializeToString()
+                )
     meta = {
-        "id": f.bug_id, "signature": f.signature, "verdict": f.verdict.verdict,
-        "stage": f.verdict.stage, "kind": f.verdict.kind, "output": f.verdict.output,
-        "backend": f.backend, "reference": f.reference, "seed": f.seed, "opset": f.opset,
-        "ops": f.ops, "nodes": len(f.ops), "versions": f.versions,
-        "onnxfuzz": __version__, "tolerance": f.tolerance, "timeout": f.timeout,
+        "id": f.bug_id,
+        "signature": f.signature,
+        "verdict": f.verdict.verdict,
+        "stage": f.verdict.stage,
+        "kind": f.verdict.kind,
+        "output": f.verdict.output,
+        "backend": f.backend,
+        "reference": f.reference,
+        "seed": f.seed,
+        "opset": f.opset,
+        "ops": f.ops,
+        "nodes": len(f.ops),
+        "versions": f.versions,
+        "onnxfuzz": __version__,
+        "tolerance": f.tolerance,
+        "timeout": f.timeout,
         **f.extra,
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-    log = [f"{f.verdict.verdict} in {f.backend} at {f.verdict.stage} stage", "",
-           f.verdict.message, ""]
+    log = [
+        f"{f.verdict.verdict} in {f.backend} at {f.verdict.stage} stage",
+        "",
+        f.verdict.message,
+        "",
+    ]
     for label, out in f.outcomes.items():
         if out.trace:
             log += [f"--- {label} ---", out.trace, ""]
@@ -105,13 +121,25 @@ def write_bundle(root: Path, f: Finding) -> Path:
     adapters = {}
     for label in dict.fromkeys([f.reference, f.backend]):
         adapters[label] = adapter_source(label)
-    expect = {"verdict": f.verdict.verdict, "stage": f.verdict.stage, "backend": f.backend,
-              "reference": f.reference, "outputs": order, "timeout": f.timeout,
-              "tolerance": {k: list(v) for k, v in f.tolerance.items()}}
+    expect = {
+        "verdict": f.verdict.verdict,
+        "stage": f.verdict.stage,
+        "backend": f.backend,
+        "reference": f.reference,
+        "outputs": order,
+        "timeout": f.timeout,
+        "tolerance": {k: list(v) for k, v in f.tolerance.items()},
+    }
     libs = ", ".join(sorted({a[1] for a in adapters.values()}))
-    text = TEMPLATE.read_text().format(bug_id=f.bug_id, verdict=f.verdict.verdict,
-                                       backend=f.backend, stage=f.verdict.stage,
-                                       libraries=libs, expect=expect, adapters=adapters)
+    text = TEMPLATE.read_text().format(
+        bug_id=f.bug_id,
+        verdict=f.verdict.verdict,
+        backend=f.backend,
+        stage=f.verdict.stage,
+        libraries=libs,
+        expect=expect,
+        adapters=adapters,
+    )
     (tmp / "repro.py").write_text(text)
     if folder.exists():
         shutil.rmtree(folder)

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from onnxfuzz import dtypes as dt
+from onnxfuzz.assess import assess
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.bundle import Finding, write_bundle
 from onnxfuzz.config import DEFAULT_OPSET, Config
 from onnxfuzz.errors import BackendError, UsageError
 from onnxfuzz.generator import Case, Generator
-from onnxfuzz.assess import assess
 from onnxfuzz.oracle import OracleConfig
 from onnxfuzz.probe import unsupported_ops
 from onnxfuzz.sandbox import BackendInfo, Outcome, Worker
@@ -63,8 +63,10 @@ def negotiate_opset(infos: list[BackendInfo], wanted: int | None) -> int:
     if wanted is not None:
         if not lo <= wanted <= hi:
             narrow = [i.label for i in infos if not i.opsets[0] <= wanted <= i.opsets[1]]
-            raise UsageError(f"--opset {wanted}: outside the range of {', '.join(narrow)}; "
-                             f"every selected backend supports {lo}..{hi}")
+            raise UsageError(
+                f"--opset {wanted}: outside the range of {', '.join(narrow)}; "
+                f"every selected backend supports {lo}..{hi}"
+            )
         return wanted
     preferred = [i.preferred for i in infos if i.preferred is not None]
     return max(lo, min([DEFAULT_OPSET, hi] + preferred))
@@ -81,8 +83,10 @@ class Lane:
         return {label: w.submit(model_bytes, inputs) for label, w in self.workers.items()}
 
     def collect(self, sent: dict[str, Outcome | None]) -> dict[str, Outcome]:
-        return {label: failed if failed is not None else self.workers[label].collect()
-                for label, failed in sent.items()}
+        return {
+            label: failed if failed is not None else self.workers[label].collect()
+            for label, failed in sent.items()
+        }
 
     def close(self) -> None:
         for w in self.workers.values():
@@ -128,13 +132,14 @@ class Campaign:
             stored = self.store.get_meta("options")
             if opts is not None:  # a new budget may extend the stored one
                 stored["tests"] = opts.tests if opts.tests is not None else stored["tests"]
-                stored["seconds"] = (opts.seconds if opts.seconds is not None
-                                     else stored["seconds"])
+                stored["seconds"] = opts.seconds if opts.seconds is not None else stored["seconds"]
             self.opts = CampaignOptions(**stored)
         else:
             if db.exists():
-                raise UsageError(f"--out: {out} already holds a campaign; pass --resume to "
-                                 "continue it or choose another --out")
+                raise UsageError(
+                    f"--out: {out} already holds a campaign; pass --resume to "
+                    "continue it or choose another --out"
+                )
             if opts is None:
                 raise UsageError("no campaign options")
             out.mkdir(parents=True, exist_ok=True)
@@ -146,8 +151,10 @@ class Campaign:
             raise UsageError("--backend: name at least two backends (or one with --reference)")
         self.labels = list(dict.fromkeys([o.reference_label] + o.backends))
         if len(self.labels) < 2:
-            raise UsageError("--backend: a differential campaign needs two backends, e.g. "
-                             "--backend ort --backend ort:opt=none")
+            raise UsageError(
+                "--backend: a differential campaign needs two backends, e.g. "
+                "--backend ort --backend ort:opt=none"
+            )
         for label in self.labels:
             parse_backend(label)  # syntax errors before anything starts
         self.oracle = OracleConfig.load(Path(o.config) if o.config else None, o.atol, o.rtol)
@@ -162,15 +169,15 @@ class Campaign:
     def start(self) -> None:
         o = self.opts
         for _ in range(max(1, o.workers)):
-            workers = {label: Worker(parse_backend(label), o.timeout, o.memory_mb)
-                       for label in self.labels}
+            workers = {
+                label: Worker(parse_backend(label), o.timeout, o.memory_mb) for label in self.labels
+            }
             lane = Lane(workers)
             self.lanes.append(lane)
             for label, w in workers.items():
                 info = w.start()
                 if info.available:
-                    raise BackendError(f"backend {label} is not available here: "
-                                       f"{info.available}")
+                    raise BackendError(f"backend {label} is not available here: {info.available}")
                 self.infos[label] = info
         gen = dict(o.generator)
         opset = negotiate_opset(list(self.infos.values()), gen.pop("opset", None))
@@ -248,8 +255,9 @@ class Campaign:
                 self.finish(current, outcomes, judged)
                 current = nxt
 
-        threads = [threading.Thread(target=lane_loop, args=(lane,), daemon=True)
-                   for lane in self.lanes]
+        threads = [
+            threading.Thread(target=lane_loop, args=(lane,), daemon=True) for lane in self.lanes
+        ]
         for t in threads:
             t.start()
         try:
@@ -294,8 +302,9 @@ class Campaign:
             # overlap preparation with the backends' work).
             wall = now - max(t.started, self._last_finish.get(threading.get_ident(), 0.0))
             self._last_finish[threading.get_ident()] = now
-            self.store.record(t.index, t.case.seed, t.case.ops, self.cfg.opset, wall,
-                              backend_s, results)
+            self.store.record(
+                t.index, t.case.seed, t.case.ops, self.cfg.opset, wall, backend_s, results
+            )
             p = self.progress
             p.tests += 1
             p.wall += wall
@@ -306,11 +315,13 @@ class Campaign:
             p.bugs = len(known | {f.signature for f in findings}) if findings else p.bugs
             p.last = ", ".join(t.case.ops[:6])
 
-    def judge_all(self, case: Case, inputs: dict, outcomes: dict[str, Outcome],
-                  lane: Lane | None = None) -> Judged:
+    def judge_all(
+        self, case: Case, inputs: dict, outcomes: dict[str, Outcome], lane: Lane | None = None
+    ) -> Judged:
         ref_label = self.opts.reference_label
         run_all = run_one = None
         if lane is not None:
+
             def run_all(data: bytes) -> dict[str, Outcome]:
                 return lane.collect(lane.submit(data, inputs))
 
@@ -322,14 +333,24 @@ class Campaign:
         for label, a in assessed.items():
             v = a.verdict
             if a.signature is not None:
-                findings.append(Finding(
-                    signature=a.signature, bug_id=bug_id(a.signature), verdict=v,
-                    backend=label, reference=ref_label, seed=case.seed, opset=self.cfg.opset,
-                    ops=case.ops, model=case.model, inputs=inputs,
-                    outcomes={k: outcomes[k] for k in dict.fromkeys([ref_label, label])},
-                    versions={k: i.version for k, i in self.infos.items()},
-                    tolerance=dict(self.oracle.tolerance), timeout=self.opts.timeout,
-                ))
+                findings.append(
+                    Finding(
+                        signature=a.signature,
+                        bug_id=bug_id(a.signature),
+                        verdict=v,
+                        backend=label,
+                        reference=ref_label,
+                        seed=case.seed,
+                        opset=self.cfg.opset,
+                        ops=case.ops,
+                        model=case.model,
+                        inputs=inputs,
+                        outcomes={k: outcomes[k] for k in dict.fromkeys([ref_label, label])},
+                        versions={k: i.version for k, i in self.infos.items()},
+                        tolerance=dict(self.oracle.tolerance),
+                        timeout=self.opts.timeout,
+                    )
+                )
             results.append((label, v.verdict, v.stage, a.signature, v.message[:2000]))
         return Judged(results, findings, sum(a.probe_s for a in assessed.values()))
 
@@ -337,7 +358,15 @@ class Campaign:
 def summary_rows(store: Store) -> list[dict[str, Any]]:
     rows = []
     for b in store.bugs():
-        rows.append({"id": b["id"], "verdict": b["verdict"], "stage": b["stage"],
-                     "backend": b["backend"], "hits": b["hits"],
-                     "first_test": b["first_test"], "seeds": json.loads(b["seeds"])[:5]})
+        rows.append(
+            {
+                "id": b["id"],
+                "verdict": b["verdict"],
+                "stage": b["stage"],
+                "backend": b["backend"],
+                "hits": b["hits"],
+                "first_test": b["first_test"],
+                "seeds": json.loads(b["seeds"])[:5],
+            }
+        )
     return rows

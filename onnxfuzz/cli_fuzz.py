@@ -28,16 +28,20 @@ def _render(campaign, p) -> object:
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("campaign", f"{campaign.out}  (reference {campaign.opts.reference_label}, "
-                          f"opset {campaign.cfg.opset})")
-    t.add_row("tests", f"{p.tests}  ({p.tests / elapsed if elapsed else 0:.1f}/s, "
-                       f"{elapsed:.0f} s)")
+    t.add_row(
+        "campaign",
+        f"{campaign.out}  (reference {campaign.opts.reference_label}, opset {campaign.cfg.opset})",
+    )
+    t.add_row("tests", f"{p.tests}  ({p.tests / elapsed if elapsed else 0:.1f}/s, {elapsed:.0f} s)")
     t.add_row("verdicts", "  ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items())) or "-")
     t.add_row("distinct bugs", str(p.bugs))
     if campaign.excluded:
-        t.add_row("left out", f"{len(campaign.excluded)} ops a backend lacks: "
-                  + ", ".join(sorted(campaign.excluded)[:10])
-                  + (" ..." if len(campaign.excluded) > 10 else ""))
+        t.add_row(
+            "left out",
+            f"{len(campaign.excluded)} ops a backend lacks: "
+            + ", ".join(sorted(campaign.excluded)[:10])
+            + (" ..." if len(campaign.excluded) > 10 else ""),
+        )
     overhead = 1 - p.backend / p.wall if p.wall else 0.0
     t.add_row("loop overhead", f"{overhead:.1%} of wall time outside backend compile+run")
     t.add_row("op mix", ", ".join(f"{k} {v}" for k, v in p.ops.most_common(8)) or "-")
@@ -68,41 +72,95 @@ def print_summary(campaign) -> None:
     for col in ("id", "verdict", "stage", "backend", "hits", "first test"):
         bugs.add_column(col)
     for r in rows:
-        bugs.add_row(r["id"], r["verdict"], r["stage"] or "-", r["backend"], str(r["hits"]),
-                     str(r["first_test"]))
+        bugs.add_row(
+            r["id"],
+            r["verdict"],
+            r["stage"] or "-",
+            r["backend"],
+            str(r["hits"]),
+            str(r["first_test"]),
+        )
     console.print(bugs)
     wall, backend = store.timing()
     if wall:
-        console.print(f"fuzz-loop overhead: {1 - backend / wall:.1%} of wall time outside "
-                      "backend compile+run")
+        console.print(
+            f"fuzz-loop overhead: {1 - backend / wall:.1%} of wall time outside backend compile+run"
+        )
 
 
 @cli.command()
-@click.option("--backend", "backends", multiple=True, metavar="SPEC",
-              help="A backend: a name (`onnxfuzz backend list`), name:key=value options, "
-                   "path/to/file.py:Class or package.module:Class. Repeat it.")
-@click.option("--reference", default=None, metavar="SPEC",
-              help="The reference backend (default: the first --backend).")
-@click.option("--time", "seconds", callback=_duration, default=None,
-              help="Time budget, e.g. 90s, 10m, 2h.")
+@click.option(
+    "--backend",
+    "backends",
+    multiple=True,
+    metavar="SPEC",
+    help="A backend: a name (`onnxfuzz backend list`), name:key=value options, "
+    "path/to/file.py:Class or package.module:Class. Repeat it.",
+)
+@click.option(
+    "--reference",
+    default=None,
+    metavar="SPEC",
+    help="The reference backend (default: the first --backend).",
+)
+@click.option(
+    "--time", "seconds", callback=_duration, default=None, help="Time budget, e.g. 90s, 10m, 2h."
+)
 @click.option("--tests", type=click.IntRange(min=1), default=None, help="Number of tests.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Tests run concurrently (each with its own backend workers).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
-              help="Seconds per backend per test (compile + run).")
-@click.option("--memory-mb", type=click.FloatRange(min=64), default=8192.0, show_default=True,
-              help="Resident memory cap of a backend worker.")
-@click.option("--config", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="TOML file: tolerances per dtype and per backend pair, known issues.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Tests run concurrently (each with its own backend workers).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds per backend per test (compile + run).",
+)
+@click.option(
+    "--memory-mb",
+    type=click.FloatRange(min=64),
+    default=8192.0,
+    show_default=True,
+    help="Resident memory cap of a backend worker.",
+)
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="TOML file: tolerances per dtype and per backend pair, known issues.",
+)
 @click.option("--atol", type=float, default=None, help="Absolute tolerance for every dtype.")
 @click.option("--rtol", type=float, default=None, help="Relative tolerance for every dtype.")
 @click.option("--resume", is_flag=True, help="Continue the campaign in --out.")
-@click.option("--no-probe", is_flag=True,
-              help="Keep ops a backend reports unsupported in every probe (default: left out).")
+@click.option(
+    "--no-probe",
+    is_flag=True,
+    help="Keep ops a backend reports unsupported in every probe (default: left out).",
+)
 @generator_options(opset_default=None)
-def fuzz(backends, reference, seconds, tests, out, workers, timeout, memory_mb, config, atol,
-         rtol, resume, no_probe, seed, **gen) -> None:
+def fuzz(
+    backends,
+    reference,
+    seconds,
+    tests,
+    out,
+    workers,
+    timeout,
+    memory_mb,
+    config,
+    atol,
+    rtol,
+    resume,
+    no_probe,
+    seed,
+    **gen,
+) -> None:
     """Differential fuzzing: run generated models on every --backend and compare."""
     from rich.live import Live
 
@@ -114,9 +172,20 @@ def fuzz(backends, reference, seconds, tests, out, workers, timeout, memory_mb, 
         if seconds is None and tests is None:
             raise UsageError("--time or --tests: give a budget, e.g. --time 10m or --tests 500")
         opts = CampaignOptions(
-            backends=list(backends), reference=reference, tests=tests, seconds=seconds,
-            seed=seed, workers=workers, timeout=timeout, memory_mb=memory_mb, config=config,
-            atol=atol, rtol=rtol, generator=generator_fields(**gen), probe=not no_probe)
+            backends=list(backends),
+            reference=reference,
+            tests=tests,
+            seconds=seconds,
+            seed=seed,
+            workers=workers,
+            timeout=timeout,
+            memory_mb=memory_mb,
+            config=config,
+            atol=atol,
+            rtol=rtol,
+            generator=generator_fields(**gen),
+            probe=not no_probe,
+        )
     campaign = Campaign(out, opts, resume)
     try:
         campaign.start()
@@ -130,8 +199,10 @@ def fuzz(backends, reference, seconds, tests, out, workers, timeout, memory_mb, 
             def tick(p) -> None:
                 if time.perf_counter() - last[0] > 10:
                     last[0] = time.perf_counter()
-                    click.echo(f"{p.tests} tests, {p.bugs} bugs, "
-                               + " ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items())))
+                    click.echo(
+                        f"{p.tests} tests, {p.bugs} bugs, "
+                        + " ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items()))
+                    )
 
             campaign.run(tick)
         print_summary(campaign)
@@ -182,13 +253,20 @@ def backend_list() -> None:
 @backend.command("check")
 @click.argument("name")
 @click.option("--ops", default=None, help="Only node tests of these ops (comma-separated).")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="At most this many node tests.")
-@click.option("--smoke", type=click.IntRange(min=0), default=50, show_default=True,
-              help="Tests of the smoke fuzz against ort afterwards (0: none).")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="At most this many node tests."
+)
+@click.option(
+    "--smoke",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="Tests of the smoke fuzz against ort afterwards (0: none).",
+)
 @click.option("--timeout", type=float, default=30.0, show_default=True)
-def backend_check(name: str, ops: str | None, limit: int | None, smoke: int,
-                  timeout: float) -> None:
+def backend_check(
+    name: str, ops: str | None, limit: int | None, smoke: int, timeout: float
+) -> None:
     """Conformance kit for an adapter: ONNX's node tests through it, then a smoke fuzz."""
     from onnxfuzz.conformance import check_backend
 

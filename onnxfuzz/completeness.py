@@ -23,7 +23,6 @@ from onnxfuzz.config import Config
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.spec import OpSpec, load_specs, op_info
 
-
 MAX_SUPPORTED_OPSET = 26
 WIDE = {"max_rank": 8, "max_dim": 1 << 16}
 
@@ -113,8 +112,7 @@ def _opset_for(spec: OpSpec, case: NodeCase) -> tuple[int | None, str]:
         here = op_info(spec.op_type, opset)
         if here is not None and here.version == there.version:
             return opset, ""
-    return None, (f"op version {there.version} is outside the spec's opsets "
-                  f"{spec.since}..{hi}")
+    return None, (f"op version {there.version} is outside the spec's opsets {spec.since}..{hi}")
 
 
 def _unsupported_dtype(spec: OpSpec, case: NodeCase, opset: int) -> str:
@@ -135,9 +133,12 @@ def _unsupported_dtype(spec: OpSpec, case: NodeCase, opset: int) -> str:
         formal = names[min(pos, len(names) - 1)]
         tv = info.input_type[formal]
         kernels = dt.ort_kernels(spec.op_type, info.version, opset)
-        if (kernels and tv in info.schema_type_vars
-                and any(tv in k for k in kernels)
-                and not any(et in k.get(tv, frozenset()) for k in kernels)):
+        if (
+            kernels
+            and tv in info.schema_type_vars
+            and any(tv in k for k in kernels)
+            and not any(et in k.get(tv, frozenset()) for k in kernels)
+        ):
             return f"ONNX Runtime has no CPU kernel for {spec.op_type}({dt.NAMES[et]})"
     return ""
 
@@ -172,7 +173,8 @@ def check_case(case: NodeCase, base: Config | None = None) -> Outcome:
         return Outcome(case.name, case.op, "inside")
     except (OutOfDomain, ConfigError) as first:
         if any(o is not None and 0 in o[1] for o in case.inputs) or any(
-                0 in shape for _, shape in case.outputs):
+            0 in shape for _, shape in case.outputs
+        ):
             return Outcome(case.name, case.op, "excluded", "zero-size tensor (never generated)")
         reason = _unsupported_dtype(spec, case, opset)
         if reason:

@@ -27,16 +27,22 @@ def _matches(want: list, got: dict, names: list[str], rtol: float, atol: float) 
         if g.shape != w.shape:
             return f"output {name}: shape {list(g.shape)} vs {list(w.shape)}"
         if w.dtype.kind in "fc":
-            if not np.allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
-                               atol=atol, equal_nan=True):
+            if not np.allclose(
+                g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
+            ):
                 return f"output {name}: values differ"
         elif not np.array_equal(g, w):
             return f"output {name}: values differ"
     return None
 
 
-def check_backend(name: str, ops: str | None = None, limit: int | None = None,
-                  smoke: int = 50, timeout: float = 30.0) -> dict[str, dict[str, int]]:
+def check_backend(
+    name: str,
+    ops: str | None = None,
+    limit: int | None = None,
+    smoke: int = 50,
+    timeout: float = 30.0,
+) -> dict[str, dict[str, int]]:
     from onnx.backend.test.loader import load_node_model_tests
 
     wanted = {o.strip() for o in ops.split(",")} if ops else None
@@ -59,8 +65,9 @@ def check_backend(name: str, ops: str | None = None, limit: int | None = None,
                 continue
             if limit is not None and done >= limit:
                 break
-            opset = next((o.version for o in tc.model.opset_import if o.domain in ("", "ai.onnx")),
-                         0)
+            opset = next(
+                (o.version for o in tc.model.opset_import if o.domain in ("", "ai.onnx")), 0
+            )
             ins, outs = tc.data_sets[0]
             if not all(isinstance(x, np.ndarray) for x in ins):
                 table[op]["skipped"] += 1
@@ -106,8 +113,12 @@ def check_backend(name: str, ops: str | None = None, limit: int | None = None,
 
         click.echo(f"\nsmoke fuzz: {smoke} tests, ort (reference) vs {name}")
         with tempfile.TemporaryDirectory() as tmp:
-            opts = CampaignOptions(backends=["ort", name], tests=smoke, timeout=timeout,
-                                   generator={"min_nodes": 1, "max_nodes": 8})
+            opts = CampaignOptions(
+                backends=["ort", name],
+                tests=smoke,
+                timeout=timeout,
+                generator={"min_nodes": 1, "max_nodes": 8},
+            )
             camp = Campaign(Path(tmp) / "smoke", opts, resume=False)
             try:
                 camp.start()

@@ -37,9 +37,16 @@ INDEX = "index.json"
 
 # option name in index.json -> the flag that sets it (for error messages)
 FLAGS = {
-    "seed": "--seed", "nodes": "--nodes", "opset": "--opset", "ops": "--ops",
-    "exclude_ops": "--exclude-ops", "dtypes": "--dtypes", "picking_rate": "--picking-rate",
-    "max_rank": "--max-rank", "max_dim": "--max-dim", "reference": "--no-reference",
+    "seed": "--seed",
+    "nodes": "--nodes",
+    "opset": "--opset",
+    "ops": "--ops",
+    "exclude_ops": "--exclude-ops",
+    "dtypes": "--dtypes",
+    "picking_rate": "--picking-rate",
+    "max_rank": "--max-rank",
+    "max_dim": "--max-dim",
+    "reference": "--no-reference",
     "weights_as_initializers": "--weights-as-inputs",
 }
 
@@ -82,8 +89,11 @@ def write_case(folder: Path, case: Case, reference: bool) -> dict[str, Any]:
             numpy_helper.from_array(feeds[name], name).SerializeToString()
         )
     entry: dict[str, Any] = {
-        "seed": case.seed, "ops": case.ops, "dtypes": case.dtypes,
-        "nodes": len(case.ops), "opset": case.model.opset_import[0].version,
+        "seed": case.seed,
+        "ops": case.ops,
+        "dtypes": case.dtypes,
+        "nodes": len(case.ops),
+        "opset": case.model.opset_import[0].version,
     }
     if reference:
         try:
@@ -106,8 +116,10 @@ def _load_state(out: Path, options: dict[str, Any]) -> dict[str, dict[str, Any]]
         try:
             data = json.loads(index.read_text())
         except json.JSONDecodeError as e:
-            raise UsageError(f"--out: {index} is not valid JSON ({e}); move it away to "
-                             "rebuild the index from the journal") from None
+            raise UsageError(
+                f"--out: {index} is not valid JSON ({e}); move it away to "
+                "rebuild the index from the journal"
+            ) from None
         old = data.get("options", {})
         for key, value in options.items():
             if key in old and old[key] != value:
@@ -133,13 +145,23 @@ def _load_state(out: Path, options: dict[str, Any]) -> dict[str, dict[str, Any]]
 
 def _write_index(out: Path, options: dict[str, Any], cases: dict[str, dict[str, Any]]) -> None:
     tmp = out / (INDEX + ".tmp")
-    tmp.write_text(json.dumps({"onnxfuzz": __version__, "options": options,
-                               "cases": dict(sorted(cases.items()))}, indent=1))
+    tmp.write_text(
+        json.dumps(
+            {"onnxfuzz": __version__, "options": options, "cases": dict(sorted(cases.items()))},
+            indent=1,
+        )
+    )
     os.replace(tmp, out / INDEX)
 
 
-def export_corpus(out: Path, cfg: Config, count: int, seed: int, reference: bool = True,
-                  progress: Callable[[int, int], None] | None = None) -> Summary:
+def export_corpus(
+    out: Path,
+    cfg: Config,
+    count: int,
+    seed: int,
+    reference: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> Summary:
     out.mkdir(parents=True, exist_ok=True)
     options = options_record(cfg, seed, reference)
     cases = _load_state(out, options)

@@ -66,8 +66,10 @@ class OneOf:
 
     def contains(self, value: Any) -> bool:
         if isinstance(value, float):
-            return any(isinstance(o, float | int) and abs(o - value) <= 1e-6 * max(1, abs(o))
-                       for o in self.options)
+            return any(
+                isinstance(o, float | int) and abs(o - value) <= 1e-6 * max(1, abs(o))
+                for o in self.options
+            )
         return any(value == o for o in self.options)
 
 

@@ -19,23 +19,43 @@ FLOAT = TensorProto.FLOAT
 DOUBLE = TensorProto.DOUBLE
 FLOAT16 = TensorProto.FLOAT16
 BFLOAT16 = TensorProto.BFLOAT16
-INT8, INT16, INT32, INT64 = TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64
+INT8, INT16 = TensorProto.INT8, TensorProto.INT16
+INT32, INT64 = TensorProto.INT32, TensorProto.INT64
 UINT8, UINT16 = TensorProto.UINT8, TensorProto.UINT16
 UINT32, UINT64 = TensorProto.UINT32, TensorProto.UINT64
 BOOL = TensorProto.BOOL
 
 NAMES: dict[int, str] = {
-    FLOAT: "float32", DOUBLE: "float64", FLOAT16: "float16", BFLOAT16: "bfloat16",
-    INT8: "int8", INT16: "int16", INT32: "int32", INT64: "int64",
-    UINT8: "uint8", UINT16: "uint16", UINT32: "uint32", UINT64: "uint64",
+    FLOAT: "float32",
+    DOUBLE: "float64",
+    FLOAT16: "float16",
+    BFLOAT16: "bfloat16",
+    INT8: "int8",
+    INT16: "int16",
+    INT32: "int32",
+    INT64: "int64",
+    UINT8: "uint8",
+    UINT16: "uint16",
+    UINT32: "uint32",
+    UINT64: "uint64",
     BOOL: "bool",
 }
 BY_NAME: dict[str, int] = {v: k for k, v in NAMES.items()}
 # The spelling ONNX schemas use inside "tensor(...)".
 _SCHEMA_NAMES: dict[str, int] = {
-    "float": FLOAT, "double": DOUBLE, "float16": FLOAT16, "bfloat16": BFLOAT16,
-    "int8": INT8, "int16": INT16, "int32": INT32, "int64": INT64,
-    "uint8": UINT8, "uint16": UINT16, "uint32": UINT32, "uint64": UINT64, "bool": BOOL,
+    "float": FLOAT,
+    "double": DOUBLE,
+    "float16": FLOAT16,
+    "bfloat16": BFLOAT16,
+    "int8": INT8,
+    "int16": INT16,
+    "int32": INT32,
+    "int64": INT64,
+    "uint8": UINT8,
+    "uint16": UINT16,
+    "uint32": UINT32,
+    "uint64": UINT64,
+    "bool": BOOL,
 }
 
 FLOATS = frozenset({FLOAT, DOUBLE, FLOAT16, BFLOAT16})
@@ -96,19 +116,20 @@ def parse_names(text: str, flag: str = "--dtypes") -> frozenset[int]:
 
 @cache
 def _ort_table() -> tuple[dict, dict]:
-    raw = json.loads(
-        resources.files("onnxfuzz.data").joinpath("ort_cpu_kernels.json").read_text()
-    )
+    raw = json.loads(resources.files("onnxfuzz.data").joinpath("ort_cpu_kernels.json").read_text())
 
     def cons(c: dict[str, list[str]]) -> dict[str, frozenset[int]]:
         return {tv: frozenset(BY_NAME[n] for n in names) for tv, names in c.items()}
 
-    kernels = {op: [(lo, hi, cons(c)) for lo, hi, c in entries]
-               for op, entries in raw["kernels"].items()}
+    kernels = {
+        op: [(lo, hi, cons(c)) for lo, hi, c in entries] for op, entries in raw["kernels"].items()
+    }
     # Ops ORT runs through their schema's function body have no kernel; the types it
     # runs them in were found by running generated models, per model opset.
-    probed = {op: {int(o): cons(c) for o, c in by_opset.items()}
-              for op, by_opset in raw.get("probed", {}).items()}
+    probed = {
+        op: {int(o): cons(c) for o, c in by_opset.items()}
+        for op, by_opset in raw.get("probed", {}).items()
+    }
     return kernels, probed
 
 

@@ -30,11 +30,17 @@ def _attr_value(v: Any) -> Any:
     return v
 
 
-def to_model(g: Graph, opset: int, ir_version: int, *, name: str = "onnxfuzz",
-             seed: int | None = None) -> onnx.ModelProto:
+def to_model(
+    g: Graph, opset: int, ir_version: int, *, name: str = "onnxfuzz", seed: int | None = None
+) -> onnx.ModelProto:
     nodes = [
-        helper.make_node(n.op_type, n.inputs, [t.name for t in n.outputs], name=n.name,
-                         **{k: _attr_value(v) for k, v in n.attrs.items()})
+        helper.make_node(
+            n.op_type,
+            n.inputs,
+            [t.name for t in n.outputs],
+            name=n.name,
+            **{k: _attr_value(v) for k, v in n.attrs.items()},
+        )
         for n in g.nodes
     ]
     graph = helper.make_graph(
@@ -52,8 +58,11 @@ def to_model(g: Graph, opset: int, ir_version: int, *, name: str = "onnxfuzz",
         producer_name="onnxfuzz",
         producer_version=__version__,
     )
-    meta = {INPUTS_KEY: json.dumps({k: v.to_json() for k, v in g.input_values.items()},
-                                   separators=(",", ":"))}
+    meta = {
+        INPUTS_KEY: json.dumps(
+            {k: v.to_json() for k, v in g.input_values.items()}, separators=(",", ":")
+        )
+    }
     if seed is not None:
         meta[SEED_KEY] = str(seed)
     helper.set_model_props(model, meta)

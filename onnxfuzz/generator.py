@@ -82,7 +82,9 @@ class Generator:
             return str(e)
         return None
 
-    def graph(self, seed: int, prefix: Sequence[int] | None = None) -> tuple[Graph, ChoiceStream, int]:
+    def graph(
+        self, seed: int, prefix: Sequence[int] | None = None
+    ) -> tuple[Graph, ChoiceStream, int]:
         s = ChoiceStream(seed, prefix)
         g = Graph()
         cfg = self.cfg

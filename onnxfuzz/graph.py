@@ -14,8 +14,9 @@ class Tensor:
 
     __slots__ = ("name", "dtype", "shape", "interval", "origin")
 
-    def __init__(self, name: str, dtype: int, shape: tuple[int, ...], interval: Interval,
-                 origin: str) -> None:
+    def __init__(
+        self, name: str, dtype: int, shape: tuple[int, ...], interval: Interval, origin: str
+    ) -> None:
         self.name = name
         self.dtype = dtype
         self.shape = shape
@@ -40,8 +41,14 @@ class Tensor:
 class Node:
     __slots__ = ("op_type", "name", "inputs", "outputs", "attrs")
 
-    def __init__(self, op_type: str, name: str, inputs: list[str], outputs: list[Tensor],
-                 attrs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        op_type: str,
+        name: str,
+        inputs: list[str],
+        outputs: list[Tensor],
+        attrs: dict[str, Any],
+    ) -> None:
         self.op_type = op_type
         self.name = name
         self.inputs = inputs

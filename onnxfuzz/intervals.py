@@ -37,9 +37,10 @@ class Interval:
         return f"[{self.lo:g}, {self.hi:g}{extra}]"
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Interval)
-            and (self.lo, self.hi, self.min_abs) == (other.lo, other.hi, other.min_abs)
+        return isinstance(other, Interval) and (self.lo, self.hi, self.min_abs) == (
+            other.lo,
+            other.hi,
+            other.min_abs,
         )
 
     @property
@@ -97,8 +98,9 @@ class Interval:
 
 def hull(items: Iterable[Interval]) -> Interval:
     items = list(items)
-    return Interval(min(i.lo for i in items), max(i.hi for i in items),
-                    min(i.min_abs for i in items))
+    return Interval(
+        min(i.lo for i in items), max(i.hi for i in items), min(i.min_abs for i in items)
+    )
 
 
 def point(v: float) -> Interval:

@@ -46,22 +46,32 @@ def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def single_node(model: onnx.ModelProto, node: onnx.NodeProto) -> onnx.ModelProto:
     """``node`` alone: its tensor inputs become graph inputs, initializers stay."""
-    infos = {vi.name: vi for vi in
-             list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output)}
+    infos = {
+        vi.name: vi
+        for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output)
+    }
     inits = {i.name: i for i in model.graph.initializer}
     ins = [infos[t] for t in dict.fromkeys(node.input) if t and t not in inits]
     graph = helper.make_graph(
-        [node], "node", ins, [infos[t] for t in node.output if t in infos],
-        initializer=[inits[t] for t in dict.fromkeys(node.input) if t in inits])
-    return helper.make_model(graph, opset_imports=model.opset_import,
-                             ir_version=model.ir_version)
+        [node],
+        "node",
+        ins,
+        [infos[t] for t in node.output if t in infos],
+        initializer=[inits[t] for t in dict.fromkeys(node.input) if t in inits],
+    )
+    return helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
 
 
-def first_divergence(model: onnx.ModelProto, reference: str, backend: str,
-                     run: Callable[[bytes], dict[str, Outcome]], cfg: OracleConfig,
-                     feeds: dict[str, np.ndarray] | None = None,
-                     run_reference: Callable[[bytes, dict], Outcome] | None = None,
-                     tol_dtypes: dict[str, str] | None = None) -> Divergence | None:
+def first_divergence(
+    model: onnx.ModelProto,
+    reference: str,
+    backend: str,
+    run: Callable[[bytes], dict[str, Outcome]],
+    cfg: OracleConfig,
+    feeds: dict[str, np.ndarray] | None = None,
+    run_reference: Callable[[bytes, dict], Outcome] | None = None,
+    tol_dtypes: dict[str, str] | None = None,
+) -> Divergence | None:
     """The first node (topological order) whose output differs between the backends."""
     probe = expose_all(model)
     outcomes = run(probe.SerializeToString())
@@ -72,22 +82,31 @@ def first_divergence(model: onnx.ModelProto, reference: str, backend: str,
     have: dict[str, np.ndarray] = got.outputs or {}
     for node in probe.graph.node:
         names = [t for t in node.output if t in want]
-        if not names or compare(reference, want, backend, have, names, cfg,
-                                tol_dtypes).verdict == OK_V:
+        if (
+            not names
+            or compare(reference, want, backend, have, names, cfg, tol_dtypes).verdict == OK_V
+        ):
             continue
         unstable = False
         if run_reference is not None and feeds is not None:
-            unstable = _explained_by_inputs(model, node, feeds, have, reference, backend,
-                                            run_reference, cfg, tol_dtypes)
+            unstable = _explained_by_inputs(
+                model, node, feeds, have, reference, backend, run_reference, cfg, tol_dtypes
+            )
         return Divergence(node, unstable)
     return None
 
 
-def _explained_by_inputs(model: onnx.ModelProto, node: onnx.NodeProto,
-                         feeds: dict[str, np.ndarray], have: dict[str, np.ndarray],
-                         reference: str, backend: str,
-                         run_reference: Callable[[bytes, dict], Outcome], cfg: OracleConfig,
-                         tol_dtypes: dict[str, str] | None) -> bool:
+def _explained_by_inputs(
+    model: onnx.ModelProto,
+    node: onnx.NodeProto,
+    feeds: dict[str, np.ndarray],
+    have: dict[str, np.ndarray],
+    reference: str,
+    backend: str,
+    run_reference: Callable[[bytes, dict], Outcome],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None,
+) -> bool:
     one = single_node(model, node)
     values = {**feeds, **have}
     inputs = {i.name: values[i.name] for i in one.graph.input if i.name in values}
@@ -97,5 +116,7 @@ def _explained_by_inputs(model: onnx.ModelProto, node: onnx.NodeProto,
     if again.status != OK or again.outputs is None:
         return False
     names = [t for t in node.output if t in again.outputs and t in have]
-    return bool(names) and compare(reference, again.outputs, backend, have, names, cfg,
-                                   tol_dtypes).verdict == OK_V
+    return (
+        bool(names)
+        and compare(reference, again.outputs, backend, have, names, cfg, tol_dtypes).verdict == OK_V
+    )

@@ -28,8 +28,7 @@ from onnxfuzz.sandbox import CRASH, ERROR, OK, TIMEOUT, UNSUPPORTED, Outcome
 OK_V, CRASH_V, TIMEOUT_V, MISMATCH_V = "ok", "crash", "timeout", "mismatch"
 UNSUPPORTED_V, INVALID_REF_V, KNOWN_V = "unsupported", "invalid-reference", "known"
 UNSTABLE_V = "unstable"  # a mismatch explained by amplified sub-tolerance differences
-VERDICTS = (OK_V, CRASH_V, TIMEOUT_V, MISMATCH_V, UNSUPPORTED_V, INVALID_REF_V, KNOWN_V,
-            UNSTABLE_V)
+VERDICTS = (OK_V, CRASH_V, TIMEOUT_V, MISMATCH_V, UNSUPPORTED_V, INVALID_REF_V, KNOWN_V, UNSTABLE_V)
 BUGS = (CRASH_V, TIMEOUT_V, MISMATCH_V)
 
 # (atol, rtol) per element type; integers and bool compare exactly.
@@ -65,9 +64,11 @@ class KnownIssue:
 @dataclass
 class OracleConfig:
     tolerance: dict[str, tuple[float, float]] = field(
-        default_factory=lambda: dict(DEFAULT_TOLERANCE))
+        default_factory=lambda: dict(DEFAULT_TOLERANCE)
+    )
     pair_tolerance: dict[tuple[str, str], dict[str, tuple[float, float]]] = field(
-        default_factory=dict)
+        default_factory=dict
+    )
     known: list[KnownIssue] = field(default_factory=list)
 
     def tol(self, reference: str, backend: str, dtype: str) -> tuple[float, float] | None:
@@ -75,20 +76,21 @@ class OracleConfig:
         return pair.get(dtype, self.tolerance.get(dtype))
 
     @classmethod
-    def load(cls, path: Path | None, atol: float | None = None,
-             rtol: float | None = None) -> OracleConfig:
+    def load(
+        cls, path: Path | None, atol: float | None = None, rtol: float | None = None
+    ) -> OracleConfig:
         """Read ``--config FILE`` (TOML)::
 
-            [tolerance.float32]            # per dtype: atol, rtol
-            atol = 1e-3
-            rtol = 1e-2
-            [pair."ort:tvm".float16]       # per reference:backend pair
-            atol = 5e-2
-            rtol = 5e-2
-            [[known]]                      # known issues: matching failures go to "known"
-            backend = "tvm"
-            regex = "Only constant axes"
-            note = "Relax importer limitation"
+        [tolerance.float32]            # per dtype: atol, rtol
+        atol = 1e-3
+        rtol = 1e-2
+        [pair."ort:tvm".float16]       # per reference:backend pair
+        atol = 5e-2
+        rtol = 5e-2
+        [[known]]                      # known issues: matching failures go to "known"
+        backend = "tvm"
+        regex = "Only constant axes"
+        note = "Relax importer limitation"
         """
         cfg = cls()
         if path is not None:
@@ -101,18 +103,25 @@ class OracleConfig:
             for pair, by_dtype in data.get("pair", {}).items():
                 ref, sep, be = pair.rpartition(":") if pair.count(":") == 1 else ("", "", "")
                 if not sep:
-                    raise UsageError(f"--config: [pair.\"{pair}\"] must be \"REF:BACKEND\"")
+                    raise UsageError(f'--config: [pair."{pair}"] must be "REF:BACKEND"')
                 cfg.pair_tolerance[(ref, be)] = {
-                    d: _tol(t, f"[pair.\"{pair}\".{d}]") for d, t in by_dtype.items()}
+                    d: _tol(t, f'[pair."{pair}".{d}]') for d, t in by_dtype.items()
+                }
             for k, item in enumerate(data.get("known", [])):
                 try:
-                    cfg.known.append(KnownIssue(re.compile(item["regex"]), item.get("backend"),
-                                                item.get("note", "")))
+                    cfg.known.append(
+                        KnownIssue(
+                            re.compile(item["regex"]), item.get("backend"), item.get("note", "")
+                        )
+                    )
                 except (KeyError, re.error) as e:
                     raise UsageError(f"--config: [[known]] #{k + 1}: {e}") from None
         for dtype in list(cfg.tolerance):
             a, r = cfg.tolerance[dtype]
-            cfg.tolerance[dtype] = (atol if atol is not None else a, rtol if rtol is not None else r)
+            cfg.tolerance[dtype] = (
+                atol if atol is not None else a,
+                rtol if rtol is not None else r,
+            )
         return cfg
 
 
@@ -124,18 +133,20 @@ def _tol(t: Any, where: str) -> tuple[float, float]:
 
 
 def _non_finite(outputs: dict[str, np.ndarray]) -> bool:
-    for v in outputs.values():
-        if v.dtype.kind == "f" and not np.isfinite(v).all():
-            return True
-        if v.dtype.kind not in "biuf" and v.dtype.name == "bfloat16":
-            if not np.isfinite(v.astype(np.float32)).all():
-                return True
-    return False
+    from onnxfuzz.validate import all_finite
+
+    return not all_finite(outputs)
 
 
-def judge(reference: str, ref: Outcome, backend: str, got: Outcome,
-          outputs_order: list[str], cfg: OracleConfig,
-          tol_dtypes: dict[str, str] | None = None) -> Verdict:
+def judge(
+    reference: str,
+    ref: Outcome,
+    backend: str,
+    got: Outcome,
+    outputs_order: list[str],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None = None,
+) -> Verdict:
     """The verdict for ``backend`` on one test, against ``reference``."""
     v = own_verdict(got)
     if v.verdict == UNSUPPORTED_V:
@@ -143,16 +154,18 @@ def judge(reference: str, ref: Outcome, backend: str, got: Outcome,
     if v.verdict == OK_V:
         if ref.status != OK or ref.outputs is None or _non_finite(ref.outputs):
             return Verdict(INVALID_REF_V, message=ref.message or "non-finite reference output")
-        v = compare(reference, ref.outputs, backend, got.outputs or {}, outputs_order, cfg,
-                    tol_dtypes)
+        v = compare(
+            reference, ref.outputs, backend, got.outputs or {}, outputs_order, cfg, tol_dtypes
+        )
     return with_known(backend, v, cfg)
 
 
 def own_verdict(got: Outcome) -> Verdict:
     """What a backend's outcome says by itself: crash, timeout, unsupported or ok."""
     if got.status in (CRASH, TIMEOUT, ERROR):
-        return Verdict(TIMEOUT_V if got.status == TIMEOUT else CRASH_V, got.stage,
-                       message=got.message)
+        return Verdict(
+            TIMEOUT_V if got.status == TIMEOUT else CRASH_V, got.stage, message=got.message
+        )
     if got.status == UNSUPPORTED:
         return Verdict(UNSUPPORTED_V, got.stage, message=got.message)
     return Verdict(OK_V)
@@ -179,8 +192,10 @@ def precision_dtypes(model: onnx.ModelProto) -> dict[str, str]:
     included): whose tolerance its comparison uses."""
     from onnxfuzz import dtypes as dt
 
-    types = {vi.name: vi.type.tensor_type.elem_type for vi in
-             list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output)}
+    types = {
+        vi.name: vi.type.tensor_type.elem_type
+        for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output)
+    }
     types.update({i.name: i.data_type for i in model.graph.initializer})
 
     def loosest(names: list[str]) -> str | None:
@@ -201,9 +216,15 @@ def precision_dtypes(model: onnx.ModelProto) -> dict[str, str]:
     return out
 
 
-def compare(reference: str, want: dict[str, np.ndarray], backend: str,
-            got: dict[str, np.ndarray], order: list[str], cfg: OracleConfig,
-            tol_dtypes: dict[str, str] | None = None) -> Verdict:
+def compare(
+    reference: str,
+    want: dict[str, np.ndarray],
+    backend: str,
+    got: dict[str, np.ndarray],
+    order: list[str],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None = None,
+) -> Verdict:
     for name in order:
         w = want.get(name)
         g = got.get(name)
@@ -212,11 +233,21 @@ def compare(reference: str, want: dict[str, np.ndarray], backend: str,
         if g is None:
             return Verdict(MISMATCH_V, "run", "missing", name, f"output {name} missing")
         if g.dtype != w.dtype:
-            return Verdict(MISMATCH_V, "run", "dtype", name,
-                           f"output {name}: dtype {g.dtype} vs reference {w.dtype}")
+            return Verdict(
+                MISMATCH_V,
+                "run",
+                "dtype",
+                name,
+                f"output {name}: dtype {g.dtype} vs reference {w.dtype}",
+            )
         if g.shape != w.shape:
-            return Verdict(MISMATCH_V, "run", "shape", name,
-                           f"output {name}: shape {list(g.shape)} vs reference {list(w.shape)}")
+            return Verdict(
+                MISMATCH_V,
+                "run",
+                "shape",
+                name,
+                f"output {name}: shape {list(g.shape)} vs reference {list(w.shape)}",
+            )
         tol = cfg.tol(reference, backend, _dtype_name(w))
         loose = (tol_dtypes or {}).get(name)
         if tol is not None and loose is not None:
@@ -233,17 +264,23 @@ def _dtype_name(a: np.ndarray) -> str:
     return "bfloat16" if a.dtype.name == "bfloat16" else a.dtype.name
 
 
-def _values(name: str, want: np.ndarray, got: np.ndarray,
-            tol: tuple[float, float] | None) -> Verdict | None:
+def _values(
+    name: str, want: np.ndarray, got: np.ndarray, tol: tuple[float, float] | None
+) -> Verdict | None:
     if tol is None:  # exact types
         neq = want != got
         if not neq.any():
             return None
         n = int(neq.sum())
         idx = tuple(int(i) for i in np.argwhere(neq)[0])
-        return Verdict(MISMATCH_V, "run", "values", name,
-                       f"output {name}: {n}/{want.size} elements differ (exact dtype); first at "
-                       f"{list(idx)}: {got[idx]!r} vs reference {want[idx]!r}")
+        return Verdict(
+            MISMATCH_V,
+            "run",
+            "values",
+            name,
+            f"output {name}: {n}/{want.size} elements differ (exact dtype); first at "
+            f"{list(idx)}: {got[idx]!r} vs reference {want[idx]!r}",
+        )
     atol, rtol = tol
     w = want.astype(np.float64)
     g = got.astype(np.float64)
@@ -259,11 +296,11 @@ def _values(name: str, want: np.ndarray, got: np.ndarray,
     idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(err_bad)), w.shape))
     rel = err / np.maximum(np.abs(w), 1e-30)
     min_atol = float(np.max(np.where(bad, err - rtol * np.abs(w), 0.0)))
-    msg = (f"output {name}: {n}/{want.size} elements outside atol={atol:g} rtol={rtol:g}; "
-           f"max abs err {float(np.nanmax(np.where(bad, err, 0))):.4g}, max rel err "
-           f"{float(np.nanmax(np.where(bad, rel, 0))):.4g}; worst at {list(idx)}: "
-           f"{g[idx]:.6g} vs reference {w[idx]:.6g}; minimum atol to pass at rtol={rtol:g}: "
-           f"{min_atol:.4g}")
+    msg = (
+        f"output {name}: {n}/{want.size} elements outside atol={atol:g} rtol={rtol:g}; "
+        f"max abs err {float(np.nanmax(np.where(bad, err, 0))):.4g}, max rel err "
+        f"{float(np.nanmax(np.where(bad, rel, 0))):.4g}; worst at {list(idx)}: "
+        f"{g[idx]:.6g} vs reference {w[idx]:.6g}; minimum atol to pass at rtol={rtol:g}: "
+        f"{min_atol:.4g}"
+    )
     return Verdict(MISMATCH_V, "run", "values", name, msg, min_atol)
-
-

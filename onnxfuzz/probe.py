@@ -27,14 +27,25 @@ SAMPLES = 3
 
 def cache_dir() -> Path:
     base = os.environ.get("ONNXFUZZ_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "onnxfuzz")
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "onnxfuzz"
+    )
     return Path(base)
 
 
 def _cache_file(info: BackendInfo, cfg: Config) -> Path:
-    key = json.dumps([info.label, info.version, cfg.opset, __version__, cfg.max_rank,
-                      cfg.max_dim, sorted(cfg.dtypes), sorted(cfg.ops or ()),
-                      sorted(cfg.exclude_ops)])
+    key = json.dumps(
+        [
+            info.label,
+            info.version,
+            cfg.opset,
+            __version__,
+            cfg.max_rank,
+            cfg.max_dim,
+            sorted(cfg.dtypes),
+            sorted(cfg.ops or ()),
+            sorted(cfg.exclude_ops),
+        ]
+    )
     return cache_dir() / f"probe-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
 
 
@@ -51,8 +62,15 @@ def unsupported_ops(worker: Worker, cfg: Config) -> dict[str, str]:
     ops = set(cfg.ops) if cfg.ops is not None else None
     for spec in specs_for(cfg.opset, ops, set(cfg.exclude_ops)):
         try:
-            gen = Generator(replace(cfg, min_nodes=1, max_nodes=1, ops=frozenset([spec.op_type]),
-                                    exclude_ops=frozenset()))
+            gen = Generator(
+                replace(
+                    cfg,
+                    min_nodes=1,
+                    max_nodes=1,
+                    ops=frozenset([spec.op_type]),
+                    exclude_ops=frozenset(),
+                )
+            )
         except ConfigError:
             continue
         reasons = []

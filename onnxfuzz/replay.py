@@ -32,10 +32,16 @@ def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[int, str]
     try:
         meta = json.loads((bundle / "meta.json").read_text())
         model = onnx.load(bundle / "model.onnx")
-    except (OSError, json.JSONDecodeError, onnx.onnx_cpp2py_export.checker.ValidationError,
-            Exception) as e:  # noqa: BLE001 - any unreadable bundle gets the same message
-        raise ModelError(f"{bundle}: not a bug bundle ({type(e).__name__}: {e}); it needs "
-                         "meta.json, model.onnx and test_data_set_0/") from None
+    except (
+        OSError,
+        json.JSONDecodeError,
+        onnx.onnx_cpp2py_export.checker.ValidationError,
+        Exception,
+    ) as e:  # noqa: BLE001 - any unreadable bundle gets the same message
+        raise ModelError(
+            f"{bundle}: not a bug bundle ({type(e).__name__}: {e}); it needs "
+            "meta.json, model.onnx and test_data_set_0/"
+        ) from None
     inputs = load_inputs(bundle / "test_data_set_0")
     limit = timeout if timeout is not None else float(meta.get("timeout", 30.0))
     backend, reference = meta["backend"], meta["reference"]
@@ -50,8 +56,9 @@ def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[int, str]
             w.close()
 
 
-def _judge(meta: dict, model: onnx.ModelProto, inputs: dict,
-           workers: dict[str, Worker]) -> tuple[int, str]:
+def _judge(
+    meta: dict, model: onnx.ModelProto, inputs: dict, workers: dict[str, Worker]
+) -> tuple[int, str]:
     backend, reference = meta["backend"], meta["reference"]
 
     def run_all(data: bytes) -> dict:
@@ -61,8 +68,9 @@ def _judge(meta: dict, model: onnx.ModelProto, inputs: dict,
         return workers[label].execute(data, feeds)
 
     cfg = OracleConfig(tolerance={k: tuple(v) for k, v in meta.get("tolerance", {}).items()})
-    a = assess(model, inputs, run_all(model.SerializeToString()), reference, cfg, run_all,
-               run_one)[backend]
+    a = assess(model, inputs, run_all(model.SerializeToString()), reference, cfg, run_all, run_one)[
+        backend
+    ]
     v = a.verdict
     if not v.is_bug:
         return FIXED, f"does not reproduce: {backend} gives {v.verdict}"

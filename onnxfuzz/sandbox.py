@@ -8,6 +8,7 @@ run). A dead or killed worker is respawned for the next test: the campaign goes 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -16,8 +17,8 @@ import sys
 import tempfile
 import time
 import traceback
-from multiprocessing.connection import Connection
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
@@ -61,8 +62,16 @@ def serve(text: str, conn: Any) -> None:
         backend = load_backend(parse_backend(text))
         why = backend.available() if hasattr(backend, "available") else None
         preferred = backend.preferred_opset() if hasattr(backend, "preferred_opset") else None
-        conn.send(("ready", backend.name, str(backend.version()),
-                   tuple(backend.supported_opsets()), why, preferred))
+        conn.send(
+            (
+                "ready",
+                backend.name,
+                str(backend.version()),
+                tuple(backend.supported_opsets()),
+                why,
+                preferred,
+            )
+        )
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         conn.send(("load-error", f"{type(e).__name__}: {e}"))
         return
@@ -98,9 +107,17 @@ def serve(text: str, conn: Any) -> None:
             if isinstance(e, KeyboardInterrupt):
                 return
             elapsed = time.perf_counter() - t0
-            conn.send(("error", stage, is_unsupported(backend, e), f"{type(e).__name__}: {e}",
-                       traceback.format_exc(limit=20), compile_s,
-                       elapsed - compile_s if stage == RUN else 0.0))
+            conn.send(
+                (
+                    "error",
+                    stage,
+                    is_unsupported(backend, e),
+                    f"{type(e).__name__}: {e}",
+                    traceback.format_exc(limit=20),
+                    compile_s,
+                    elapsed - compile_s if stage == RUN else 0.0,
+                )
+            )
 
 
 def _rss_mb(pid: int) -> float:
@@ -128,24 +145,30 @@ class Worker:
         """Spawn a fresh interpreter (``python -m onnxfuzz.worker``) talking over a socket
         pair; its stderr goes to a file whose tail is kept when it crashes."""
         ours, theirs = socket.socketpair()
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         proc = subprocess.Popen(
             [sys.executable, "-m", "onnxfuzz.worker", str(theirs.fileno()), self.ref.text],
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=self._stderr, start_new_session=True,
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            start_new_session=True,
         )
         theirs.close()
         conn = Connection(ours.detach())
         if not conn.poll(self.startup_timeout):
             proc.kill()
-            raise BackendError(f"backend {self.ref.text}: worker did not start within "
-                               f"{self.startup_timeout:.0f} s")
+            raise BackendError(
+                f"backend {self.ref.text}: worker did not start within {self.startup_timeout:.0f} s"
+            )
         try:
             msg = conn.recv()
         except EOFError:
             proc.wait(5)
-            raise BackendError(f"backend {self.ref.text}: worker died while loading "
-                               f"({_death(proc.returncode)}): {self.stderr_tail()}") from None
+            raise BackendError(
+                f"backend {self.ref.text}: worker died while loading "
+                f"({_death(proc.returncode)}): {self.stderr_tail()}"
+            ) from None
         if msg[0] == "load-error":
             proc.wait(5)
             raise BackendError(msg[1])
@@ -226,18 +249,20 @@ class Worker:
                 self._kill()
                 return Outcome(TIMEOUT, stage, message=f"no result within {self.timeout:g} s")
             ready = False
-            try:
+            with contextlib.suppress(OSError, EOFError):
                 ready = self._conn.poll(min(left, 0.05))
-            except (OSError, EOFError):
-                pass
             if not ready:
                 if not self._alive():
                     return self._crash(stage)
                 rss = _rss_mb(self._proc.pid)
                 if rss > self.memory_mb:
                     self._kill()
-                    return Outcome(CRASH, stage, message=f"out of memory: resident set "
-                                   f"{rss:.0f} MB > cap {self.memory_mb:.0f} MB")
+                    return Outcome(
+                        CRASH,
+                        stage,
+                        message=f"out of memory: resident set "
+                        f"{rss:.0f} MB > cap {self.memory_mb:.0f} MB",
+                    )
                 continue
             try:
                 msg = self._conn.recv()
@@ -247,11 +272,16 @@ class Worker:
                 stage = msg[1]
                 continue
             if msg[0] == "done":
-                return Outcome(OK, None, msg[1], compile_s=msg[2], run_s=msg[3],
-                               worker_s=msg[4])
+                return Outcome(OK, None, msg[1], compile_s=msg[2], run_s=msg[3], worker_s=msg[4])
             _, stage, unsupported, text, trace, c_s, r_s = msg
-            return Outcome(UNSUPPORTED if unsupported else ERROR, stage, message=text,
-                           trace=trace, compile_s=c_s, run_s=r_s)
+            return Outcome(
+                UNSUPPORTED if unsupported else ERROR,
+                stage,
+                message=text,
+                trace=trace,
+                compile_s=c_s,
+                run_s=r_s,
+            )
 
 
 def _death(code: int | None) -> str:

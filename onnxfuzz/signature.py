@@ -42,8 +42,9 @@ def _crash_detail(v: Verdict, trace: str) -> str:
     return normalize(msg)
 
 
-def signature(backend: str, v: Verdict, producer: str = "", dtype: str = "",
-              trace: str = "") -> str:
+def signature(
+    backend: str, v: Verdict, producer: str = "", dtype: str = "", trace: str = ""
+) -> str:
     if v.verdict == MISMATCH_V:
         detail = f"{v.kind} in {producer or '?'} output ({dtype or '?'})"
     else:

@@ -100,8 +100,9 @@ def load_specs() -> dict[str, OpSpec]:
     return dict(sorted(REGISTRY.items()))
 
 
-def specs_for(opset: int, include: set[str] | None = None,
-              exclude: set[str] | None = None) -> list[OpSpec]:
+def specs_for(
+    opset: int, include: set[str] | None = None, exclude: set[str] | None = None
+) -> list[OpSpec]:
     specs = load_specs()
     for flag, names in (("--ops", include), ("--exclude-ops", exclude)):
         unknown = sorted(set(names or ()) - set(specs))
@@ -110,9 +111,9 @@ def specs_for(opset: int, include: set[str] | None = None,
                 f"{flag}: no spec for {', '.join(unknown)}; `onnxfuzz specs` lists the covered ops"
             )
     out = [
-        s for name, s in specs.items()
-        if (include is None or name in include) and name not in (exclude or ())
-        and s.covers(opset)
+        s
+        for name, s in specs.items()
+        if (include is None or name in include) and name not in (exclude or ()) and s.covers(opset)
     ]
     if not out:
         raise ConfigError(f"no op spec covers opset {opset} with the given --ops/--exclude-ops")
@@ -164,7 +165,7 @@ def op_info(op_type: str, opset: int) -> OpInfo | None:
         output_type=tuple(f.type_str for f in schema.outputs),
         type_sets=type_sets,
         schema_type_vars=type_vars,
-        variadic_output=bool(schema.outputs) and schema.outputs[-1].option
-        == onnx.defs.OpSchema.FormalParameterOption.Variadic,
+        variadic_output=bool(schema.outputs)
+        and schema.outputs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic,
         has_function=schema.has_function or schema.has_context_dependent_function,
     )

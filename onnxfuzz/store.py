@@ -51,37 +51,60 @@ class Store:
     def done_ids(self) -> set[int]:
         return {r[0] for r in self.db.execute("SELECT id FROM tests")}
 
-    def record(self, test_id: int, seed: int, ops: list[str], opset: int, seconds: float,
-               backend_seconds: float, results: list[tuple[str, str, str | None, str | None,
-                                                            str]]) -> list[str]:
+    def record(
+        self,
+        test_id: int,
+        seed: int,
+        ops: list[str],
+        opset: int,
+        seconds: float,
+        backend_seconds: float,
+        results: list[tuple[str, str, str | None, str | None, str]],
+    ) -> list[str]:
         """Commit one test; returns the signatures seen for the first time."""
         new: list[str] = []
         now = time.time()
         with self.db:
             self.db.execute("BEGIN")
-            self.db.execute("INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            (test_id, seed, json.dumps(ops), opset, seconds, backend_seconds,
-                             now))
+            self.db.execute(
+                "INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (test_id, seed, json.dumps(ops), opset, seconds, backend_seconds, now),
+            )
             for backend, verdict, stage, sig, detail in results:
-                self.db.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)",
-                                (test_id, backend, verdict, stage, sig, detail))
+                self.db.execute(
+                    "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)",
+                    (test_id, backend, verdict, stage, sig, detail),
+                )
                 if sig is None:
                     continue
-                row = self.db.execute("SELECT hits, seeds FROM bugs WHERE signature=?",
-                                      (sig,)).fetchone()
+                row = self.db.execute(
+                    "SELECT hits, seeds FROM bugs WHERE signature=?", (sig,)
+                ).fetchone()
                 if row is None:
                     from onnxfuzz.signature import bug_id
 
-                    self.db.execute("INSERT INTO bugs VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)",
-                                    (sig, bug_id(sig), verdict, stage, backend, test_id, now,
-                                     json.dumps([seed])))
+                    self.db.execute(
+                        "INSERT INTO bugs VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)",
+                        (
+                            sig,
+                            bug_id(sig),
+                            verdict,
+                            stage,
+                            backend,
+                            test_id,
+                            now,
+                            json.dumps([seed]),
+                        ),
+                    )
                     new.append(sig)
                 else:
                     seeds = json.loads(row[1])
                     if len(seeds) < 100:
                         seeds.append(seed)
-                    self.db.execute("UPDATE bugs SET hits=hits+1, seeds=? WHERE signature=?",
-                                    (json.dumps(seeds), sig))
+                    self.db.execute(
+                        "UPDATE bugs SET hits=hits+1, seeds=? WHERE signature=?",
+                        (json.dumps(seeds), sig),
+                    )
         return new
 
     # --- summaries -----------------------------------------------------------------
@@ -90,15 +113,25 @@ class Store:
 
     def counts_by_backend(self) -> dict[tuple[str, str], int]:
         rows = self.db.execute(
-            "SELECT backend, verdict, COUNT(*) FROM results GROUP BY backend, verdict")
+            "SELECT backend, verdict, COUNT(*) FROM results GROUP BY backend, verdict"
+        )
         return {(b, v): n for b, v, n in rows}
 
     def n_tests(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
 
     def bugs(self) -> list[dict[str, Any]]:
-        cols = ["signature", "id", "verdict", "stage", "backend", "first_test", "first_seen",
-                "hits", "seeds"]
+        cols = [
+            "signature",
+            "id",
+            "verdict",
+            "stage",
+            "backend",
+            "first_test",
+            "first_seen",
+            "hits",
+            "seeds",
+        ]
         rows = self.db.execute(f"SELECT {', '.join(cols)} FROM bugs ORDER BY first_test")
         return [dict(zip(cols, r, strict=True)) for r in rows]
 

@@ -33,8 +33,11 @@ def _declared(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...] | 
     out = {}
     for vi in list(model.graph.value_info) + list(model.graph.output):
         tt = vi.type.tensor_type
-        shape = (tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim)
-                 if tt.HasField("shape") else None)
+        shape = (
+            tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim)
+            if tt.HasField("shape")
+            else None
+        )
         out[vi.name] = (tt.elem_type, shape)
     return out
 
@@ -106,7 +109,8 @@ def ort_session(model: onnx.ModelProto | bytes, optimize: bool = False):
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if optimize
         else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     )
     opts.log_severity_level = 3
@@ -123,11 +127,12 @@ def run_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict
 
 
 def all_finite(outputs: dict[str, np.ndarray]) -> bool:
-    for v in outputs.values():
-        if v.dtype.kind == "f" or v.dtype == dt.np_dtype(dt.BFLOAT16):
-            if not np.isfinite(v.astype(np.float64)).all():
-                return False
-    return True
+    bf16 = dt.np_dtype(dt.BFLOAT16)
+    return all(
+        np.isfinite(v.astype(np.float64)).all()
+        for v in outputs.values()
+        if v.dtype.kind == "f" or v.dtype == bf16
+    )
 
 
 def validate(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Verdict:

@@ -10,8 +10,9 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.intervals import Interval, Values
 
 
-def sample(rng: np.random.Generator, dtype: int, shape: tuple[int, ...], iv: Interval,
-           values: Values) -> np.ndarray:
+def sample(
+    rng: np.random.Generator, dtype: int, shape: tuple[int, ...], iv: Interval, values: Values
+) -> np.ndarray:
     """Values of ``dtype`` inside ``iv`` honouring ``values``' min_abs, ties and distinctness."""
     npd = dt.np_dtype(dtype)
     if dtype == dt.BOOL:
@@ -49,8 +50,9 @@ def _away_from_zero(x: np.ndarray, iv: Interval) -> np.ndarray:
     return np.where(small, sign * m, x)
 
 
-def _away_from_ties(rng: np.random.Generator, shape: tuple[int, ...], iv: Interval,
-                    avoid: str) -> np.ndarray:
+def _away_from_ties(
+    rng: np.random.Generator, shape: tuple[int, ...], iv: Interval, avoid: str
+) -> np.ndarray:
     """Whole part plus a fraction kept away from the tie: from whole numbers for
     'integer' (Floor, Ceil, float-to-int Cast), from x.5 for 'half' (Round)."""
     k = rng.integers(math.ceil(iv.lo), math.floor(iv.hi), size=shape, endpoint=False)
@@ -61,8 +63,9 @@ def _away_from_ties(rng: np.random.Generator, shape: tuple[int, ...], iv: Interv
     return k + frac
 
 
-def _distinct(rng: np.random.Generator, dtype: int, shape: tuple[int, ...], iv: Interval,
-              axis: int) -> np.ndarray:
+def _distinct(
+    rng: np.random.Generator, dtype: int, shape: tuple[int, ...], iv: Interval, axis: int
+) -> np.ndarray:
     """Values distinct along ``axis``: evenly spaced levels, shuffled per slice."""
     n = shape[axis]
     order = np.argsort(rng.random(shape), axis=axis)
@@ -73,8 +76,11 @@ def _distinct(rng: np.random.Generator, dtype: int, shape: tuple[int, ...], iv: 
     return lo + order * step
 
 
-def inputs_for(rng: np.random.Generator, inputs: list[tuple[str, int, tuple[int, ...]]],
-               domains: dict[str, Values]) -> dict[str, np.ndarray]:
+def inputs_for(
+    rng: np.random.Generator,
+    inputs: list[tuple[str, int, tuple[int, ...]]],
+    domains: dict[str, Values],
+) -> dict[str, np.ndarray]:
     """One set of graph-input values, each inside its recorded domain."""
     out = {}
     for name, dtype, shape in inputs:

@@ -27,7 +27,6 @@ from onnxfuzz.intervals import ANY, Interval, Values
 from onnxfuzz.spec import op
 
 
-
 def _source_values(target: int):
     """The value domain of an input cast to ``target``, per source element type."""
 

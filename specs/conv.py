@@ -29,12 +29,12 @@ from onnxfuzz.spec import op
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 SAME = ("SAME_UPPER", "SAME_LOWER")
-CONV_KERNEL = 5      # largest Conv kernel dim (keeps the fan-in, hence W's bound, sane)
-CONV_PAD = 2         # largest explicit Conv pad
-STRIDE = 3           # largest stride
-DILATION = 3         # largest dilation
-CT_KERNEL = 3        # ConvTranspose kernel, dilation, pad bounds: its output grows as
-CT_DILATION = 2      # stride * (in - 1) + (kernel - 1) * dilation + 1, kept <= ~28
+CONV_KERNEL = 5  # largest Conv kernel dim (keeps the fan-in, hence W's bound, sane)
+CONV_PAD = 2  # largest explicit Conv pad
+STRIDE = 3  # largest stride
+DILATION = 3  # largest dilation
+CT_KERNEL = 3  # ConvTranspose kernel, dilation, pad bounds: its output grows as
+CT_DILATION = 2  # stride * (in - 1) + (kernel - 1) * dilation + 1, kept <= ~28
 CT_PAD = 3
 
 
@@ -65,8 +65,11 @@ class Each:
 
     def contains(self, value: Any) -> bool:
         v = _as_list(value)
-        return (v is not None and len(v) == len(self.domains)
-                and all(d.contains(x) for d, x in zip(self.domains, v, strict=True)))
+        return (
+            v is not None
+            and len(v) == len(self.domains)
+            and all(d.contains(x) for d, x in zip(self.domains, v, strict=True))
+        )
 
 
 class KernelDims:
@@ -95,9 +98,12 @@ class KernelDims:
 
     def contains(self, value: Any) -> bool:
         v = _as_list(value)
-        return (v is not None and len(v) == len(self.his)
-                and all(Ints(1, h).contains(k) for k, h in zip(v, self.his, strict=True))
-                and math.prod(v) <= self.max_prod)
+        return (
+            v is not None
+            and len(v) == len(self.his)
+            and all(Ints(1, h).contains(k) for k, h in zip(v, self.his, strict=True))
+            and math.prod(v) <= self.max_prod
+        )
 
 
 class PadPairs:
@@ -128,8 +134,12 @@ class PadPairs:
         n = len(self.totals)
         if v is None or len(v) != 2 * n:
             return False
-        return all(Ints(0, self.cap).contains(v[i]) and Ints(0, self.cap).contains(v[n + i])
-                   and v[i] + v[n + i] <= self.totals[i] for i in range(n))
+        return all(
+            Ints(0, self.cap).contains(v[i])
+            and Ints(0, self.cap).contains(v[n + i])
+            and v[i] + v[n + i] <= self.totals[i]
+            for i in range(n)
+        )
 
 
 class Multiples:
@@ -158,8 +168,9 @@ def divisors(n: int) -> list[int]:
 
 
 # --- geometry -------------------------------------------------------------------------------
-def window_out(size: int, k: int, stride: int, dilation: int, pb: int, pe: int,
-               ceil_mode: int = 0) -> int:
+def window_out(
+    size: int, k: int, stride: int, dilation: int, pb: int, pe: int, ceil_mode: int = 0
+) -> int:
     """Output length of a sliding window (Conv, pools) over explicit padding.
     With ceil_mode the last window must start inside the input or its left padding
     (ONNX and ONNX Runtime drop a window that would start in the right padding)."""
@@ -221,23 +232,34 @@ def conv(b: Builder, p: None) -> None:
     if auto_pad in SAME:
         k_hi = [min(CONV_KERNEL, d) for d in spatial]
     else:
-        k_hi = [min(CONV_KERNEL, (d + pads[i] + pads[n + i] - 1) // dilations[i] + 1)
-                for i, d in enumerate(spatial)]
+        k_hi = [
+            min(CONV_KERNEL, (d + pads[i] + pads[n + i] - 1) // dilations[i] + 1)
+            for i, d in enumerate(spatial)
+        ]
     cg = c // group
-    w = b.input("W", dims=[Multiples(group, b.max_dim), cg] + [Ints(1, h) for h in k_hi],
-                values=lambda d: weight_values(x.interval, d, cg * math.prod(k_hi)), kind=WEIGHT)
+    w = b.input(
+        "W",
+        dims=[Multiples(group, b.max_dim), cg] + [Ints(1, h) for h in k_hi],
+        values=lambda d: weight_values(x.interval, d, cg * math.prod(k_hi)),
+        kind=WEIGHT,
+    )
     m, kernel = w.shape[0], list(w.shape[2:])
     b.attr("kernel_shape", OneOf([kernel]), None)  # optional: inferred from W when absent
     bias = b.input("B", dims=[m], values=bias_values, kind=WEIGHT) if has_bias else None
     if auto_pad in SAME:
         out = [same_out(d, s) for d, s in zip(spatial, strides, strict=True)]
     else:
-        out = [window_out(d, kernel[i], strides[i], dilations[i], pads[i], pads[n + i])
-               for i, d in enumerate(spatial)]
+        out = [
+            window_out(d, kernel[i], strides[i], dilations[i], pads[i], pads[n + i])
+            for i, d in enumerate(spatial)
+        ]
     fan_in = cg * math.prod(kernel)
-    b.output([x.shape[0], m] + out,
-             interval=conv_interval(x.interval, w.interval, fan_in,
-                                    bias.interval if bias is not None else None))
+    b.output(
+        [x.shape[0], m] + out,
+        interval=conv_interval(
+            x.interval, w.interval, fan_in, bias.interval if bias is not None else None
+        ),
+    )
 
 
 # --- ConvTranspose ----------------------------------------------------------------------------
@@ -255,12 +277,16 @@ def conv_transpose(b: Builder, p: None) -> None:
     # Under SAME the output is in * stride, which needs a padded span (k - 1) * d + 1 >=
     # stride: smaller kernels would need negative padding, where ONNX Runtime and the
     # reference evaluator disagree (ORT clamps the output to the unpadded size).
-    kmin = [1 + -(-(s - 1) // d) if auto_pad in SAME else 1 for s, d in zip(strides, dilations,
-                                                                            strict=True)]
-    w = b.input("W", dims=[c, Ints(1, max(1, b.max_dim // group))]
-                + [Ints(k, CT_KERNEL) for k in kmin],
-                values=lambda d: weight_values(x.interval, d, c // group * CT_KERNEL**n),
-                kind=WEIGHT)
+    kmin = [
+        1 + -(-(s - 1) // d) if auto_pad in SAME else 1
+        for s, d in zip(strides, dilations, strict=True)
+    ]
+    w = b.input(
+        "W",
+        dims=[c, Ints(1, max(1, b.max_dim // group))] + [Ints(k, CT_KERNEL) for k in kmin],
+        values=lambda d: weight_values(x.interval, d, c // group * CT_KERNEL**n),
+        kind=WEIGHT,
+    )
     m, kernel = w.shape[1] * group, list(w.shape[2:])
     b.attr("kernel_shape", OneOf([kernel]), None)  # optional: inferred from W when absent
     # output_padding adds cells at the end of each axis; it must be below the stride. Under
@@ -269,11 +295,12 @@ def conv_transpose(b: Builder, p: None) -> None:
     if auto_pad in SAME:
         output_padding = b.attr("output_padding", OneOf([[0] * n]), [0] * n)
     else:
-        output_padding = b.attr("output_padding", Each([Ints(0, s - 1) for s in strides]),
-                                [0] * n)
+        output_padding = b.attr("output_padding", Each([Ints(0, s - 1) for s in strides]), [0] * n)
     # Unpadded output: stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1.
-    full = [strides[i] * (d - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
-            for i, d in enumerate(spatial)]
+    full = [
+        strides[i] * (d - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
+        for i, d in enumerate(spatial)
+    ]
     if auto_pad == "NOTSET":
         # Either output_shape, from which the pads are derived, or explicit pads that leave
         # a dim >= 1. output_shape >= in (ONNX's shape inference gives up below it) and may
@@ -281,9 +308,16 @@ def conv_transpose(b: Builder, p: None) -> None:
         # The pads derived from output_shape split total = full - out between the two ends;
         # ONNX leaves an odd split to conventions backends do not share, so the total is
         # even (or negative: cells appended past the unpadded size, as output_padding does).
-        out = b.attr("output_shape", Each([
-            OneOf([o for o in range(d, f + s - q) if o > f or (f - o) % 2 == 0])
-            for d, f, s, q in zip(spatial, full, strides, output_padding, strict=True)]), None)
+        out = b.attr(
+            "output_shape",
+            Each(
+                [
+                    OneOf([o for o in range(d, f + s - q) if o > f or (f - o) % 2 == 0])
+                    for d, f, s, q in zip(spatial, full, strides, output_padding, strict=True)
+                ]
+            ),
+            None,
+        )
         if out is None:
             pads = b.attr("pads", PadPairs(CT_PAD, [f - 1 for f in full]), [0] * (2 * n))
             out = [f - pads[i] - pads[n + i] for i, f in enumerate(full)]
@@ -295,6 +329,9 @@ def conv_transpose(b: Builder, p: None) -> None:
     bias = b.input("B", dims=[m], values=bias_values, kind=WEIGHT) if has_bias else None
     # Each output cell sums at most (C/group) * prod(kernel) products.
     fan_in = c // group * math.prod(kernel)
-    b.output([x.shape[0], m] + list(out),
-             interval=conv_interval(x.interval, w.interval, fan_in,
-                                    bias.interval if bias is not None else None))
+    b.output(
+        [x.shape[0], m] + list(out),
+        interval=conv_interval(
+            x.interval, w.interval, fan_in, bias.interval if bias is not None else None
+        ),
+    )

@@ -18,9 +18,9 @@ from onnxfuzz.spec import op
 
 NOT_GENERATED = {
     "test_div_int32_trunc": "integer Div operands are kept non-negative: truncating and "
-                            "flooring division differ on negatives and backends disagree",
+    "flooring division differ on negatives and backends disagree",
     "test_pow_types_int64_float32": "an integer base takes integer exponents only: a fractional "
-                                    "power truncated to int flips at exact powers",
+    "power truncated to int flips at exact powers",
     "test_pow_types_int32_float32": "as test_pow_types_int64_float32",
 }
 
@@ -94,8 +94,12 @@ def variadic(b: Builder, p: None) -> None:
     xs = [first]
     shape = first.shape
     for i in range(1, n):
-        x = b.input(0, index=i, dims=broadcastable(shape), values=_quarter(first.dtype)
-                    if b.op == "Sum" else Values())
+        x = b.input(
+            0,
+            index=i,
+            dims=broadcastable(shape),
+            values=_quarter(first.dtype) if b.op == "Sum" else Values(),
+        )
         xs.append(x)
         shape = broadcast(shape, x.shape)
     ivs = [x.interval for x in xs]
@@ -118,8 +122,13 @@ def _quarter(dtype: int) -> Values:
 @op("PRelu")
 def prelu(b: Builder, p: None) -> None:
     x = b.input("X")
-    slope = b.input("slope", rank=Ints(0, x.rank), dims=unidirectional(x.shape), values=Values(-4, 4),
-                    kind="weight")
+    slope = b.input(
+        "slope",
+        rank=Ints(0, x.rank),
+        dims=unidirectional(x.shape),
+        values=Values(-4, 4),
+        kind="weight",
+    )
     neg = Interval(min(x.interval.lo, 0), 0) * slope.interval
     b.output(x.shape, interval=Interval(min(neg.lo, 0), max(x.interval.hi, neg.hi, 0)))
 
@@ -154,4 +163,3 @@ def clip(b: Builder, p: None) -> None:
         hi = mx.interval.hi
     iv = x.interval
     b.output(x.shape, interval=Interval(min(max(iv.lo, lo), hi), min(max(iv.hi, lo), hi)))
-

@@ -60,8 +60,11 @@ TABLE: dict[str, Unary] = {
     "Neg": Unary(lambda iv, a: -iv, _symmetric),
     "Identity": Unary(lambda iv, a: iv),
     "Relu": Unary(lambda iv, a: Interval(max(iv.lo, 0), max(iv.hi, 0))),
-    "Sign": Unary(lambda iv, a: Interval(math.copysign(1, iv.lo) if iv.lo else 0,
-                                         math.copysign(1, iv.hi) if iv.hi else 0)),
+    "Sign": Unary(
+        lambda iv, a: Interval(
+            math.copysign(1, iv.lo) if iv.lo else 0, math.copysign(1, iv.hi) if iv.hi else 0
+        )
+    ),
     "Exp": Unary(_mono(math.exp), Values(hi=6.5)),
     "Log": Unary(_mono(math.log), Values(lo=0.01)),
     "Sqrt": Unary(_mono(math.sqrt), Values(lo=0.0)),
@@ -79,32 +82,45 @@ TABLE: dict[str, Unary] = {
     "Acosh": Unary(_mono(math.acosh), Values(lo=1.0)),
     "Atanh": Unary(_mono(math.atanh), Values(-0.95, 0.95)),
     "Erf": Unary(_mono(math.erf)),
-    "Floor": Unary(lambda iv, a: Interval(math.floor(iv.lo), math.ceil(iv.hi)),
-                   Values(avoid="integer")),
-    "Ceil": Unary(lambda iv, a: Interval(math.floor(iv.lo), math.ceil(iv.hi)),
-                  Values(avoid="integer")),
-    "Round": Unary(lambda iv, a: Interval(math.floor(iv.lo), math.ceil(iv.hi)),
-                   Values(avoid="half")),
+    "Floor": Unary(
+        lambda iv, a: Interval(math.floor(iv.lo), math.ceil(iv.hi)), Values(avoid="integer")
+    ),
+    "Ceil": Unary(
+        lambda iv, a: Interval(math.floor(iv.lo), math.ceil(iv.hi)), Values(avoid="integer")
+    ),
+    "Round": Unary(
+        lambda iv, a: Interval(math.floor(iv.lo), math.ceil(iv.hi)), Values(avoid="half")
+    ),
     "Sigmoid": Unary(_mono(_sigmoid)),
     "Softplus": Unary(_mono(_softplus), Values(hi=6.5)),
     "Softsign": Unary(_mono(lambda x: x / (1 + abs(x)))),
-    "HardSigmoid": Unary(lambda iv, a: Interval(0, 1),
-                         attrs={"alpha": (Floats(0.05, 1.0), 0.2), "beta": (Floats(0, 1), 0.5)}),
+    "HardSigmoid": Unary(
+        lambda iv, a: Interval(0, 1),
+        attrs={"alpha": (Floats(0.05, 1.0), 0.2), "beta": (Floats(0, 1), 0.5)},
+    ),
     "HardSwish": Unary(_nonneg_tail(-0.375)),
     "Mish": Unary(_nonneg_tail(-0.31), Values(hi=6.5)),
-    "LeakyRelu": Unary(lambda iv, a: Interval(min(iv.lo * a["alpha"], iv.lo, 0.0), max(iv.hi, 0)),
-                       attrs={"alpha": (ALPHA, 0.01)}),
-    "Elu": Unary(lambda iv, a: Interval(-a["alpha"], max(iv.hi, 0)),
-                 attrs={"alpha": (ALPHA, 1.0)}),
-    "Celu": Unary(lambda iv, a: Interval(-a["alpha"], max(iv.hi, 0)),
-                  attrs={"alpha": (Floats(0.25, 2.0), 1.0)}),
-    "Selu": Unary(lambda iv, a: Interval(-a["alpha"] * a["gamma"], max(iv.hi, 0) * a["gamma"]),
-                  Values(-1000, 1000),
-                  attrs={"alpha": (ALPHA, 1.67326319217681884765625),
-                         "gamma": (Floats(0.5, 3.0, 10), 1.05070102214813232421875)}),
-    "ThresholdedRelu": Unary(lambda iv, a: Interval(min(iv.lo, 0) if iv.lo > a["alpha"] else 0,
-                                                    max(iv.hi, 0)),
-                             attrs={"alpha": (Floats(0.0, 2.0), 1.0)}),
+    "LeakyRelu": Unary(
+        lambda iv, a: Interval(min(iv.lo * a["alpha"], iv.lo, 0.0), max(iv.hi, 0)),
+        attrs={"alpha": (ALPHA, 0.01)},
+    ),
+    "Elu": Unary(lambda iv, a: Interval(-a["alpha"], max(iv.hi, 0)), attrs={"alpha": (ALPHA, 1.0)}),
+    "Celu": Unary(
+        lambda iv, a: Interval(-a["alpha"], max(iv.hi, 0)),
+        attrs={"alpha": (Floats(0.25, 2.0), 1.0)},
+    ),
+    "Selu": Unary(
+        lambda iv, a: Interval(-a["alpha"] * a["gamma"], max(iv.hi, 0) * a["gamma"]),
+        Values(-1000, 1000),
+        attrs={
+            "alpha": (ALPHA, 1.67326319217681884765625),
+            "gamma": (Floats(0.5, 3.0, 10), 1.05070102214813232421875),
+        },
+    ),
+    "ThresholdedRelu": Unary(
+        lambda iv, a: Interval(min(iv.lo, 0) if iv.lo > a["alpha"] else 0, max(iv.hi, 0)),
+        attrs={"alpha": (Floats(0.0, 2.0), 1.0)},
+    ),
 }
 
 

@@ -24,7 +24,7 @@ def gather(b: Builder, p: None) -> None:
     # Output rank q + r - 1 stays within --max-rank; r <= max_rank, so q may be 0..1 at least.
     q_max = b.max_rank - data.rank + 1
     idx = b.input("indices", rank=Ints(0, q_max), values=Values(-d, d - 1))
-    shape = data.shape[:ax] + idx.shape + data.shape[ax + 1:]
+    shape = data.shape[:ax] + idx.shape + data.shape[ax + 1 :]
     b.output(shape, interval=data.interval)
 
 

@@ -66,7 +66,8 @@ class Each:
     def contains(self, value: Any) -> bool:
         vals = list(value)
         return len(vals) == len(self.elems) and all(
-            e.contains(v) for e, v in zip(self.elems, vals, strict=True))
+            e.contains(v) for e, v in zip(self.elems, vals, strict=True)
+        )
 
 
 class Axes:
@@ -75,8 +76,9 @@ class Axes:
 
     __slots__ = ("items", "rank", "min_size", "max_size")
 
-    def __init__(self, items: Sequence[int], rank: int, min_size: int = 1,
-                 max_size: int | None = None) -> None:
+    def __init__(
+        self, items: Sequence[int], rank: int, min_size: int = 1, max_size: int | None = None
+    ) -> None:
         self.items = tuple(items)
         self.rank = rank
         self.min_size = min_size
@@ -128,8 +130,11 @@ class NewAxes:
 
     def contains(self, value: Any) -> bool:
         vals = _ints(value)
-        return vals is not None and 1 <= len(vals) <= self.max_new and self._at(
-            len(vals)).contains(vals)
+        return (
+            vals is not None
+            and 1 <= len(vals) <= self.max_new
+            and self._at(len(vals)).contains(vals)
+        )
 
 
 def _divisors(n: int) -> list[int]:
@@ -152,8 +157,10 @@ class ReshapeTarget:
         self.size = math.prod(self.in_shape)
 
     def __repr__(self) -> str:
-        return f"ReshapeTarget({list(self.in_shape)}, allowzero={self.allowzero}, " \
-               f"rank<={self.max_rank})"
+        return (
+            f"ReshapeTarget({list(self.in_shape)}, allowzero={self.allowzero}, "
+            f"rank<={self.max_rank})"
+        )
 
     def empty(self) -> bool:
         return self.max_rank < 1 and self.size != 1
@@ -180,8 +187,9 @@ class ReshapeTarget:
 
     def resolve(self, target: Sequence[int]) -> tuple[int, ...]:
         """The output shape ``target`` stands for (assumes ``contains(target)``)."""
-        dims = [self.in_shape[i] if v == 0 and not self.allowzero else v
-                for i, v in enumerate(target)]
+        dims = [
+            self.in_shape[i] if v == 0 and not self.allowzero else v for i, v in enumerate(target)
+        ]
         known = math.prod(d for d in dims if d != -1)
         return tuple(self.size // known if d == -1 else d for d in dims)
 
@@ -192,8 +200,7 @@ class ReshapeTarget:
         for i, v in enumerate(vals):
             if v < -1 or (v == 0 and (self.allowzero or i >= len(self.in_shape))):
                 return False  # allowzero=1 with a 0 means a zero-size output
-        known = math.prod(self.in_shape[i] if v == 0 else v for i, v in enumerate(vals)
-                          if v != -1)
+        known = math.prod(self.in_shape[i] if v == 0 else v for i, v in enumerate(vals) if v != -1)
         if -1 in vals:
             return self.size % known == 0
         return known == self.size
@@ -241,8 +248,13 @@ class ExpandShape:
     def output(self, target: Sequence[int]) -> tuple[int, ...]:
         rank = max(len(target), len(self.in_shape))
         lead_t, lead_x = rank - len(target), rank - len(self.in_shape)
-        return tuple(max(target[j - lead_t] if j >= lead_t else 1,
-                         self.in_shape[j - lead_x] if j >= lead_x else 1) for j in range(rank))
+        return tuple(
+            max(
+                target[j - lead_t] if j >= lead_t else 1,
+                self.in_shape[j - lead_x] if j >= lead_x else 1,
+            )
+            for j in range(rank)
+        )
 
 
 @op("Reshape")

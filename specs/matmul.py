@@ -21,7 +21,7 @@ from onnxfuzz.spec import op
 
 NOT_GENERATED = {
     "test_einsum_batch_diagonal": "diagonals (a letter repeated in one operand) and ellipses "
-                                  "are not generated",
+    "are not generated",
 }
 
 
@@ -90,8 +90,9 @@ def gemm(b: Builder, p: None) -> None:
     iv = _sum_of_products(a.interval, y.interval, k).scale(alpha)
     if has_c:
         m_c = half / max(abs(beta), 1e-3)
-        c = b.input("C", rank=Ints(0, 2), dims=unidirectional((m, n)), values=Values(-m_c, m_c),
-                    kind=WEIGHT)
+        c = b.input(
+            "C", rank=Ints(0, 2), dims=unidirectional((m, n)), values=Values(-m_c, m_c), kind=WEIGHT
+        )
         iv = iv + c.interval.scale(beta)
     b.output((m, n), interval=iv)
 
@@ -139,17 +140,17 @@ class EinsumEquation:
         rest = list(x)
         order = [rest.pop(s.index(len(rest))) for _ in range(r)]
         kmin = r
-        while kmin > 0 and math.prod(self.dims[x.index(c)] for c in order[kmin - 1:]) <= self.cap:
+        while kmin > 0 and math.prod(self.dims[x.index(c)] for c in order[kmin - 1 :]) <= self.cap:
             kmin -= 1
         terms = [x]
         new: list[str] = []
         if self.n == 2:
-            pool = list(x) + list(_LETTERS[r:r + self.max_rank - kmin])
+            pool = list(x) + list(_LETTERS[r : r + self.max_rank - kmin])
             size = s.integer(1, min(self.max_rank, len(pool)))
             y = [pool.pop(s.index(len(pool))) for _ in range(size)]
             new = [c for c in y if c not in x]
             terms.append("".join(y))
-        kept = order[:s.integer(kmin, min(r, self.max_rank - len(new)))]
+        kept = order[: s.integer(kmin, min(r, self.max_rank - len(new)))]
         out = kept + new
         out = [out.pop(s.index(len(out))) for _ in range(len(out))]
         return ",".join(terms) + "->" + "".join(out)

@@ -21,7 +21,7 @@ from onnxfuzz.spec import op
 
 NOT_GENERATED = {
     "test_batchnorm_example_training_mode": "training mode (running-statistics outputs) is "
-                                            "not generated: inference only",
+    "not generated: inference only",
     "test_batchnorm_epsilon_training_mode": "as test_batchnorm_example_training_mode",
 }
 
@@ -67,8 +67,9 @@ def batch_norm(b: Builder, p: None) -> None:
     mean = b.input(3, dims=[c], values=Values(-4.0, 4.0), kind=WEIGHT)
     var = b.input(4, dims=[c], values=Values(0.5, 2.0), kind=WEIGHT)
     inv_std = Interval(0.0, 1.0 / math.sqrt(var.interval.lo))
-    b.output(x.shape, interval=(x.interval - mean.interval) * inv_std * scale.interval
-             + bias.interval)
+    b.output(
+        x.shape, interval=(x.interval - mean.interval) * inv_std * scale.interval + bias.interval
+    )
 
 
 # --- LayerNormalization -----------------------------------------------------------------------
@@ -80,13 +81,16 @@ def layer_norm(b: Builder, p: None) -> None:
     b.attr("epsilon", EPSILON, 1e-5)
     b.attr("stash_type", OneOf([1]), 1)  # float statistics: the one ONNX Runtime runs
     # Normalized over X.shape[axis:]; Scale and B have exactly that shape.
-    norm_shape = list(x.shape[axis % x.rank:])
+    norm_shape = list(x.shape[axis % x.rank :])
     root_n = math.sqrt(math.prod(norm_shape))
-    scale = b.input("Scale", dims=norm_shape, values=lambda d: _scale_values(d, root_n),
-                    kind=WEIGHT)
+    scale = b.input(
+        "Scale", dims=norm_shape, values=lambda d: _scale_values(d, root_n), kind=WEIGHT
+    )
     bias = b.input("B", dims=norm_shape, values=_bias_values, kind=WEIGHT) if has_bias else None
-    b.output(x.shape, interval=_affine(root_n, scale.interval,
-                                       bias.interval if bias is not None else None))
+    b.output(
+        x.shape,
+        interval=_affine(root_n, scale.interval, bias.interval if bias is not None else None),
+    )
 
 
 # --- InstanceNormalization / GroupNormalization -----------------------------------------------
@@ -171,8 +175,7 @@ class AxesWith:
             v = [int(a) for a in value]
         except (TypeError, ValueError):
             return False
-        return (self.must in v and len(set(v)) == len(v)
-                and all(0 <= a < self.rank for a in v))
+        return self.must in v and len(set(v)) == len(v) and all(0 <= a < self.rank for a in v)
 
 
 @op("MeanVarianceNormalization")
@@ -181,8 +184,12 @@ def mvn(b: Builder, p: None) -> None:
     # below zero for a (near-)constant slice: sqrt -> NaN. So the axes always include axis 0,
     # X's first dim is >= 2 and X's values are distinct along axis 0 (a fresh input): no
     # normalized slice is constant.
-    x = b.input("X", rank=Ints(1, 5), values=Values(distinct_axis=0),
-                dims=lambda r: [Ints(2, max(2, b.max_dim))] + [None] * (r - 1))
+    x = b.input(
+        "X",
+        rank=Ints(1, 5),
+        values=Values(distinct_axis=0),
+        dims=lambda r: [Ints(2, max(2, b.max_dim))] + [None] * (r - 1),
+    )
     # The default axes [0, 2, 3] need rank >= 4. They are written out explicitly: ONNX's
     # function-body inference fails on the body's Constant(value_ints=@axes) without them.
     axes = b.attr("axes", AxesWith(x.rank, 0), [0, 2, 3] if x.rank >= 4 else MISSING)

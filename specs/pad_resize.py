@@ -18,18 +18,30 @@ from onnxfuzz.domains import Floats, Ints, OneOf
 from onnxfuzz.intervals import point
 from onnxfuzz.spec import op
 
-_NEAR_TIE = ("nearest with a non-exact scale, align_corners or an aspect-ratio policy puts "
-             "sample positions within float error of rounding ties: backends legitimately "
-             "pick different neighbours, so nearest keeps to scales 1/2, 1, 2, 3")
+_NEAR_TIE = (
+    "nearest with a non-exact scale, align_corners or an aspect-ratio policy puts "
+    "sample positions within float error of rounding ties: backends legitimately "
+    "pick different neighbours, so nearest keeps to scales 1/2, 1, 2, 3"
+)
 NOT_GENERATED = {
-    "test_resize_tf_crop_and_resize_extrapolation_value":
-        "roi outside [0, 1] samples outside the image (extrapolation_value): not generated",
-    **{f"test_resize_{name}": _NEAR_TIE for name in (
-        "downsample_scales_nearest", "upsample_sizes_nearest", "downsample_sizes_nearest",
-        "upsample_sizes_nearest_floor_align_corners", "upsample_sizes_nearest_axes_2_3",
-        "upsample_sizes_nearest_axes_3_2", "upsample_sizes_nearest_not_larger",
-        "upsample_sizes_nearest_not_smaller", "downsample_sizes_nearest_not_larger",
-        "downsample_sizes_nearest_not_smaller")},
+    "test_resize_tf_crop_and_resize_extrapolation_value": (
+        "roi outside [0, 1] samples outside the image (extrapolation_value): not generated"
+    ),
+    **{
+        f"test_resize_{name}": _NEAR_TIE
+        for name in (
+            "downsample_scales_nearest",
+            "upsample_sizes_nearest",
+            "downsample_sizes_nearest",
+            "upsample_sizes_nearest_floor_align_corners",
+            "upsample_sizes_nearest_axes_2_3",
+            "upsample_sizes_nearest_axes_3_2",
+            "upsample_sizes_nearest_not_larger",
+            "upsample_sizes_nearest_not_smaller",
+            "downsample_sizes_nearest_not_larger",
+            "downsample_sizes_nearest_not_smaller",
+        )
+    },
 }
 
 
@@ -162,8 +174,11 @@ def _modes(x_rank: int, x_dtype: int, mag: float, cubic_gain: float) -> list[str
     # Cubic weights go negative: outputs overshoot the input range (up to cubic_gain per
     # resized axis), so float inputs only (integer outputs would need saturation rules
     # backends do not share), and only where the overshoot stays inside the bound.
-    if x_rank in (2, 4) and x_dtype in dt.FLOATS and mag * cubic_gain**2 <= dt.value_range(
-            x_dtype)[1]:
+    if (
+        x_rank in (2, 4)
+        and x_dtype in dt.FLOATS
+        and mag * cubic_gain**2 <= dt.value_range(x_dtype)[1]
+    ):
         modes.append("cubic")
     return modes
 
@@ -193,8 +208,11 @@ def resize(b: Builder, p: None) -> None:
     ctm = b.attr("coordinate_transformation_mode", OneOf(ctms), "half_pixel")
     crop = ctm == "tf_crop_and_resize"
     if mode == "nearest":
-        b.attr("nearest_mode", OneOf(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]),
-               "round_prefer_floor")
+        b.attr(
+            "nearest_mode",
+            OneOf(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]),
+            "round_prefer_floor",
+        )
     if mode == "cubic":
         b.attr("cubic_coeff_a", Floats(-1.0, -0.5, 4), -0.75)
         b.attr("exclude_outside", OneOf([0, 1]), 0)
@@ -215,8 +233,9 @@ def resize(b: Builder, p: None) -> None:
     use_sizes = crop or b.optional("sizes")
     policy = "stretch"
     if b.version >= 18 and use_sizes and not any(fixed) and not negative and not nearest:
-        policy = b.attr("keep_aspect_ratio_policy", OneOf(["stretch", "not_larger", "not_smaller"]),
-                        "stretch")
+        policy = b.attr(
+            "keep_aspect_ratio_policy", OneOf(["stretch", "not_larger", "not_smaller"]), "stretch"
+        )
 
     if crop:
         # roi = [starts..., ends...] per listed axis, normalized to [0, 1]: the region lies
@@ -259,8 +278,9 @@ def resize(b: Builder, p: None) -> None:
             for a, n in zip(axes, sizes, strict=True):
                 shape[a] = n
         else:
-            ratios = [np.float32(n) / np.float32(x.shape[a]) for a, n in zip(axes, sizes,
-                                                                               strict=True)]
+            ratios = [
+                np.float32(n) / np.float32(x.shape[a]) for a, n in zip(axes, sizes, strict=True)
+            ]
             scale = min(ratios) if policy == "not_larger" else max(ratios)
             for a in axes:
                 shape[a] = _round_half_up(scale * np.float32(x.shape[a]))
@@ -268,8 +288,11 @@ def resize(b: Builder, p: None) -> None:
         scales = []
         for i, a in enumerate(axes):
             d = x.shape[a]
-            dom = Floats(1.0, 1.0) if fixed[i] else (
-                OneOf(_exact_scales(d)) if nearest else _scale_domain(d))
+            dom = (
+                Floats(1.0, 1.0)
+                if fixed[i]
+                else (OneOf(_exact_scales(d)) if nearest else _scale_domain(d))
+            )
             scales.append(b.draw(f"scales[{i}]", dom))
         b.const("scales", np.asarray(scales, dtype=np.float32))
         for a, s in zip(axes, scales, strict=True):

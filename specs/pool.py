@@ -35,8 +35,10 @@ from onnxfuzz.spec import op
 
 LP_P = 4  # largest p of LpPool / GlobalLpPool drawn freely
 
-_CEIL_WINDOW = ("ceil_mode's last window starts in the right padding: ONNX Runtime and the "
-                "reference drop it, ONNX's shape inference keeps it (the output shapes differ)")
+_CEIL_WINDOW = (
+    "ceil_mode's last window starts in the right padding: ONNX Runtime and the "
+    "reference drop it, ONNX's shape inference keeps it (the output shapes differ)"
+)
 NOT_GENERATED = {
     "test_maxpool_2d_ceil_output_size_reduce_by_one": _CEIL_WINDOW,
     "test_averagepool_2d_ceil_last_window_starts_on_pad": _CEIL_WINDOW,
@@ -48,8 +50,16 @@ def _max_dilation(k: int, size: int) -> int:
     return DILATION if k == 1 else max(1, min(DILATION, (size - 1) // (k - 1)))
 
 
-def _ceil_agrees(auto_pad: str, size: int, k: int, stride: int, dilation: int,
-                 pb: int, pe: int, partial_ok: bool = True) -> bool:
+def _ceil_agrees(
+    auto_pad: str,
+    size: int,
+    k: int,
+    stride: int,
+    dilation: int,
+    pb: int,
+    pe: int,
+    partial_ok: bool = True,
+) -> bool:
     """Do ONNX's shape inference, ONNX Runtime and the reference agree under ceil_mode?
     ONNX Runtime (and the reference) drop a last window that would start in the right
     padding, ONNX's shape inference keeps it. (Under SAME, strides <= kernel make the
@@ -66,9 +76,15 @@ def _ceil_agrees(auto_pad: str, size: int, k: int, stride: int, dilation: int,
     return -(-span // stride) * stride < size + pb
 
 
-def _window(b: Builder, x: Tensor, *, dilations: bool, ceil_mode: bool,
-            max_window: float = math.inf, partial_ok: bool = True
-            ) -> tuple[list[int], list[int]]:
+def _window(
+    b: Builder,
+    x: Tensor,
+    *,
+    dilations: bool,
+    ceil_mode: bool,
+    max_window: float = math.inf,
+    partial_ok: bool = True,
+) -> tuple[list[int], list[int]]:
     """The pooling attributes shared by MaxPool, AveragePool and LpPool; returns the kernel
     and the output's spatial dims."""
     n, spatial = x.rank - 2, x.shape[2:]
@@ -80,9 +96,11 @@ def _window(b: Builder, x: Tensor, *, dilations: bool, ceil_mode: bool,
             # ONNX Runtime sizes SAME padding by the undilated kernel, ONNX by the dilated one.
             dil = b.attr("dilations", OneOf([ones(n)]), ones(n))
         else:
-            dil = b.attr("dilations", Each([Ints(1, _max_dilation(k, d))
-                                            for k, d in zip(kernel, spatial, strict=True)]),
-                         ones(n))
+            dil = b.attr(
+                "dilations",
+                Each([Ints(1, _max_dilation(k, d)) for k, d in zip(kernel, spatial, strict=True)]),
+                ones(n),
+            )
     if auto_pad in SAME:
         # ONNX Runtime pads SAME by (ceil(D / s) - 1) * s + k - D, negative (an error) for
         # a kernel shorter than the stride.
@@ -94,14 +112,20 @@ def _window(b: Builder, x: Tensor, *, dilations: bool, ceil_mode: bool,
         pads = b.attr("pads", Each([Ints(0, k - 1) for k in kernel] * 2), pads)
     ceil = 0
     if ceil_mode:
-        safe = all(_ceil_agrees(auto_pad, d, kernel[i], strides[i], dil[i], pads[i], pads[n + i],
-                                partial_ok) for i, d in enumerate(spatial))
+        safe = all(
+            _ceil_agrees(
+                auto_pad, d, kernel[i], strides[i], dil[i], pads[i], pads[n + i], partial_ok
+            )
+            for i, d in enumerate(spatial)
+        )
         ceil = b.attr("ceil_mode", OneOf([0, 1] if safe else [0]), 0)
     if auto_pad in SAME:
         out = [same_out(d, s) for d, s in zip(spatial, strides, strict=True)]
     else:
-        out = [window_out(d, kernel[i], strides[i], dil[i], pads[i], pads[n + i], ceil)
-               for i, d in enumerate(spatial)]
+        out = [
+            window_out(d, kernel[i], strides[i], dil[i], pads[i], pads[n + i], ceil)
+            for i, d in enumerate(spatial)
+        ]
     return kernel, out
 
 
@@ -136,11 +160,18 @@ def lp_pool(b: Builder, p: None) -> None:
     x = b.input("X", rank=Ints(3, 5))
     lp = b.attr("p", Ints(1, LP_P), 2)
     # ceil_mode and dilations arrived with LpPool-18.
-    kernel, out = _window(b, x, dilations=b.version >= 18, ceil_mode=b.version >= 18,
-                          max_window=_lp_window_bound(x.interval, x.dtype, lp),
-                          partial_ok=False)
-    b.output(list(x.shape[:2]) + out,
-             interval=Interval(0, math.prod(kernel) ** (1 / lp) * x.interval.mag))
+    kernel, out = _window(
+        b,
+        x,
+        dilations=b.version >= 18,
+        ceil_mode=b.version >= 18,
+        max_window=_lp_window_bound(x.interval, x.dtype, lp),
+        partial_ok=False,
+    )
+    b.output(
+        list(x.shape[:2]) + out,
+        interval=Interval(0, math.prod(kernel) ** (1 / lp) * x.interval.mag),
+    )
 
 
 @op("GlobalAveragePool", "GlobalMaxPool")
@@ -154,11 +185,16 @@ def global_pool(b: Builder, p: None) -> None:
 @op("GlobalLpPool", until=21)
 def global_lp_pool(b: Builder, p: None) -> None:
     # |X| <= bound / 2 leaves a p with size**(1/p) * |X| <= bound for every spatial size.
-    x = b.input("X", rank=Ints(3, 5), values=lambda d: Values(-dt.value_range(d)[1] / 2,
-                                                              dt.value_range(d)[1] / 2))
+    x = b.input(
+        "X",
+        rank=Ints(3, 5),
+        values=lambda d: Values(-dt.value_range(d)[1] / 2, dt.value_range(d)[1] / 2),
+    )
     size = math.prod(x.shape[2:])
     ratio = dt.value_range(x.dtype)[1] / max(x.interval.mag, 1e-30)
     p_min = max(1, math.ceil(math.log(size) / math.log(ratio))) if size > 1 else 1
     lp = b.attr("p", Ints(p_min, max(p_min, LP_P)), 2 if p_min <= 2 else MISSING)
-    b.output(list(x.shape[:2]) + [1] * (x.rank - 2),
-             interval=Interval(0, size ** (1 / lp) * x.interval.mag))
+    b.output(
+        list(x.shape[:2]) + [1] * (x.rank - 2),
+        interval=Interval(0, size ** (1 / lp) * x.interval.mag),
+    )

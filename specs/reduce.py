@@ -65,19 +65,23 @@ class Reduction:
 
 def _magnitude(scale: Callable[[float], float]) -> Callable[[int, int], Values]:
     """|x| <= scale^-1(bound / cap): a sum of ``cap`` such terms stays inside the bound."""
+
     def values(dtype: int, cap: int) -> Values:
         m = MARGIN * scale(_bound(dtype) / cap)
         if dtype in dt.INTS:
             m = max(1, math.floor(m))
         return Values(-m, m)
+
     return values
 
 
 def _count(per_term: Callable[[Interval], float]) -> Callable[[Interval, int], float]:
     """N terms each at most ``per_term`` in size: N <= bound / per_term."""
+
     def limit(iv: Interval, dtype: int) -> float:
         t = per_term(iv)
         return math.inf if t <= 0 else math.floor(_bound(dtype) / t)
+
     return limit
 
 
@@ -138,13 +142,19 @@ TABLE: dict[str, Reduction] = {
     "ReduceMax": Reduction(lambda d, cap: ANY, lambda iv, d: math.inf, _identity),
     "ReduceMin": Reduction(lambda d, cap: ANY, lambda iv, d: math.inf, _identity),
     "ReduceProd": Reduction(_prod_values, _prod_limit, _prod),
-    "ReduceL1": Reduction(SUM.values, SUM.limit,
-                          lambda iv, n, d: Interval(n * iv.abs().lo, n * iv.mag)),
-    "ReduceL2": Reduction(_magnitude(math.sqrt), _count(lambda iv: iv.mag**2),
-                          lambda iv, n, d: _whole(Interval(math.sqrt(n) * iv.abs().lo,
-                                                           math.sqrt(n) * iv.mag), d)),
-    "ReduceSumSquare": Reduction(_magnitude(math.sqrt), _count(lambda iv: iv.mag**2),
-                                 lambda iv, n, d: Interval(n * iv.abs().lo**2, n * iv.mag**2)),
+    "ReduceL1": Reduction(
+        SUM.values, SUM.limit, lambda iv, n, d: Interval(n * iv.abs().lo, n * iv.mag)
+    ),
+    "ReduceL2": Reduction(
+        _magnitude(math.sqrt),
+        _count(lambda iv: iv.mag**2),
+        lambda iv, n, d: _whole(Interval(math.sqrt(n) * iv.abs().lo, math.sqrt(n) * iv.mag), d),
+    ),
+    "ReduceSumSquare": Reduction(
+        _magnitude(math.sqrt),
+        _count(lambda iv: iv.mag**2),
+        lambda iv, n, d: Interval(n * iv.abs().lo ** 2, n * iv.mag**2),
+    ),
     "ReduceLogSum": Reduction(_log_sum_values, _count(lambda iv: iv.hi), _log_sum),
     "ReduceLogSumExp": Reduction(_lse_values, _count(lambda iv: math.exp(iv.hi)), _log_sum_exp),
 }
@@ -189,8 +199,11 @@ class ReduceAxes:
         if not all(-r <= a < r for a in axes):
             return False
         norm = {a % r for a in axes}
-        return (len(norm) == len(axes) and len(axes) >= self.min_size
-                and _product(self.shape[a] for a in norm) <= self.limit)
+        return (
+            len(norm) == len(axes)
+            and len(axes) >= self.min_size
+            and _product(self.shape[a] for a in norm) <= self.limit
+        )
 
 
 def _reduced_shape(shape: Sequence[int], axes: set[int], keepdims: int) -> list[int]:

@@ -25,22 +25,22 @@ NOT_GENERATED = {
     "test_argmax_no_keepdims_example": "ties along the axis (2, 2): inputs are drawn tie-free",
     "test_argmax_keepdims_example": "ties along the axis (2, 2): inputs are drawn tie-free",
     "test_argmax_negative_axis_keepdims_example": "ties along the axis (2, 2): inputs are "
-                                                  "drawn tie-free",
+    "drawn tie-free",
     "test_argmax_no_keepdims_example_select_last_index": "ties along the axis: inputs are "
-                                                         "drawn tie-free",
+    "drawn tie-free",
     "test_argmax_keepdims_example_select_last_index": "ties along the axis: inputs are drawn "
-                                                      "tie-free",
+    "tie-free",
     "test_argmax_negative_axis_keepdims_example_select_last_index": "ties along the axis: "
-                                                                    "inputs are drawn tie-free",
+    "inputs are drawn tie-free",
     "test_argmin_no_keepdims_example_select_last_index": "ties along the axis: inputs are "
-                                                         "drawn tie-free",
+    "drawn tie-free",
     "test_argmin_keepdims_example_select_last_index": "ties along the axis: inputs are drawn "
-                                                      "tie-free",
+    "tie-free",
     "test_argmin_negative_axis_keepdims_example_select_last_index": "ties along the axis: "
-                                                                    "inputs are drawn tie-free",
+    "inputs are drawn tie-free",
     "test_hardmax_one_hot": "ties along the axis (3, 3, 3): inputs are drawn tie-free",
     "test_top_k_same_values": "all values equal: the order of equal elements is "
-                              "implementation-defined; inputs are drawn tie-free",
+    "implementation-defined; inputs are drawn tie-free",
     "test_top_k_same_values_largest": "as test_top_k_same_values",
     "test_top_k_same_values_2d": "as test_top_k_same_values",
 }
@@ -132,8 +132,13 @@ def cumsum(b: Builder, p: None) -> None:
     # The axis: a 0-D or 1-element int32/int64 tensor in [-r, r-1]. It is an input like any
     # other (ONNX's own tests feed it at run time); a fresh one is a constant initializer.
     # The spec does not see its value, so the sum may run along the longest axis.
-    b.input("axis", rank=Ints(0, 1), dims=lambda r: [1] * r,
-            values=Values(-x.rank, x.rank - 1), kind=WEIGHT)
+    b.input(
+        "axis",
+        rank=Ints(0, 1),
+        dims=lambda r: [1] * r,
+        values=Values(-x.rank, x.rank - 1),
+        kind=WEIGHT,
+    )
     d = max(x.shape)
     terms = (0, d - 1) if exclusive else (1, d)  # fewest and most terms in a running sum
     lo = min(k * x.interval.lo for k in terms)

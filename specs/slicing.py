@@ -28,11 +28,11 @@ from .layout import Axes, Each, is_int, rank_from
 
 NOT_GENERATED = {
     "test_slice_start_out_of_bounds": "an empty slice (zero-size output): slices are drawn "
-                                      "non-empty",
+    "non-empty",
     "test_shape_start_greater_than_end": "an empty shape slice (zero-size output)",
     "test_split_equal_parts_1d_opset13": "Split-13 without `split` takes its output count from "
-                                         "the node's outputs, which a spec cannot draw: the spec "
-                                         "passes `split` for more than one output",
+    "the node's outputs, which a spec cannot draw: the spec "
+    "passes `split` for more than one output",
     "test_split_equal_parts_2d_opset13": "as test_split_equal_parts_1d_opset13",
     "test_split_equal_parts_default_axis_opset13": "as test_split_equal_parts_1d_opset13",
 }
@@ -61,8 +61,10 @@ class Index:
         self.want_lo, self.want_hi = max(want_lo, lo), min(want_hi, hi)
 
     def __repr__(self) -> str:
-        return f"Index(d={self.d}, clamp [{self.lo}, {self.hi}], want [{self.want_lo}, " \
-               f"{self.want_hi}])"
+        return (
+            f"Index(d={self.d}, clamp [{self.lo}, {self.hi}], want [{self.want_lo}, "
+            f"{self.want_hi}])"
+        )
 
     def empty(self) -> bool:
         return self.want_lo > self.want_hi
@@ -79,9 +81,11 @@ class Index:
         return spellings[s.index(len(spellings))]
 
     def contains(self, value: Any) -> bool:
-        return (is_int(value) and INT64_MIN <= int(value) <= INT64_MAX
-                and self.want_lo <= clamp_index(int(value), self.d, self.lo, self.hi)
-                <= self.want_hi)
+        return (
+            is_int(value)
+            and INT64_MIN <= int(value) <= INT64_MAX
+            and self.want_lo <= clamp_index(int(value), self.d, self.lo, self.hi) <= self.want_hi
+        )
 
 
 class Step:
@@ -128,8 +132,11 @@ class Composition:
 
     def contains(self, value: Any) -> bool:
         vals = list(value)
-        return (1 <= len(vals) <= self.max_parts and all(is_int(v) and v >= 1 for v in vals)
-                and sum(vals) == self.total)
+        return (
+            1 <= len(vals) <= self.max_parts
+            and all(is_int(v) and v >= 1 for v in vals)
+            and sum(vals) == self.total
+        )
 
 
 @op("Slice")
@@ -142,11 +149,12 @@ def slice_(b: Builder, p: None) -> None:
     dims = [x.shape[a % r] for a in axes]
     # Without steps every step is 1, so a start must leave room before the end; with
     # steps, a start at the end is still fine for a negative step.
-    starts = b.draw("starts", Each([Index(d, 0, d, 0, d if has_steps else d - 1)
-                                    for d in dims]))
+    starts = b.draw("starts", Each([Index(d, 0, d, 0, d if has_steps else d - 1) for d in dims]))
     if has_steps:
-        steps = b.draw("steps", Each([Step(clamp_index(st, d, 0, d) < d)
-                                      for st, d in zip(starts, dims, strict=True)]))
+        steps = b.draw(
+            "steps",
+            Each([Step(clamp_index(st, d, 0, d) < d) for st, d in zip(starts, dims, strict=True)]),
+        )
     else:
         steps = [1] * len(axes)
     # The end is clamped to [0, d] going forward, [-1, d-1] going backward; the slice is
@@ -174,8 +182,7 @@ def slice_(b: Builder, p: None) -> None:
     b.output(shape, interval=x.interval)
 
 
-def _outputs(b: Builder, x: Tensor, shapes: Sequence[Sequence[int]],
-             interval: Interval) -> None:
+def _outputs(b: Builder, x: Tensor, shapes: Sequence[Sequence[int]], interval: Interval) -> None:
     """Outputs of a variadic output list (the type variable is bound by the input)."""
     for shape in shapes:
         b.output(shape, interval=interval)
@@ -230,7 +237,7 @@ def shape_(b: Builder, p: None) -> None:
         # start/end pick axes [start, end) of the shape, clamped to [0, r]; non-empty.
         start = b.attr("start", Index(r, 0, r, 0, r - 1), 0)
         end = b.attr("end", Index(r, 0, r, clamp_index(start, r, 0, r) + 1, r), r)
-    dims = x.shape[clamp_index(start, r, 0, r):clamp_index(end, r, 0, r)]
+    dims = x.shape[clamp_index(start, r, 0, r) : clamp_index(end, r, 0, r)]
     b.output((len(dims),), interval=Interval(min(dims), max(dims)))
 
 
@@ -290,6 +297,7 @@ def space_to_depth(b: Builder, p: None) -> None:
     hw_dim = BlockDim([2, 3], b.max_dim, b.cfg.max_reuse_dim)
     x = b.input("input", dims=[None, None, hw_dim, hw_dim])  # N, C, H, W
     n, c, h, w = x.shape
-    bs = b.attr("blocksize", OneOf([k for k in range(1, min(h, w) + 1)
-                                    if h % k == 0 and w % k == 0]))
+    bs = b.attr(
+        "blocksize", OneOf([k for k in range(1, min(h, w) + 1) if h % k == 0 and w % k == 0])
+    )
     b.output((n, c * bs * bs, h // bs, w // bs), interval=x.interval)

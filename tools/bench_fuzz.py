@@ -24,9 +24,12 @@ DEFAULT_PAIRS = "ort/ort:opt=none,ort/tvm,ort/torch"
 
 def bench(pair: list[str], tests: int, nodes: tuple[int, int], max_dim: int) -> tuple:
     with tempfile.TemporaryDirectory() as tmp:
-        opts = CampaignOptions(backends=pair, tests=tests, seed=1,
-                               generator={"min_nodes": nodes[0], "max_nodes": nodes[1],
-                                          "max_dim": max_dim})
+        opts = CampaignOptions(
+            backends=pair,
+            tests=tests,
+            seed=1,
+            generator={"min_nodes": nodes[0], "max_nodes": nodes[1], "max_dim": max_dim},
+        )
         c = Campaign(Path(tmp) / "c", opts, resume=False)
         try:
             c.start()
@@ -44,8 +47,7 @@ def main() -> None:
     ap.add_argument("--tests", type=int, default=300)
     ap.add_argument("--nodes", default="5:20")
     ap.add_argument("--max-dim", type=int, default=8)
-    ap.add_argument("--pairs", default=DEFAULT_PAIRS,
-                    help="comma-separated REF/BACKEND pairs")
+    ap.add_argument("--pairs", default=DEFAULT_PAIRS, help="comma-separated REF/BACKEND pairs")
     args = ap.parse_args()
     nodes = tuple(int(x) for x in args.nodes.split(":"))
     print(f"{args.tests} tests per pair, nodes {args.nodes}, max dim {args.max_dim}")

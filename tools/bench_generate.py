@@ -27,8 +27,16 @@ from onnxfuzz.validate import validate
 
 def recipe(g) -> tuple:
     """Plain data for the floor: no onnxfuzz object is touched while timing it."""
-    nodes = [(n.op_type, list(n.inputs), [t.name for t in n.outputs], n.name,
-              {k: _attr_value(v) for k, v in n.attrs.items()}) for n in g.nodes]
+    nodes = [
+        (
+            n.op_type,
+            list(n.inputs),
+            [t.name for t in n.outputs],
+            n.name,
+            {k: _attr_value(v) for k, v in n.attrs.items()},
+        )
+        for n in g.nodes
+    ]
     vi = lambda ts: [(t.name, t.dtype, list(t.shape)) for t in ts]  # noqa: E731
     inits = [(t.name, a) for t, a in g.initializers]
     return nodes, vi(g.inputs), vi(g.outputs()), vi(g.intermediates()), inits
@@ -44,8 +52,7 @@ def build_floor(r: tuple, opset: int, ir: int) -> bytes:
         initializer=[numpy_helper.from_array(a, name) for name, a in inits],
         value_info=[helper.make_tensor_value_info(*x) for x in mids],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              ir_version=ir)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir)
     return model.SerializeToString()
 
 
@@ -65,14 +72,18 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=200)
     ap.add_argument("--opset", type=int, default=21)
     args = ap.parse_args()
-    print(f"{'nodes':>5} {'models/s':>9} {'floor/s':>9} {'ratio':>6} {'valid':>8} "
-          f"{'non-finite':>10} {'op types':>8}")
+    print(
+        f"{'nodes':>5} {'models/s':>9} {'floor/s':>9} {'ratio':>6} {'valid':>8} "
+        f"{'non-finite':>10} {'op types':>8}"
+    )
     for n in (5, 20, 100):
         cfg = Config(min_nodes=n, max_nodes=n, opset=args.opset)
         gen = Generator(cfg)
-        ours = rate(lambda s: gen.generate(s).model.SerializeToString(), args.seconds)
+        ours = rate(lambda s, gen=gen: gen.generate(s).model.SerializeToString(), args.seconds)
         recipes = [recipe(gen.graph(s)[0]) for s in range(500)]
-        floor = rate(lambda s: build_floor(recipes[s % 500], cfg.opset, cfg.ir), args.seconds)
+        floor = rate(
+            lambda s, r=recipes, c=cfg: build_floor(r[s % 500], c.opset, c.ir), args.seconds
+        )
         valid = finite = 0
         ops: set[str] = set()
         sample = args.sample if n < 100 else max(args.sample // 4, 20)
@@ -85,12 +96,16 @@ def main() -> None:
             finite += v.ok and v.finite
             if not v.ok and len(problems) < 3:
                 problems.append(f"seed {10_000 + s}: {v.problems[0][:200]}")
-        print(f"{n:>5} {ours:>9.0f} {floor:>9.0f} {ours / floor:>6.2f} "
-              f"{valid}/{sample:<4} {(valid - finite) / max(valid, 1):>9.1%} {len(ops):>8}")
+        print(
+            f"{n:>5} {ours:>9.0f} {floor:>9.0f} {ours / floor:>6.2f} "
+            f"{valid}/{sample:<4} {(valid - finite) / max(valid, 1):>9.1%} {len(ops):>8}"
+        )
         for p in problems:
             print("      invalid:", p)
-    print("ratio = onnxfuzz models/s / bare onnx.helper models/s for the same graphs "
-          "(1.0 = no overhead; target >= 0.25)")
+    print(
+        "ratio = onnxfuzz models/s / bare onnx.helper models/s for the same graphs "
+        "(1.0 = no overhead; target >= 0.25)"
+    )
 
 
 if __name__ == "__main__":

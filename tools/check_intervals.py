@@ -30,8 +30,9 @@ def check(gen: Generator, seed: int) -> list[str]:
     for name, (_, t) in tensors.items():
         if name not in have:
             model.graph.output.append(helper.make_tensor_value_info(name, t.dtype, t.shape))
-    feeds = inputs_for(np.random.default_rng(seed), [(t.name, t.dtype, t.shape) for t in g.inputs],
-                       g.input_values)
+    feeds = inputs_for(
+        np.random.default_rng(seed), [(t.name, t.dtype, t.shape) for t in g.inputs], g.input_values
+    )
     outs = run_reference(model, feeds)
     bad = []
     for name, (op, t) in tensors.items():
@@ -42,8 +43,10 @@ def check(gen: Generator, seed: int) -> list[str]:
         lo, hi = float(v.min()), float(v.max())
         slack = 1e-3 * max(1.0, abs(t.interval.lo), abs(t.interval.hi))
         if lo < t.interval.lo - slack or hi > t.interval.hi + slack:
-            bad.append(f"seed {seed}: {op} {name}: values [{lo:.6g}, {hi:.6g}] outside "
-                       f"declared {t.interval}")
+            bad.append(
+                f"seed {seed}: {op} {name}: values [{lo:.6g}, {hi:.6g}] outside "
+                f"declared {t.interval}"
+            )
     return bad
 
 

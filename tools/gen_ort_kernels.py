@@ -51,9 +51,13 @@ def probe(table: dict) -> dict:
 
     # Probe against the kernel table just built, without any earlier probe results, so
     # that --check and a rewrite compute the same thing.
-    kernels = {op: [(lo, hi, {tv: frozenset(dt.BY_NAME[n] for n in names)
-                              for tv, names in c.items()}) for lo, hi, c in entries]
-               for op, entries in table["kernels"].items()}
+    kernels = {
+        op: [
+            (lo, hi, {tv: frozenset(dt.BY_NAME[n] for n in names) for tv, names in c.items()})
+            for lo, hi, c in entries
+        ]
+        for op, entries in table["kernels"].items()
+    }
     saved = dt._ort_table
     dt._ort_table = lambda: (kernels, {})
     try:
@@ -72,8 +76,13 @@ def _probe(dt, Config, OnnxFuzzError, Generator, load_specs, op_info, validate) 
             tv = info.input_type[next(iter(info.input_pos))]
             ok = []
             for d in sorted(info.type_sets[tv] & dt.DEFAULT):
-                cfg = Config(min_nodes=1, max_nodes=1, opset=opset, ops=frozenset([op]),
-                             dtypes=frozenset([d]))
+                cfg = Config(
+                    min_nodes=1,
+                    max_nodes=1,
+                    opset=opset,
+                    ops=frozenset([op]),
+                    dtypes=frozenset([d]),
+                )
                 try:
                     gen = Generator(cfg)
                     cases = [gen.generate(s) for s in range(3)]

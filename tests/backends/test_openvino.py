@@ -42,14 +42,14 @@ def _close(out: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> None:
     for name, want in ref.items():
         got = out[name]
         assert got.shape == want.shape and got.dtype == want.dtype, name
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
-                                   rtol=1e-3, atol=1e-3, err_msg=name)
+        np.testing.assert_allclose(
+            got.astype(np.float64), want.astype(np.float64), rtol=1e-3, atol=1e-3, err_msg=name
+        )
 
 
 def _model(nodes, inputs, outputs, opset=18):
     graph = helper.make_graph(nodes, "g", inputs, outputs)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                             ir_version=8)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
 @pytest.mark.parametrize("opset,seed", [(13, 0), (18, 1), (21, 2), (26, 3)])
@@ -67,8 +67,10 @@ def test_outputs_by_name_and_bfloat16(backend) -> None:
     model = _model(
         [helper.make_node("Neg", ["x"], ["b"]), helper.make_node("Abs", ["x"], ["a"])],
         [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [3])],
-        [helper.make_tensor_value_info("b", TensorProto.BFLOAT16, [3]),
-         helper.make_tensor_value_info("a", TensorProto.BFLOAT16, [3])],
+        [
+            helper.make_tensor_value_info("b", TensorProto.BFLOAT16, [3]),
+            helper.make_tensor_value_info("a", TensorProto.BFLOAT16, [3]),
+        ],
     )
     x = np.array([1e10, 0.5, -3.0], dtype=ml_dtypes.bfloat16)
     out = backend.run(backend.compile(model), {"x": x})
@@ -79,14 +81,19 @@ def test_outputs_by_name_and_bfloat16(backend) -> None:
 
 
 def test_unknown_op_is_unsupported(backend) -> None:
-    model = _model([helper.make_node("NoSuchOp", ["x"], ["y"])],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = _model(
+        [helper.make_node("NoSuchOp", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
     with pytest.raises(Exception, match="No conversion rule found") as info:
         backend.compile(model)
     assert is_unsupported(backend, info.value)
     # a conversion that fails a shape check refuses a valid model: a real error
-    assert not backend.is_unsupported(RuntimeError(
-        "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted. "
-        "Failed operations detailed log:\n-- Tile-21 with a message:\nTile repeats must "
-        "be of rank 1"))
+    assert not backend.is_unsupported(
+        RuntimeError(
+            "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted. "
+            "Failed operations detailed log:\n-- Tile-21 with a message:\nTile repeats must "
+            "be of rank 1"
+        )
+    )

@@ -28,14 +28,14 @@ def _close(out: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> None:
     for name, want in ref.items():
         got = out[name]
         assert got.shape == want.shape and got.dtype == want.dtype, name
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
-                                   rtol=1e-3, atol=1e-3, err_msg=name)
+        np.testing.assert_allclose(
+            got.astype(np.float64), want.astype(np.float64), rtol=1e-3, atol=1e-3, err_msg=name
+        )
 
 
 def _model(nodes, inputs, outputs, opset=18):
     graph = helper.make_graph(nodes, "g", inputs, outputs)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                             ir_version=8)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
 def _case(opset: int, seed: int):
@@ -64,12 +64,16 @@ def test_multi_output_node_and_shared_producer(backend) -> None:
     # several outputs: the adapter picks each graph output out of that.
     k = helper.make_tensor("k", TensorProto.INT64, [1], [2])
     model = _model(
-        [helper.make_node("TopK", ["x", "k"], ["vals", "idx"], axis=1),
-         helper.make_node("Relu", ["x"], ["r"])],
+        [
+            helper.make_node("TopK", ["x", "k"], ["vals", "idx"], axis=1),
+            helper.make_node("Relu", ["x"], ["r"]),
+        ],
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-        [helper.make_tensor_value_info("idx", TensorProto.INT64, [2, 2]),
-         helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 4]),
-         helper.make_tensor_value_info("vals", TensorProto.FLOAT, [2, 2])],
+        [
+            helper.make_tensor_value_info("idx", TensorProto.INT64, [2, 2]),
+            helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 4]),
+            helper.make_tensor_value_info("vals", TensorProto.FLOAT, [2, 2]),
+        ],
     )
     model.graph.initializer.append(k)
     inputs = {"x": np.array([[3, -1, 7, 2], [0, 5, -4, 9]], dtype=np.float32)}
@@ -79,9 +83,11 @@ def test_multi_output_node_and_shared_producer(backend) -> None:
 
 
 def test_bfloat16_round_trip(backend) -> None:
-    model = _model([helper.make_node("Neg", ["x"], ["y"])],
-                   [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [3])],
-                   [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])])
+    model = _model(
+        [helper.make_node("Neg", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])],
+    )
     x = np.array([1e10, 0.5, -3.0], dtype=ml_dtypes.bfloat16)
     y = backend.run(backend.compile(model), {"x": x})["y"]
     assert y.dtype == ml_dtypes.bfloat16
@@ -89,9 +95,11 @@ def test_bfloat16_round_trip(backend) -> None:
 
 
 def test_missing_converter_is_unsupported(backend) -> None:
-    model = _model([helper.make_node("Sinh", ["x"], ["y"])],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = _model(
+        [helper.make_node("Sinh", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
     assert "Sinh-9" in (backend.supports(model) or "")
     with pytest.raises(NotImplementedError, match="Converter is not implemented") as info:
         backend.compile(model)
@@ -99,10 +107,10 @@ def test_missing_converter_is_unsupported(backend) -> None:
     assert backend.is_unsupported(info.value)
     # a converter refusing an attribute value, and a kernel without the dtype
     assert backend.is_unsupported(ValueError("alpha parameter must be 1.67, not 0.29"))
-    assert backend.is_unsupported(RuntimeError("\"addmm_impl_cpu_\" not implemented for "
-                                               "'UInt64'"))
-    assert not backend.is_unsupported(IndexError("Dimension out of range (expected to be in "
-                                                 "range of [-1, 0], but got 1)"))
+    assert backend.is_unsupported(RuntimeError("\"addmm_impl_cpu_\" not implemented for 'UInt64'"))
+    assert not backend.is_unsupported(
+        IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
+    )
 
 
 def test_torch_compile_matches_reference() -> None:
@@ -120,5 +128,7 @@ def test_torch_compile_options() -> None:
 
     with pytest.raises(BackendError, match="mode must be one of"):
         load_backend("torch-compile:mode=fast")
-    assert load_backend("torch-compile:mode=max-autotune-no-cudagraphs").mode == \
-        "max-autotune-no-cudagraphs"
+    assert (
+        load_backend("torch-compile:mode=max-autotune-no-cudagraphs").mode
+        == "max-autotune-no-cudagraphs"
+    )

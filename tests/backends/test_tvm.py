@@ -35,14 +35,14 @@ def _close(out: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> None:
         if want.dtype == np.float32:
             np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3, err_msg=name)
         else:
-            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
-                                       rtol=1e-5, atol=1e-6, err_msg=name)
+            np.testing.assert_allclose(
+                got.astype(np.float64), want.astype(np.float64), rtol=1e-5, atol=1e-6, err_msg=name
+            )
 
 
 def _model(nodes, inputs, outputs, opset=18, initializers=()):
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                             ir_version=8)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
 def test_protocol(backend) -> None:
@@ -67,29 +67,39 @@ def test_outputs_keyed_by_name_with_shape_scalar_and_initializer() -> None:
     b = load_backend("tvm:opt_level=0")
     w = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, -2.0, 0.5])
     model = _model(
-        [helper.make_node("Mul", ["x", "w"], ["m"]),
-         helper.make_node("Add", ["m", "s"], ["b_sum"]),
-         helper.make_node("Neg", ["m"], ["a_neg"]),
-         helper.make_node("Shape", ["x"], ["shape"])],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
-         helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
-        [helper.make_tensor_value_info("b_sum", TensorProto.FLOAT, [2, 3]),
-         helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
-         helper.make_tensor_value_info("a_neg", TensorProto.FLOAT, [2, 3])],
+        [
+            helper.make_node("Mul", ["x", "w"], ["m"]),
+            helper.make_node("Add", ["m", "s"], ["b_sum"]),
+            helper.make_node("Neg", ["m"], ["a_neg"]),
+            helper.make_node("Shape", ["x"], ["shape"]),
+        ],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+        ],
+        [
+            helper.make_tensor_value_info("b_sum", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+            helper.make_tensor_value_info("a_neg", TensorProto.FLOAT, [2, 3]),
+        ],
         initializers=[w],
     )
     onnx.checker.check_model(model)
-    inputs = {"x": np.arange(6, dtype=np.float32).reshape(2, 3),
-              "s": np.asarray(0.25, dtype=np.float32)}
+    inputs = {
+        "x": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "s": np.asarray(0.25, dtype=np.float32),
+    }
     out = b.run(b.compile(model), inputs)
     assert list(out) == ["b_sum", "shape", "a_neg"]
     _close(out, run_reference(model, inputs))
 
 
 def test_missing_converter_is_unsupported(backend) -> None:
-    model = _model([helper.make_node("Celu", ["x"], ["y"], alpha=0.5)],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = _model(
+        [helper.make_node("Celu", ["x"], ["y"], alpha=0.5)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
     with pytest.raises(Exception) as info:
         backend.compile(model)
     assert "not supported for frontend ONNX: Celu" in str(info.value)
@@ -98,9 +108,11 @@ def test_missing_converter_is_unsupported(backend) -> None:
 
 def test_dtype_limit_is_unsupported_but_a_crash_is_not(backend) -> None:
     # relax.log refuses integer tensors, which ONNX ReduceLogSum allows.
-    model = _model([helper.make_node("ReduceLogSum", ["x"], ["y"], keepdims=0)],
-                   [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3])],
-                   [helper.make_tensor_value_info("y", TensorProto.INT64, [])])
+    model = _model(
+        [helper.make_node("ReduceLogSum", ["x"], ["y"], keepdims=0)],
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [])],
+    )
     with pytest.raises(Exception) as info:
         backend.compile(model)
     assert is_unsupported(backend, info.value), str(info.value)[-300:]

@@ -33,8 +33,9 @@ class _OrtWrapper:
         opts = ort.SessionOptions()
         opts.log_severity_level = 4
         opts.intra_op_num_threads = 1
-        return ort.InferenceSession(model.SerializeToString(), opts,
-                                    providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(
+            model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+        )
 
     def triggered(self, model: onnx.ModelProto) -> bool:
         return any(n.op_type == self.op for n in model.graph.node)
@@ -128,8 +129,9 @@ class WrongOp(_OrtWrapper):
         g = m.graph
         nodes = list(g.node)
         del g.node[:]
-        producers_dtype = {vi.name: vi.type.tensor_type.elem_type
-                           for vi in list(g.value_info) + list(g.output)}
+        producers_dtype = {
+            vi.name: vi.type.tensor_type.elem_type for vi in list(g.value_info) + list(g.output)
+        }
         for n in nodes:
             out = n.output[0]
             if n.op_type == self.op and producers_dtype.get(out) == onnx.TensorProto.FLOAT:

@@ -25,8 +25,11 @@ OPS = ["Add", "Relu", "Mul", "Sigmoid", "Tanh"]
 
 def _campaign(tmp: Path, backend: str, tests: int = 12, **kw) -> Campaign:
     opts = CampaignOptions(
-        backends=["ort", backend], tests=tests, seed=kw.pop("seed", 0),
-        timeout=kw.pop("timeout", 10.0), memory_mb=kw.pop("memory_mb", 8192.0),
+        backends=["ort", backend],
+        tests=tests,
+        seed=kw.pop("seed", 0),
+        timeout=kw.pop("timeout", 10.0),
+        memory_mb=kw.pop("memory_mb", 8192.0),
         generator={"min_nodes": 2, "max_nodes": 5, "ops": OPS, **kw.pop("generator", {})},
         **kw,
     )
@@ -65,8 +68,9 @@ def _bugs(c: Campaign) -> list[dict]:
         ("Raise", "crash", "compile", "InternalError", {}),
     ],
 )
-def test_failures_become_verdicts_and_the_campaign_goes_on(tmp_path, cls, verdict, stage, text,
-                                                            kw) -> None:
+def test_failures_become_verdicts_and_the_campaign_goes_on(
+    tmp_path, cls, verdict, stage, text, kw
+) -> None:
     label = f"{ADAPTERS}:{cls}:op=Add"
     c = _campaign(tmp_path, label, tests=10, **kw)
     counts = _verdicts(c, label)
@@ -105,12 +109,17 @@ def test_planted_wrong_op_is_caught_with_a_reproducer(tmp_path) -> None:
         assert (bundle / f).exists(), f
     assert list((bundle / "test_data_set_0").glob("*/output_0.pb"))
     # The standalone reproducer and `onnxfuzz replay` both say it reproduces.
-    r = subprocess.run([sys.executable, "repro.py"], cwd=bundle, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "repro.py"], cwd=bundle, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert "REPRODUCES" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "onnxfuzz", "replay", str(bundle)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "onnxfuzz", "replay", str(bundle)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and "REPRODUCES" in r.stdout, r.stdout + r.stderr
 
 
@@ -142,9 +151,27 @@ def test_bad_backend_specs_say_what_is_wrong(spec, message) -> None:
 
 
 def _fuzz(out: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "onnxfuzz", "fuzz", "--backend", "ort",
-           "--backend", f"{ADAPTERS}:Raise:op=Mul", "--tests", "60", "--seed", "5",
-           "--nodes", "2:5", "--ops", ",".join(OPS), "--out", str(out), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "onnxfuzz",
+        "fuzz",
+        "--backend",
+        "ort",
+        "--backend",
+        f"{ADAPTERS}:Raise:op=Mul",
+        "--tests",
+        "60",
+        "--seed",
+        "5",
+        "--nodes",
+        "2:5",
+        "--ops",
+        ",".join(OPS),
+        "--out",
+        str(out),
+        *extra,
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -179,8 +206,12 @@ def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(tmp_path) -> No
     p.wait()
     n_before = _n(killed)
     assert 0 < n_before < 60
-    r = subprocess.run([sys.executable, "-m", "onnxfuzz", "fuzz", "--resume", "--out",
-                        str(killed)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "onnxfuzz", "fuzz", "--resume", "--out", str(killed)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert _state(killed) == _state(whole)
     assert _n(killed) == 60

@@ -56,8 +56,7 @@ def test_layout_index_and_reference_outputs(tmp_path: Path) -> None:
 
 def test_rerun_continues_without_duplicating(tmp_path: Path) -> None:
     out = tmp_path / "corpus"
-    assert _run("generate", "--count", "5", "--seed", "7", "--nodes", "2:6",
-                "--out", str(out)) == 0
+    assert _run("generate", "--count", "5", "--seed", "7", "--nodes", "2:6", "--out", str(out)) == 0
     before = (out / "case_000002" / "model.onnx").read_bytes()
     assert _run(*ARGS, "--out", str(out)) == 0
     assert (out / "case_000002" / "model.onnx").read_bytes() == before
@@ -98,8 +97,9 @@ def test_a_killed_run_is_finished_by_the_next(tmp_path: Path) -> None:
 def test_changed_options_are_refused_naming_the_flag(tmp_path: Path, capsys) -> None:
     out = tmp_path / "corpus"
     assert _run(*ARGS, "--out", str(out)) == 0
-    assert _run("generate", "--count", "12", "--seed", "8", "--nodes", "2:6",
-                "--out", str(out)) == 2
+    assert (
+        _run("generate", "--count", "12", "--seed", "8", "--nodes", "2:6", "--out", str(out)) == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("onnxfuzz: error: --seed:") and "\n" not in err
 
@@ -133,6 +133,9 @@ def test_specs_command_lists_ops(capsys) -> None:
 
 def test_ort_kernel_table_matches_installed_onnxruntime() -> None:
     root = Path(__file__).resolve().parents[2]
-    r = subprocess.run([sys.executable, str(root / "tools" / "gen_ort_kernels.py"), "--check"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, str(root / "tools" / "gen_ort_kernels.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr

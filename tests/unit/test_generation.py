@@ -44,8 +44,9 @@ def test_same_bytes_across_processes_and_hash_seeds() -> None:
     outs = set()
     for hash_seed in ("0", "12345"):
         env = dict(os.environ, PYTHONHASHSEED=hash_seed)
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                           text=True, check=True)
+        r = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
         outs.add(r.stdout.strip())
     outs.add(_digest(Config(max_nodes=15), range(30)))
     assert len(outs) == 1
@@ -119,8 +120,14 @@ def test_weights_switch_between_initializers_and_inputs() -> None:
 def test_options_bound_ranks_dims_dtypes_and_ops() -> None:
     from onnxfuzz import dtypes as dt
 
-    cfg = Config(min_nodes=4, max_nodes=8, max_rank=2, max_dim=3,
-                 dtypes=frozenset({dt.FLOAT}), exclude_ops=frozenset({"Relu"}))
+    cfg = Config(
+        min_nodes=4,
+        max_nodes=8,
+        max_rank=2,
+        max_dim=3,
+        dtypes=frozenset({dt.FLOAT}),
+        exclude_ops=frozenset({"Relu"}),
+    )
     gen = Generator(cfg)
     for seed in range(40):
         m = gen.generate(seed).model
