@@ -13,8 +13,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[cpu,dev]' torch==2.14.1 torchvision==0.29.1
 	touch $(STAMP)
 
+# The main job: a short differential campaign, ONNX Runtime vs TVM vs PyTorch, on the CPU.
 run: $(STAMP)
-	.venv/bin/onnxfuzz generate --count 300 --seed 0 --nodes 5:20 --out corpus/
+	rm -rf runs/demo
+	.venv/bin/onnxfuzz fuzz --backend ort --backend tvm --backend torch --tests 150 \
+		--seed 0 --nodes 3:12 --out runs/demo
 
 # pytest exits 5 when it collects nothing: that is a failure here, never a pass.
 test: $(STAMP)
