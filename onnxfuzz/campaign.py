@@ -30,6 +30,7 @@ from onnxfuzz.signature import bug_id
 from onnxfuzz.store import Store
 
 MIN_OPSET, MAX_OPSET = 13, 26
+GENERATOR_ERROR = "generator-error"  # onnxfuzz failed to build the test's model
 
 
 @dataclass
@@ -103,10 +104,12 @@ class Judged:
 @dataclass
 class Prepared:
     index: int
-    case: Case
+    case: Case | None  # None: generation failed (error)
     inputs: dict
     model_bytes: bytes
     started: float
+    seed: int = 0
+    error: str | None = None
 
 
 @dataclass
@@ -243,15 +246,19 @@ class Campaign:
             # Pipelined: while the backends run test i, the next test is generated and
             # test i-1 is judged and stored, so the parent's work hides behind theirs.
             current = self.prepare(i) if (i := next_id()) is not None else None
-            sent = lane.submit(current.model_bytes, current.inputs) if current else None
+            sent = self._submit(lane, current)
             while current is not None:
                 nxt = self.prepare(i) if (i := next_id()) is not None else None
+                if current.case is None:  # generation failed: nothing ran
+                    sent = self._submit(lane, nxt)
+                    self.finish_error(current)
+                    current = nxt
+                    continue
                 outcomes = lane.collect(sent)
                 # Judged before the next test goes out: localizing a mismatch re-runs
                 # the model on this lane's workers.
                 judged = self.judge_all(current.case, current.inputs, outcomes, lane)
-                if nxt is not None:
-                    sent = lane.submit(nxt.model_bytes, nxt.inputs)
+                sent = self._submit(lane, nxt)
                 self.finish(current, outcomes, judged)
                 current = nxt
 
@@ -279,13 +286,36 @@ class Campaign:
     def prepare(self, i: int) -> Prepared:
         t0 = time.perf_counter()
         seed = self.opts.seed + i
-        case = self.generator.generate(seed)
-        inputs = case.make_inputs(seed)
-        return Prepared(i, case, inputs, case.model.SerializeToString(), t0)
+        try:
+            case = self.generator.generate(seed)
+            inputs = case.make_inputs(seed)
+        except Exception as e:  # noqa: BLE001 - a spec bug must not end the campaign
+            return Prepared(i, None, {}, b"", t0, seed, f"{type(e).__name__}: {e}")
+        return Prepared(i, case, inputs, case.model.SerializeToString(), t0, seed)
+
+    @staticmethod
+    def _submit(lane: Lane, t: Prepared | None) -> dict[str, Outcome | None] | None:
+        if t is None or t.case is None:
+            return None
+        return lane.submit(t.model_bytes, t.inputs)
+
+    def finish_error(self, t: Prepared) -> None:
+        """A test whose model could not be generated (a bug in onnxfuzz, reported with its
+        seed): stored with the verdict ``generator-error`` so that it is counted once."""
+        with self._lock:
+            with open(self.out / "generator-errors.log", "a") as log:
+                log.write(f"test {t.index} seed {t.seed}: {t.error}\n")
+            self.store.record(t.index, t.seed, [], self.cfg.opset, 0.0, 0.0,
+                              [("onnxfuzz", GENERATOR_ERROR, None, None, t.error or "")])
+            self.progress.tests += 1
+            self.progress.verdicts[GENERATOR_ERROR] += 1
 
     def run_test(self, lane: Lane, i: int) -> None:
         """One test, start to end (no pipelining)."""
         p = self.prepare(i)
+        if p.case is None:
+            self.finish_error(p)
+            return
         outcomes = lane.collect(lane.submit(p.model_bytes, p.inputs))
         self.finish(p, outcomes, self.judge_all(p.case, p.inputs, outcomes, lane))
 
