@@ -305,8 +305,15 @@ class Campaign:
         with self._lock:
             with open(self.out / "generator-errors.log", "a") as log:
                 log.write(f"test {t.index} seed {t.seed}: {t.error}\n")
-            self.store.record(t.index, t.seed, [], self.cfg.opset, 0.0, 0.0,
-                              [("onnxfuzz", GENERATOR_ERROR, None, None, t.error or "")])
+            self.store.record(
+                t.index,
+                t.seed,
+                [],
+                self.cfg.opset,
+                0.0,
+                0.0,
+                [("onnxfuzz", GENERATOR_ERROR, None, None, t.error or "")],
+            )
             self.progress.tests += 1
             self.progress.verdicts[GENERATOR_ERROR] += 1
 

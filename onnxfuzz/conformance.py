@@ -111,10 +111,11 @@ def check_backend(
         from onnxfuzz.campaign import Campaign, CampaignOptions
         from onnxfuzz.cli_fuzz import print_summary
 
-        click.echo(f"\nsmoke fuzz: {smoke} tests, ort (reference) vs {name}")
+        ref = "ort" if name != "ort" else "ort:opt=none"
+        click.echo(f"\nsmoke fuzz: {smoke} tests, {ref} (reference) vs {name}")
         with tempfile.TemporaryDirectory() as tmp:
             opts = CampaignOptions(
-                backends=["ort", name],
+                backends=[ref, name],
                 tests=smoke,
                 timeout=timeout,
                 generator={"min_nodes": 1, "max_nodes": 8},

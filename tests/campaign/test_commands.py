@@ -1,0 +1,101 @@
+"""`onnxfuzz backend list|check`, `--config` and generator errors inside a campaign."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from onnxfuzz.campaign import Campaign, CampaignOptions
+from onnxfuzz.cli import main
+from onnxfuzz.errors import UsageError
+from onnxfuzz.oracle import OracleConfig
+from onnxfuzz.store import Store
+
+
+def test_backend_list_shows_builtin_adapters(capsys) -> None:
+    assert main(["backend", "list"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "available" in rows["ort"] and "7..26" in rows["ort"]
+    assert "onnx-reference" in rows and "tvm" in rows and "torch" in rows
+    assert "unavailable" in rows["openvino"] or "available" in rows["openvino"]
+
+
+def test_backend_check_runs_node_tests_and_a_smoke_fuzz(capsys) -> None:
+    assert main(["backend", "check", "ort", "--ops", "Relu,Add", "--smoke", "5"]) == 0
+    out = capsys.readouterr().out
+    relu = next(line for line in out.splitlines() if line.startswith("Relu "))
+    assert int(relu.split()[1]) >= 1  # passes
+    assert "smoke fuzz: 5 tests" in out and "5 tests in" in out
+
+
+def test_config_file_sets_tolerances_and_known_issues(tmp_path: Path) -> None:
+    cfg = tmp_path / "onnxfuzz.toml"
+    cfg.write_text(
+        "[tolerance.float32]\natol = 0.5\nrtol = 0.0\n"
+        '[pair."ort:tvm".float16]\natol = 0.1\nrtol = 0.1\n'
+        '[[known]]\nbackend = "tvm"\nregex = "Only constant axes"\nnote = "importer"\n'
+    )
+    o = OracleConfig.load(cfg)
+    assert o.tol("ort", "x", "float32") == (0.5, 0.0)
+    assert o.tol("ort", "tvm", "float16") == (0.1, 0.1)
+    assert o.known[0].backend == "tvm"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[tolerance.float32]\natol = 'x'\n")
+    with pytest.raises(UsageError, match=r"\[tolerance.float32\] needs numbers"):
+        OracleConfig.load(bad)
+
+
+def test_a_generator_error_is_recorded_and_the_campaign_goes_on(tmp_path, monkeypatch) -> None:
+    opts = CampaignOptions(
+        backends=["ort", "ort:opt=none"],
+        tests=6,
+        probe=False,
+        generator={"min_nodes": 1, "max_nodes": 3, "ops": ["Relu"]},
+    )
+    c = Campaign(tmp_path / "c", opts, resume=False)
+    c.start()
+    real = c.generator.generate
+
+    def flaky(seed, prefix=None):
+        if seed == 3:
+            raise ZeroDivisionError("planted spec bug")
+        return real(seed, prefix)
+
+    monkeypatch.setattr(c.generator, "generate", flaky)
+    try:
+        c.run()
+    finally:
+        c.close()
+    store = Store(c.out / "campaign.db")
+    try:
+        assert store.n_tests() == 6
+        assert store.counts_by_backend()[("onnxfuzz", "generator-error")] == 1
+    finally:
+        store.close()
+    assert "seed 3: ZeroDivisionError" in (c.out / "generator-errors.log").read_text()
+
+
+def test_resume_without_a_campaign_and_reuse_of_a_campaign_folder(tmp_path, capsys) -> None:
+    assert main(["fuzz", "--resume", "--out", str(tmp_path / "none")]) == 2
+    assert "holds no campaign" in capsys.readouterr().err
+    args = [
+        "fuzz",
+        "--backend",
+        "ort",
+        "--backend",
+        "ort:opt=none",
+        "--tests",
+        "3",
+        "--ops",
+        "Relu",
+        "--out",
+        str(tmp_path / "c"),
+    ]
+    assert main(args) == 0
+    assert main(args) == 2
+    assert "already holds a campaign" in capsys.readouterr().err
+    meta = json.loads(json.dumps(Store(tmp_path / "c" / "campaign.db").get_meta("options")))
+    assert meta["tests"] == 3
