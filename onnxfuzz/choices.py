@@ -13,12 +13,16 @@ from collections.abc import Sequence
 
 
 class ChoiceStream:
-    __slots__ = ("_rng", "_prefix", "_n_prefix", "record")
+    __slots__ = ("_rng", "_prefix", "_n_prefix", "_zero_tail", "record")
 
-    def __init__(self, seed: int, prefix: Sequence[int] | None = None) -> None:
+    def __init__(self, seed: int, prefix: Sequence[int] | None = None,
+                 zero_tail: bool = False) -> None:
+        """``zero_tail``: once ``prefix`` is used up, every choice is the simplest (0)
+        instead of random, as a shrinker wants."""
         self._rng = random.Random(seed)
         self._prefix = list(prefix) if prefix is not None else []
         self._n_prefix = len(self._prefix)
+        self._zero_tail = zero_tail
         self.record: list[int] = []
 
     def _next(self, n: int) -> int:
@@ -27,6 +31,8 @@ class ChoiceStream:
         if i < self._n_prefix:
             v = self._prefix[i]
             v = 0 if v < 0 else (n if v > n else v)
+        elif self._zero_tail:
+            v = 0
         else:
             v = int(self._rng.random() * (n + 1))
         self.record.append(v)
@@ -48,6 +54,8 @@ class ChoiceStream:
         i = len(self.record)
         if i < self._n_prefix:
             v = 0 if self._prefix[i] <= 0 else 1
+        elif self._zero_tail:
+            v = 0
         else:
             v = 0 if self._rng.random() < p_true else 1
         self.record.append(v)

@@ -38,6 +38,7 @@ class Case:
     inputs: list[tuple[str, int, tuple[int, ...]]] = field(repr=False)
     input_domains: dict[str, Values] = field(repr=False)
     spec_calls: int = 0  # builder runs; equals the node count (no retries)
+    op_starts: list[int] = field(default_factory=list, repr=False)  # choice index per op
 
     @property
     def dtypes(self) -> list[str]:
@@ -83,15 +84,16 @@ class Generator:
         return None
 
     def graph(
-        self, seed: int, prefix: Sequence[int] | None = None
+        self, seed: int, prefix: Sequence[int] | None = None, zero_tail: bool = False
     ) -> tuple[Graph, ChoiceStream, int]:
-        s = ChoiceStream(seed, prefix)
+        s = ChoiceStream(seed, prefix, zero_tail)
         g = Graph()
         cfg = self.cfg
         specs, infos = self.specs, self._infos
         n = s.integer(cfg.min_nodes, cfg.max_nodes)
         calls = 0
         for _ in range(n):
+            g.op_starts.append(len(s.record))  # where each op's choices begin (shrinking)
             k = s.index(len(specs))
             spec = specs[k]
             b = GenBuilder(spec, infos[k], cfg, g, s)
@@ -100,8 +102,10 @@ class Generator:
             calls += 1
         return g, s, calls
 
-    def generate(self, seed: int, prefix: Sequence[int] | None = None) -> Case:
-        g, s, calls = self.graph(seed, prefix)
+    def generate(
+        self, seed: int, prefix: Sequence[int] | None = None, zero_tail: bool = False
+    ) -> Case:
+        g, s, calls = self.graph(seed, prefix, zero_tail)
         model = to_model(g, self.cfg.opset, self.cfg.ir, name=f"onnxfuzz_{seed}", seed=seed)
         return Case(
             model=model,
@@ -111,4 +115,5 @@ class Generator:
             inputs=[(t.name, t.dtype, t.shape) for t in g.inputs],
             input_domains=dict(g.input_values),
             spec_calls=calls,
+            op_starts=list(g.op_starts),
         )

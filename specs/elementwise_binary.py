@@ -122,11 +122,13 @@ def _quarter(dtype: int) -> Values:
 @op("PRelu")
 def prelu(b: Builder, p: None) -> None:
     x = b.input("X")
+    # slope * x for x < 0 stays inside the bound: |slope| <= bound / |min(x)|.
+    k = min(4.0, dt.value_range(x.dtype)[1] / max(-x.interval.lo, 1.0))
     slope = b.input(
         "slope",
         rank=Ints(0, x.rank),
         dims=unidirectional(x.shape),
-        values=Values(-4, 4),
+        values=Values(-k, k),
         kind="weight",
     )
     neg = Interval(min(x.interval.lo, 0), 0) * slope.interval

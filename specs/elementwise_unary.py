@@ -100,9 +100,10 @@ TABLE: dict[str, Unary] = {
     ),
     "HardSwish": Unary(_nonneg_tail(-0.375)),
     "Mish": Unary(_nonneg_tail(-0.31), Values(hi=6.5)),
+    # alpha <= 1: |LeakyRelu(x)| <= |x| keeps the output inside the input's bound.
     "LeakyRelu": Unary(
         lambda iv, a: Interval(min(iv.lo * a["alpha"], iv.lo, 0.0), max(iv.hi, 0)),
-        attrs={"alpha": (ALPHA, 0.01)},
+        attrs={"alpha": (Floats(0.01, 1.0), 0.01)},
     ),
     "Elu": Unary(lambda iv, a: Interval(-a["alpha"], max(iv.hi, 0)), attrs={"alpha": (ALPHA, 1.0)}),
     "Celu": Unary(

@@ -158,3 +158,23 @@ class NoRun:
 
     def compile(self, model: onnx.ModelProto) -> Any:
         return None
+
+
+class PairCrash(_OrtWrapper):
+    """Segfaults when a ``first`` node feeds a ``then`` node (a two-op pattern)."""
+
+    name = "pair-crash"
+
+    def __init__(self, first: str = "Mul", then: str = "Add") -> None:
+        super().__init__(then)
+        self.first = first
+
+    def triggered(self, model: onnx.ModelProto) -> bool:
+        made_by_first = {t for n in model.graph.node if n.op_type == self.first for t in n.output}
+        return any(n.op_type == self.op and made_by_first.intersection(n.input)
+                   for n in model.graph.node)
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if executable[1]:
+            ctypes.string_at(0)
+        return super().run(executable, inputs)

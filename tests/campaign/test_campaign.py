@@ -90,10 +90,24 @@ def test_failures_become_verdicts_and_the_campaign_goes_on(
 
 def test_not_implemented_is_unsupported_not_a_bug(tmp_path) -> None:
     label = f"{ADAPTERS}:Unsupported:op=Add"
-    c = _campaign(tmp_path, label, tests=10)
+    c = _campaign(tmp_path, label, tests=10, probe=False)
     counts = _verdicts(c, label)
     assert counts.get("unsupported", 0) >= 1
     assert not _bugs(c)
+
+
+def test_probe_leaves_out_ops_a_backend_lacks(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("ONNXFUZZ_CACHE", str(tmp_path / "cache"))
+    label = f"{ADAPTERS}:Unsupported:op=Add"
+    c = _campaign(tmp_path, label, tests=10)
+    store = Store(c.out / "campaign.db")
+    try:
+        excluded = store.get_meta("probe_excluded")
+    finally:
+        store.close()
+    assert list(excluded) == ["Add"] and "Add is not implemented" in excluded["Add"]
+    assert _verdicts(c, label) == {"ok": 10}
+    assert list((tmp_path / "cache").glob("probe-*.json"))
 
 
 def test_planted_wrong_op_is_caught_with_a_reproducer(tmp_path) -> None:

@@ -1,0 +1,46 @@
+"""Sizes of a test case. A reduction step is kept only if no measure grows."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import astuple, dataclass
+
+import numpy as np
+import onnx
+
+
+@dataclass(frozen=True, order=True)
+class Size:
+    """The measures a reduction step may not grow, most important first (``order``
+    compares them lexicographically). Leaf counts (graph inputs, initializers) are not
+    among them: replacing a node by a new input trades a node for a leaf."""
+
+    nodes: int
+    elements: int  # of every tensor with a declared shape
+    max_rank: int
+    distinct_values: int  # across the input values: zeros everywhere is simplest
+
+    def no_larger_than(self, other: Size) -> bool:
+        return all(a <= b for a, b in zip(astuple(self), astuple(other), strict=True))
+
+
+def _shape(vi: onnx.ValueInfoProto) -> list[int]:
+    return [d.dim_value for d in vi.type.tensor_type.shape.dim]
+
+
+def size_of(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Size:
+    g = model.graph
+    shapes = [_shape(vi) for vi in list(g.input) + list(g.value_info) + list(g.output)]
+    shapes += [list(i.dims) for i in g.initializer]
+    distinct = sum(len(np.unique(v)) for v in inputs.values() if v.size)
+    return Size(
+        nodes=len(g.node),
+        elements=sum(math.prod(s) for s in shapes),
+        max_rank=max((len(s) for s in shapes), default=0),
+        distinct_values=distinct,
+    )
+
+
+def op_pattern(model: onnx.ModelProto) -> str:
+    """The multiset of op types, e.g. ``Add+Mul``: a reduced model's identity for dedup."""
+    return "+".join(sorted(n.op_type for n in model.graph.node)) or "-"
