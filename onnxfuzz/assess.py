@@ -111,3 +111,38 @@ def assess(
             )
         out[label] = Assessed(v, sig, sum(spent))
     return out
+
+
+@dataclass
+class Attribution:
+    majority: set[str]  # backends whose outputs agree (more than half of those that ran)
+    reference_odd: bool  # the reference is outside the agreeing majority
+
+
+def attribute(
+    model: onnx.ModelProto, outcomes: dict[str, Outcome], reference: str, cfg: OracleConfig
+) -> Attribution | None:
+    """With three or more backends that ran, which of them agree? None without a majority."""
+    from itertools import combinations
+
+    from onnxfuzz.oracle import OK_V, compare
+    from onnxfuzz.sandbox import OK
+
+    ran = [label for label, o in outcomes.items() if o.status == OK and o.outputs is not None]
+    if len(ran) < 3:
+        return None
+    order = [o.name for o in model.graph.output]
+    tol_dtypes = precision_dtypes(model)
+    agree: dict[str, set[str]] = {label: set() for label in ran}
+    for a, b in combinations(ran, 2):
+        v = compare(
+            a, outcomes[a].outputs or {}, b, outcomes[b].outputs or {}, order, cfg, tol_dtypes
+        )
+        if v.verdict == OK_V:
+            agree[a].add(b)
+            agree[b].add(a)
+    best = max(ran, key=lambda label: (len(agree[label]), label == reference))
+    group = {best} | agree[best]
+    if 2 * len(group) <= len(ran) or any(agree[x] < group - {x} for x in group):
+        return None  # no agreeing majority
+    return Attribution(group, reference not in group)

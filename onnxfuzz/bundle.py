@@ -15,7 +15,7 @@ import json
 import re
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,9 @@ from onnx import numpy_helper
 
 from onnxfuzz import __version__
 from onnxfuzz.backend import parse_backend
+from onnxfuzz.generator import Case
 from onnxfuzz.oracle import Verdict
+from onnxfuzz.reduction.reduce import Reduced
 from onnxfuzz.sandbox import Outcome
 
 TEMPLATE = Path(__file__).parent / "data" / "repro.py.tmpl"
@@ -52,6 +54,7 @@ class Finding:
     tolerance: dict[str, tuple[float, float]]
     timeout: float
     extra: dict[str, Any] = field(default_factory=dict)
+    case: Case | None = None  # the generated case (its choices shrink), when there is one
 
 
 def adapter_source(label: str) -> tuple[str, str, dict[str, str]]:
@@ -65,18 +68,47 @@ def adapter_source(label: str) -> tuple[str, str, dict[str, str]]:
     return inspect.getsource(module), cls.__name__, dict(ref.options)
 
 
-def write_bundle(root: Path, f: Finding) -> Path:
+def _write_inputs(folder: Path, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Path:
+    data = folder / "test_data_set_0"
+    data.mkdir(parents=True)
+    (folder / "model.onnx").write_bytes(model.SerializeToString())
+    for k, name in enumerate(i.name for i in model.graph.input):
+        (data / f"input_{k}.pb").write_bytes(
+            numpy_helper.from_array(inputs[name], name).SerializeToString()
+        )
+    return data
+
+
+def _write_repro(folder: Path, f: Finding, model: onnx.ModelProto) -> None:
+    adapters = {label: adapter_source(label) for label in dict.fromkeys([f.reference, f.backend])}
+    expect = {
+        "verdict": f.verdict.verdict,
+        "stage": f.verdict.stage,
+        "backend": f.backend,
+        "reference": f.reference,
+        "outputs": [o.name for o in model.graph.output],
+        "timeout": f.timeout,
+        "tolerance": {k: list(v) for k, v in f.tolerance.items()},
+    }
+    text = TEMPLATE.read_text().format(
+        bug_id=f.bug_id,
+        verdict=f.verdict.verdict,
+        backend=f.backend,
+        stage=f.verdict.stage,
+        libraries=", ".join(sorted({a[1] for a in adapters.values()})),
+        expect=expect,
+        adapters=adapters,
+    )
+    (folder / "repro.py").write_text(text)
+
+
+def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path:
+    """Write ``DIR/bugs/<id>/`` (into a temporary folder first, renamed into place)."""
     folder = root / "bugs" / f.bug_id
     tmp = root / "bugs" / f".tmp_{f.bug_id}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    data = tmp / "test_data_set_0"
-    data.mkdir(parents=True)
-    (tmp / "model.onnx").write_bytes(f.model.SerializeToString())
-    for k, name in enumerate(i.name for i in f.model.graph.input):
-        (data / f"input_{k}.pb").write_bytes(
-            numpy_helper.from_array(f.inputs[name], name).SerializeToString()
-        )
+    data = _write_inputs(tmp, f.model, f.inputs)
     order = [o.name for o in f.model.graph.output]
     for label, out in f.outcomes.items():
         if out.outputs is None:
@@ -88,7 +120,7 @@ def write_bundle(root: Path, f: Finding) -> Path:
                 (sub / f"output_{k}.pb").write_bytes(
                     numpy_helper.from_array(np.asarray(out.outputs[name]), name).SerializeToString()
                 )
-    meta = {
+    meta: dict[str, Any] = {
         "id": f.bug_id,
         "signature": f.signature,
         "verdict": f.verdict.verdict,
@@ -98,6 +130,7 @@ def write_bundle(root: Path, f: Finding) -> Path:
         "backend": f.backend,
         "reference": f.reference,
         "seed": f.seed,
+        "seeds": [f.seed],
         "opset": f.opset,
         "ops": f.ops,
         "nodes": len(f.ops),
@@ -107,6 +140,22 @@ def write_bundle(root: Path, f: Finding) -> Path:
         "timeout": f.timeout,
         **f.extra,
     }
+    if reduced is not None:
+        _write_inputs(tmp / "reduced", reduced.model, reduced.inputs)
+        _write_repro(tmp / "reduced", f, reduced.model)
+        meta.update(
+            reduced_ops=reduced.ops,
+            reduced_nodes=len(reduced.ops),
+            pattern=reduced.pattern,
+            reduction={
+                "seconds": round(reduced.seconds, 3),
+                "backend_runs": reduced.runs,
+                "fixed_point": reduced.complete,
+                "before": asdict(reduced.before),
+                "after": asdict(reduced.after),
+                "passes": reduced.stats(),
+            },
+        )
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     log = [
         f"{f.verdict.verdict} in {f.backend} at {f.verdict.stage} stage",
@@ -118,30 +167,19 @@ def write_bundle(root: Path, f: Finding) -> Path:
         if out.trace:
             log += [f"--- {label} ---", out.trace, ""]
     (tmp / "log.txt").write_text("\n".join(log))
-    adapters = {}
-    for label in dict.fromkeys([f.reference, f.backend]):
-        adapters[label] = adapter_source(label)
-    expect = {
-        "verdict": f.verdict.verdict,
-        "stage": f.verdict.stage,
-        "backend": f.backend,
-        "reference": f.reference,
-        "outputs": order,
-        "timeout": f.timeout,
-        "tolerance": {k: list(v) for k, v in f.tolerance.items()},
-    }
-    libs = ", ".join(sorted({a[1] for a in adapters.values()}))
-    text = TEMPLATE.read_text().format(
-        bug_id=f.bug_id,
-        verdict=f.verdict.verdict,
-        backend=f.backend,
-        stage=f.verdict.stage,
-        libraries=libs,
-        expect=expect,
-        adapters=adapters,
-    )
-    (tmp / "repro.py").write_text(text)
+    _write_repro(tmp, f, f.model)
     if folder.exists():
         shutil.rmtree(folder)
     tmp.rename(folder)
     return folder
+
+
+def sync_meta(root: Path, bugs: list[dict[str, Any]]) -> None:
+    """Bring each bundle's meta.json up to date with the store: hits and every seed."""
+    for b in bugs:
+        path = root / "bugs" / b["id"] / "meta.json"
+        if not path.exists():
+            continue
+        meta = json.loads(path.read_text())
+        meta.update(hits=b["hits"], seeds=json.loads(b["seeds"]))
+        path.write_text(json.dumps(meta, indent=1))

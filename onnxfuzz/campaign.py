@@ -17,20 +17,23 @@ from pathlib import Path
 from typing import Any
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.assess import assess
+from onnxfuzz.assess import Assessed, assess, attribute
 from onnxfuzz.backend import parse_backend
-from onnxfuzz.bundle import Finding, write_bundle
+from onnxfuzz.bundle import Finding, sync_meta, write_bundle
 from onnxfuzz.config import DEFAULT_OPSET, Config
 from onnxfuzz.errors import BackendError, UsageError
 from onnxfuzz.generator import Case, Generator
-from onnxfuzz.oracle import OracleConfig
+from onnxfuzz.oracle import CRASH_V, MISMATCH_V, OK_V, TIMEOUT_V, OracleConfig, Verdict
 from onnxfuzz.probe import unsupported_ops
+from onnxfuzz.reduction.reduce import Reduced, reduce_case
+from onnxfuzz.reduction.reproduce import Reproducer, Target
 from onnxfuzz.sandbox import BackendInfo, Outcome, Worker
 from onnxfuzz.signature import bug_id
-from onnxfuzz.store import Store
+from onnxfuzz.store import Result, Store
 
 MIN_OPSET, MAX_OPSET = 13, 26
 GENERATOR_ERROR = "generator-error"  # onnxfuzz failed to build the test's model
+MAX_REDUCED = 3  # hits of one signature that are reduced (their patterns split bugs)
 
 
 @dataclass
@@ -48,6 +51,8 @@ class CampaignOptions:
     rtol: float | None = None
     generator: dict[str, Any] = field(default_factory=dict)  # Config fields, opset optional
     probe: bool = True  # leave out ops a backend does not support at all
+    reduce: bool = True  # reduce findings (and dedup bugs after reduction)
+    reduce_budget: float = 30.0  # seconds per reduction
 
     @property
     def reference_label(self) -> str:
@@ -96,7 +101,7 @@ class Lane:
 
 @dataclass
 class Judged:
-    results: list[tuple[str, str, str | None, str | None, str]]
+    results: list[Result]
     findings: list[Finding]
     probe_s: float = 0.0  # backend compile+run spent localizing mismatches
 
@@ -209,6 +214,7 @@ class Campaign:
     def close(self) -> None:
         for lane in self.lanes:
             lane.close()
+        sync_meta(self.out, self.store.bugs())
         self.store.close()
 
     # --- the loop --------------------------------------------------------------------
@@ -258,8 +264,12 @@ class Campaign:
                 # Judged before the next test goes out: localizing a mismatch re-runs
                 # the model on this lane's workers.
                 judged = self.judge_all(current.case, current.inputs, outcomes, lane)
-                sent = self._submit(lane, nxt)
-                self.finish(current, outcomes, judged)
+                if judged.findings:  # reduction runs on this lane's workers: finish first
+                    self.finish(current, outcomes, judged, lane)
+                    sent = self._submit(lane, nxt)
+                else:
+                    sent = self._submit(lane, nxt)
+                    self.finish(current, outcomes, judged)
                 current = nxt
 
         threads = [
@@ -312,7 +322,7 @@ class Campaign:
                 self.cfg.opset,
                 0.0,
                 0.0,
-                [("onnxfuzz", GENERATOR_ERROR, None, None, t.error or "")],
+                [Result("onnxfuzz", GENERATOR_ERROR, detail=t.error or "")],
             )
             self.progress.tests += 1
             self.progress.verdicts[GENERATOR_ERROR] += 1
@@ -324,16 +334,26 @@ class Campaign:
             self.finish_error(p)
             return
         outcomes = lane.collect(lane.submit(p.model_bytes, p.inputs))
-        self.finish(p, outcomes, self.judge_all(p.case, p.inputs, outcomes, lane))
+        self.finish(p, outcomes, self.judge_all(p.case, p.inputs, outcomes, lane), lane)
 
-    def finish(self, t: Prepared, outcomes: dict[str, Outcome], judged: Judged) -> None:
+    def finish(
+        self, t: Prepared, outcomes: dict[str, Outcome], judged: Judged, lane: Lane | None = None
+    ) -> None:
+        """Store a judged test; reduce and bundle its new bugs first (with ``lane``)."""
+        assert t.case is not None
         results, findings = judged.results, judged.findings
         backend_s = max(o.backend_s for o in outcomes.values()) + judged.probe_s
         with self._lock:
-            known = {b["signature"] for b in self.store.bugs()} if findings else set()
+            known = self.store.bug_keys() if findings else set()
+            by_backend = {r.backend: r for r in results}
             for f in findings:
-                if f.signature not in known:
-                    write_bundle(self.out, f)  # before the commit: a kill re-runs the test
+                key, reduced = self.bug_key(f, lane)
+                r = by_backend[f.backend]
+                r.bug, r.pattern = key, key.rsplit("|", 1)[1]
+                if key not in known:
+                    f.bug_id = bug_id(key)
+                    write_bundle(self.out, f, reduced)  # before the commit: a kill re-runs it
+                    known.add(key)
             now = time.perf_counter()
             # A test's wall time runs from the end of the previous one (pipelined lanes
             # overlap preparation with the backends' work).
@@ -347,9 +367,9 @@ class Campaign:
             p.wall += wall
             p.backend += backend_s
             p.ops.update(t.case.ops)
-            for _, verdict, *_ in results:
-                p.verdicts[verdict] += 1
-            p.bugs = len(known | {f.signature for f in findings}) if findings else p.bugs
+            for r in results:
+                p.verdicts[r.verdict] += 1
+            p.bugs = len(known) if findings else p.bugs
             p.last = ", ".join(t.case.ops[:6])
 
     def judge_all(
@@ -366,30 +386,86 @@ class Campaign:
                 return lane.workers[label].execute(data, feeds)
 
         assessed = assess(case.model, inputs, outcomes, ref_label, self.oracle, run_all, run_one)
+        attribution = None
+        if any(a.verdict.verdict == MISMATCH_V for a in assessed.values()):
+            attribution = attribute(case.model, outcomes, ref_label, self.oracle)
+        if attribution is not None and attribution.reference_odd:
+            # The others agree and the reference departs: blame the reference, localized
+            # against a backend of the majority, rather than every other backend.
+            anchor = sorted(attribution.majority)[0]
+            assessed[ref_label] = assess(
+                case.model, inputs, outcomes, anchor, self.oracle, run_all, run_one
+            )[ref_label]
+            for label in attribution.majority:
+                if assessed[label].verdict.verdict == MISMATCH_V:
+                    assessed[label] = Assessed(
+                        Verdict(OK_V, message=f"agrees with the majority; {ref_label} departs"),
+                        None,
+                    )
         results, findings = [], []
         for label, a in assessed.items():
             v = a.verdict
-            if a.signature is not None:
-                findings.append(
-                    Finding(
-                        signature=a.signature,
-                        bug_id=bug_id(a.signature),
-                        verdict=v,
-                        backend=label,
-                        reference=ref_label,
-                        seed=case.seed,
-                        opset=self.cfg.opset,
-                        ops=case.ops,
-                        model=case.model,
-                        inputs=inputs,
-                        outcomes={k: outcomes[k] for k in dict.fromkeys([ref_label, label])},
-                        versions={k: i.version for k, i in self.infos.items()},
-                        tolerance=dict(self.oracle.tolerance),
-                        timeout=self.opts.timeout,
-                    )
+            suspect = None
+            if v.verdict in (CRASH_V, TIMEOUT_V):
+                suspect = label
+            elif v.verdict == MISMATCH_V and attribution is not None:
+                suspect = label if label not in attribution.majority else None
+            results.append(
+                Result(label, v.verdict, v.stage, a.signature, None, v.message[:2000], suspect)
+            )
+            if a.signature is None:
+                continue
+            reference = (
+                ref_label
+                if label != ref_label or attribution is None
+                else (sorted(attribution.majority)[0] if attribution.reference_odd else ref_label)
+            )
+            findings.append(
+                Finding(
+                    signature=a.signature,
+                    bug_id=bug_id(a.signature),
+                    verdict=v,
+                    backend=label,
+                    reference=reference,
+                    seed=case.seed,
+                    opset=self.cfg.opset,
+                    ops=case.ops,
+                    model=case.model,
+                    inputs=inputs,
+                    outcomes={k: outcomes[k] for k in dict.fromkeys([reference, label])},
+                    versions={k: i.version for k, i in self.infos.items()},
+                    tolerance=dict(self.oracle.tolerance),
+                    timeout=self.opts.timeout,
+                    extra={
+                        "suspect": suspect,
+                        "backends": list(outcomes),
+                        "odd_one_out": bool(
+                            attribution and attribution.reference_odd and label == ref_label
+                        ),
+                    },
+                    case=case,
                 )
-            results.append((label, v.verdict, v.stage, a.signature, v.message[:2000]))
+            )
         return Judged(results, findings, sum(a.probe_s for a in assessed.values()))
+
+    # --- bugs: dedup after reduction --------------------------------------------------
+    def bug_key(self, f: Finding, lane: Lane | None) -> tuple[str, Reduced | None]:
+        """A finding's bug: its signature and the op pattern its reduced model ends in.
+        The first few hits of a signature are reduced; later ones join its first bug."""
+        hits = self.store.db.execute(
+            "SELECT COUNT(*) FROM results WHERE signature=?", (f.signature,)
+        ).fetchone()[0]
+        if self.opts.reduce and lane is not None and f.case is not None and hits < MAX_REDUCED:
+            labels = list(dict.fromkeys([f.reference, f.backend]))
+            rep = Reproducer(
+                {k: lane.workers[k] for k in labels},
+                Target(f.backend, f.reference, f.signature),
+                self.oracle,
+            )
+            reduced = reduce_case(self.generator, f.case, rep, self.opts.reduce_budget)
+            return f"{f.signature}|{reduced.pattern}", reduced
+        keys = self.store.keys_of(f.signature)
+        return (keys[0] if keys else f"{f.signature}|unreduced"), None
 
 
 def summary_rows(store: Store) -> list[dict[str, Any]]:
@@ -401,9 +477,12 @@ def summary_rows(store: Store) -> list[dict[str, Any]]:
                 "verdict": b["verdict"],
                 "stage": b["stage"],
                 "backend": b["backend"],
+                "suspect": b["suspect"],
+                "pattern": b["pattern"],
                 "hits": b["hits"],
                 "first_test": b["first_test"],
-                "seeds": json.loads(b["seeds"])[:5],
+                "first_seen": b["first_seen"],
+                "seeds": json.loads(b["seeds"]),
             }
         )
     return rows

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 class ChoiceStream:
     __slots__ = ("_rng", "_prefix", "_n_prefix", "_zero_tail", "record")
 
-    def __init__(self, seed: int, prefix: Sequence[int] | None = None,
-                 zero_tail: bool = False) -> None:
+    def __init__(
+        self, seed: int, prefix: Sequence[int] | None = None, zero_tail: bool = False
+    ) -> None:
         """``zero_tail``: once ``prefix`` is used up, every choice is the simplest (0)
         instead of random, as a shrinker wants."""
         self._rng = random.Random(seed)

@@ -210,6 +210,7 @@ def specs_cmd(opset: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every error is one line naming the flag or thing at fault."""
     import onnxfuzz.cli_fuzz  # noqa: F401 - registers fuzz, replay and backend
+    import onnxfuzz.cli_reduce  # noqa: F401 - registers reduce and triage
 
     try:
         rv = cli.main(args=argv, prog_name="onnxfuzz", standalone_mode=False)

@@ -49,6 +49,26 @@ def _render(campaign, p) -> object:
     return t
 
 
+def bug_table(rows: list[dict], title: str) -> object:
+    from rich.table import Table
+
+    bugs = Table(title=f"{len(rows)} {title}")
+    for col in ("id", "verdict", "stage", "suspect", "reduced ops", "hits", "first test"):
+        bugs.add_column(col)
+    for r in rows:
+        pattern = r["pattern"].replace("+", " ") if r["pattern"] != "unreduced" else "-"
+        bugs.add_row(
+            r["id"],
+            r["verdict"],
+            r["stage"] or "-",
+            r["suspect"] or "-",
+            pattern,
+            str(r["hits"]),
+            str(r["first_test"]),
+        )
+    return bugs
+
+
 def print_summary(campaign) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -68,19 +88,7 @@ def print_summary(campaign) -> None:
         table.add_row(label + role, *[str(counts.get((label, v), 0)) for v in verdicts])
     console.print(table)
     rows = summary_rows(store)
-    bugs = Table(title=f"{len(rows)} distinct bugs (bundles in {campaign.out / 'bugs'})")
-    for col in ("id", "verdict", "stage", "backend", "hits", "first test"):
-        bugs.add_column(col)
-    for r in rows:
-        bugs.add_row(
-            r["id"],
-            r["verdict"],
-            r["stage"] or "-",
-            r["backend"],
-            str(r["hits"]),
-            str(r["first_test"]),
-        )
-    console.print(bugs)
+    console.print(bug_table(rows, f"distinct bugs (bundles in {campaign.out / 'bugs'})"))
     wall, backend = store.timing()
     if wall:
         console.print(
@@ -143,6 +151,14 @@ def print_summary(campaign) -> None:
     is_flag=True,
     help="Keep ops a backend reports unsupported in every probe (default: left out).",
 )
+@click.option("--no-reduce", is_flag=True, help="Do not reduce findings.")
+@click.option(
+    "--reduce-budget",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    show_default=True,
+    help="Seconds of reduction per new bug.",
+)
 @generator_options(opset_default=None)
 def fuzz(
     backends,
@@ -158,6 +174,8 @@ def fuzz(
     rtol,
     resume,
     no_probe,
+    no_reduce,
+    reduce_budget,
     seed,
     **gen,
 ) -> None:
@@ -185,6 +203,8 @@ def fuzz(
             rtol=rtol,
             generator=generator_fields(**gen),
             probe=not no_probe,
+            reduce=not no_reduce,
+            reduce_budget=reduce_budget,
         )
     campaign = Campaign(out, opts, resume)
     try:

@@ -3,6 +3,9 @@
 One transaction per test: the test row, its per-backend results and the bug hit counts
 are committed together, so a campaign killed at any moment (``kill -9`` included) resumes
 with every finished test counted exactly once and the interrupted one run again.
+
+A bug is keyed by its signature and the op pattern of its reduced model: two findings
+with the same signature whose reductions end in different ops are different bugs.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +24,42 @@ CREATE TABLE IF NOT EXISTS tests (
     seconds REAL NOT NULL, backend_seconds REAL NOT NULL, finished REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     test_id INTEGER NOT NULL, backend TEXT NOT NULL, verdict TEXT NOT NULL, stage TEXT,
-    signature TEXT, detail TEXT, PRIMARY KEY (test_id, backend));
+    signature TEXT, bug TEXT, detail TEXT, PRIMARY KEY (test_id, backend));
 CREATE TABLE IF NOT EXISTS bugs (
-    signature TEXT PRIMARY KEY, id TEXT NOT NULL, verdict TEXT NOT NULL, stage TEXT,
-    backend TEXT NOT NULL, first_test INTEGER NOT NULL, first_seen REAL NOT NULL,
-    hits INTEGER NOT NULL, seeds TEXT NOT NULL);
+    key TEXT PRIMARY KEY, signature TEXT NOT NULL, id TEXT NOT NULL, verdict TEXT NOT NULL,
+    stage TEXT, backend TEXT NOT NULL, suspect TEXT, pattern TEXT NOT NULL,
+    first_test INTEGER NOT NULL, first_seen REAL NOT NULL, hits INTEGER NOT NULL,
+    seeds TEXT NOT NULL);
 """
+BUG_COLUMNS = (
+    "key",
+    "signature",
+    "id",
+    "verdict",
+    "stage",
+    "backend",
+    "suspect",
+    "pattern",
+    "first_test",
+    "first_seen",
+    "hits",
+    "seeds",
+)
+MAX_SEEDS = 1000  # seeds kept per bug
+
+
+@dataclass
+class Result:
+    """One backend's verdict on one test; ``bug`` is the bug key for bug verdicts."""
+
+    backend: str
+    verdict: str
+    stage: str | None = None
+    signature: str | None = None
+    bug: str | None = None
+    detail: str = ""
+    suspect: str | None = None
+    pattern: str = ""
 
 
 class Store:
@@ -51,6 +85,15 @@ class Store:
     def done_ids(self) -> set[int]:
         return {r[0] for r in self.db.execute("SELECT id FROM tests")}
 
+    def bug_keys(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT key FROM bugs")}
+
+    def keys_of(self, signature: str) -> list[str]:
+        rows = self.db.execute(
+            "SELECT key FROM bugs WHERE signature=? ORDER BY first_test", (signature,)
+        )
+        return [r[0] for r in rows]
+
     def record(
         self,
         test_id: int,
@@ -59,9 +102,9 @@ class Store:
         opset: int,
         seconds: float,
         backend_seconds: float,
-        results: list[tuple[str, str, str | None, str | None, str]],
+        results: list[Result],
     ) -> list[str]:
-        """Commit one test; returns the signatures seen for the first time."""
+        """Commit one test; returns the bug keys seen for the first time."""
         new: list[str] = []
         now = time.time()
         with self.db:
@@ -70,40 +113,41 @@ class Store:
                 "INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (test_id, seed, json.dumps(ops), opset, seconds, backend_seconds, now),
             )
-            for backend, verdict, stage, sig, detail in results:
+            for r in results:
                 self.db.execute(
-                    "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)",
-                    (test_id, backend, verdict, stage, sig, detail),
+                    "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (test_id, r.backend, r.verdict, r.stage, r.signature, r.bug, r.detail),
                 )
-                if sig is None:
+                if r.bug is None:
                     continue
-                row = self.db.execute(
-                    "SELECT hits, seeds FROM bugs WHERE signature=?", (sig,)
-                ).fetchone()
+                row = self.db.execute("SELECT seeds FROM bugs WHERE key=?", (r.bug,)).fetchone()
                 if row is None:
                     from onnxfuzz.signature import bug_id
 
                     self.db.execute(
-                        "INSERT INTO bugs VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)",
+                        "INSERT INTO bugs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
                         (
-                            sig,
-                            bug_id(sig),
-                            verdict,
-                            stage,
-                            backend,
+                            r.bug,
+                            r.signature,
+                            bug_id(r.bug),
+                            r.verdict,
+                            r.stage,
+                            r.backend,
+                            r.suspect,
+                            r.pattern,
                             test_id,
                             now,
                             json.dumps([seed]),
                         ),
                     )
-                    new.append(sig)
+                    new.append(r.bug)
                 else:
-                    seeds = json.loads(row[1])
-                    if len(seeds) < 100:
+                    seeds = json.loads(row[0])
+                    if len(seeds) < MAX_SEEDS:
                         seeds.append(seed)
                     self.db.execute(
-                        "UPDATE bugs SET hits=hits+1, seeds=? WHERE signature=?",
-                        (json.dumps(seeds), sig),
+                        "UPDATE bugs SET hits=hits+1, seeds=? WHERE key=?",
+                        (json.dumps(seeds), r.bug),
                     )
         return new
 
@@ -121,19 +165,8 @@ class Store:
         return self.db.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
 
     def bugs(self) -> list[dict[str, Any]]:
-        cols = [
-            "signature",
-            "id",
-            "verdict",
-            "stage",
-            "backend",
-            "first_test",
-            "first_seen",
-            "hits",
-            "seeds",
-        ]
-        rows = self.db.execute(f"SELECT {', '.join(cols)} FROM bugs ORDER BY first_test")
-        return [dict(zip(cols, r, strict=True)) for r in rows]
+        rows = self.db.execute(f"SELECT {', '.join(BUG_COLUMNS)} FROM bugs ORDER BY first_test")
+        return [dict(zip(BUG_COLUMNS, r, strict=True)) for r in rows]
 
     def timing(self) -> tuple[float, float]:
         row = self.db.execute("SELECT SUM(seconds), SUM(backend_seconds) FROM tests").fetchone()

@@ -65,9 +65,13 @@ def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
 
 def _types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:
     g = model.graph
-    out = {vi.name: (vi.type.tensor_type.elem_type,
-                     tuple(d.dim_value for d in vi.type.tensor_type.shape.dim))
-           for vi in list(g.input) + list(g.value_info) + list(g.output)}
+    out = {
+        vi.name: (
+            vi.type.tensor_type.elem_type,
+            tuple(d.dim_value for d in vi.type.tensor_type.shape.dim),
+        )
+        for vi in list(g.input) + list(g.value_info) + list(g.output)
+    }
     out.update({i.name: (i.data_type, tuple(i.dims)) for i in g.initializer})
     return out
 
@@ -107,7 +111,7 @@ def bypass_nodes(s: State) -> Iterator[State]:
 def _rewire(s: State, k: int, old: str, new: str) -> State:
     m = _copy(s.model)
     g = m.graph
-    for node in g.node[k + 1:]:
+    for node in g.node[k + 1 :]:
         for i, t in enumerate(node.input):
             if t == old:
                 node.input[i] = new
@@ -121,8 +125,9 @@ def _rewire(s: State, k: int, old: str, new: str) -> State:
     return prune(m, s.inputs)
 
 
-def replace_nodes(values: Callable[[State], dict[str, np.ndarray] | None],
-                  as_constant: bool) -> Callable[[State], Iterator[State]]:
+def replace_nodes(
+    values: Callable[[State], dict[str, np.ndarray] | None], as_constant: bool
+) -> Callable[[State], Iterator[State]]:
     """A node's outputs become new graph inputs (or initializers) holding the values the
     reference computed for them: the node goes, and whatever only fed it."""
 
@@ -165,9 +170,12 @@ def simplify_values(s: State) -> Iterator[State]:
                 yield State(s.model, {**s.inputs, name: np.full_like(v, fill)})
 
 
-def reduce_graph(state: State, still_fails: Callable[[State], bool],
-                 reference_values: Callable[[State], dict[str, np.ndarray] | None],
-                 deadline: float) -> tuple[State, list[Pass], bool]:
+def reduce_graph(
+    state: State,
+    still_fails: Callable[[State], bool],
+    reference_values: Callable[[State], dict[str, np.ndarray] | None],
+    deadline: float,
+) -> tuple[State, list[Pass], bool]:
     cache: dict[bytes, dict[str, np.ndarray] | None] = {}
 
     def values(s: State) -> dict[str, np.ndarray] | None:

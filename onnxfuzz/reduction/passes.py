@@ -26,8 +26,9 @@ class Pass(Generic[S]):
     stats: PassStats = field(default_factory=PassStats)
 
 
-def fixed_point(state: S, passes: list[Pass[S]], keep: Callable[[S, S], S | None],
-                deadline: float) -> tuple[S, bool]:
+def fixed_point(
+    state: S, passes: list[Pass[S]], keep: Callable[[S, S], S | None], deadline: float
+) -> tuple[S, bool]:
     """Apply passes until none makes progress or the deadline passes. ``keep(old, new)``
     returns the (normalized) new state when the candidate is smaller and still shows the
     failure, else None. Returns the final state and whether the fixed point was reached

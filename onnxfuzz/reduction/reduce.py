@@ -37,21 +37,39 @@ class Reduced:
         return op_pattern(self.model)
 
     def stats(self) -> dict[str, dict[str, float]]:
-        return {p.name: {"tried": p.stats.tried, "kept": p.stats.kept,
-                         "seconds": round(p.stats.seconds, 3)} for p in self.passes}
+        return {
+            p.name: {
+                "tried": p.stats.tried,
+                "kept": p.stats.kept,
+                "seconds": round(p.stats.seconds, 3),
+            }
+            for p in self.passes
+        }
 
 
-def reduce_model(model: onnx.ModelProto, inputs: dict[str, np.ndarray], rep: Reproducer,
-                 budget_s: float) -> Reduced:
+def reduce_model(
+    model: onnx.ModelProto, inputs: dict[str, np.ndarray], rep: Reproducer, budget_s: float
+) -> Reduced:
     """Graph passes only: for any model, ours or a user's."""
     t0 = time.perf_counter()
     runs0 = rep.runs
     state = State(model, inputs)
     final, passes, complete = reduce_graph(
-        state, lambda s: rep(s.model, s.inputs),
-        lambda s: rep.reference_values(s.model, s.inputs), t0 + budget_s)
-    return Reduced(final.model, final.inputs, state.size, final.size,
-                   time.perf_counter() - t0, complete, rep.runs - runs0, passes)
+        state,
+        lambda s: rep(s.model, s.inputs),
+        lambda s: rep.reference_values(s.model, s.inputs),
+        t0 + budget_s,
+    )
+    return Reduced(
+        final.model,
+        final.inputs,
+        state.size,
+        final.size,
+        time.perf_counter() - t0,
+        complete,
+        rep.runs - runs0,
+        passes,
+    )
 
 
 def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) -> Reduced:
@@ -60,12 +78,24 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
     runs0 = rep.runs
     inputs = case.make_inputs(case.seed)
     before = size_of(case.model, inputs)
-    shrunk = shrink_case(gen, case, lambda c: rep(c.model, c.make_inputs(c.seed)),
-                         t0 + 0.7 * budget_s)
+    shrunk = shrink_case(
+        gen, case, lambda c: rep(c.model, c.make_inputs(c.seed)), t0 + 0.7 * budget_s
+    )
     small = shrunk.case
     state = State(small.model, small.make_inputs(small.seed))
     final, passes, complete = reduce_graph(
-        state, lambda s: rep(s.model, s.inputs),
-        lambda s: rep.reference_values(s.model, s.inputs), t0 + budget_s)
-    return Reduced(final.model, final.inputs, before, final.size, time.perf_counter() - t0,
-                   shrunk.complete and complete, rep.runs - runs0, shrunk.passes + passes)
+        state,
+        lambda s: rep(s.model, s.inputs),
+        lambda s: rep.reference_values(s.model, s.inputs),
+        t0 + budget_s,
+    )
+    return Reduced(
+        final.model,
+        final.inputs,
+        before,
+        final.size,
+        time.perf_counter() - t0,
+        shrunk.complete and complete,
+        rep.runs - runs0,
+        shrunk.passes + passes,
+    )

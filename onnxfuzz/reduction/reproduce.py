@@ -36,17 +36,24 @@ class Reproducer:
 
     def run_all(self, data: bytes, inputs: dict[str, np.ndarray]) -> dict[str, Outcome]:
         sent = {label: w.submit(data, inputs) for label, w in self.workers.items()}
-        return {label: failed if failed is not None else self.workers[label].collect()
-                for label, failed in sent.items()}
+        return {
+            label: failed if failed is not None else self.workers[label].collect()
+            for label, failed in sent.items()
+        }
 
     def assess(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Assessed:
         t0 = time.perf_counter()
         self.runs += 1
         outcomes = self.run_all(model.SerializeToString(), inputs)
-        a = assess(model, inputs, outcomes, self.target.reference, self.cfg,
-                   lambda data: self.run_all(data, inputs),
-                   lambda label, data, feeds: self.workers[label].execute(data, feeds)
-                   )[self.target.backend]
+        a = assess(
+            model,
+            inputs,
+            outcomes,
+            self.target.reference,
+            self.cfg,
+            lambda data: self.run_all(data, inputs),
+            lambda label, data, feeds: self.workers[label].execute(data, feeds),
+        )[self.target.backend]
         self.seconds += time.perf_counter() - t0
         return a
 
@@ -58,11 +65,13 @@ class Reproducer:
             return bool(self.target.match.search(f"{a.signature}\n{a.verdict.message}"))
         return a.signature == self.target.signature
 
-    def reference_values(self, model: onnx.ModelProto,
-                         inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+    def reference_values(
+        self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]
+    ) -> dict[str, np.ndarray] | None:
         """Every tensor's value on the reference backend (to stand in for removed nodes)."""
         out = self.workers[self.target.reference].execute(
-            expose_all(model).SerializeToString(), inputs)
+            expose_all(model).SerializeToString(), inputs
+        )
         if out.status != OK or out.outputs is None:
             return None
         return {**inputs, **out.outputs}

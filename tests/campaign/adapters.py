@@ -171,8 +171,9 @@ class PairCrash(_OrtWrapper):
 
     def triggered(self, model: onnx.ModelProto) -> bool:
         made_by_first = {t for n in model.graph.node if n.op_type == self.first for t in n.output}
-        return any(n.op_type == self.op and made_by_first.intersection(n.input)
-                   for n in model.graph.node)
+        return any(
+            n.op_type == self.op and made_by_first.intersection(n.input) for n in model.graph.node
+        )
 
     def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if executable[1]:

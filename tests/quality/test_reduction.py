@@ -1,0 +1,108 @@
+"""Reduction quality: planted bugs in 20-node models reduce to exactly their trigger,
+the signature is preserved, and the reduced model is valid and no larger in any measure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from onnxfuzz.backend import parse_backend
+from onnxfuzz.config import Config
+from onnxfuzz.generator import Case, Generator
+from onnxfuzz.reduction.measure import size_of
+from onnxfuzz.reduction.reduce import reduce_case, reduce_model
+from onnxfuzz.reduction.reproduce import Reproducer, Target
+from onnxfuzz.sandbox import Worker
+from onnxfuzz.validate import check_static
+
+ADAPTERS = Path(__file__).resolve().parents[1] / "campaign" / "adapters.py"
+OPS = frozenset(
+    {
+        "Mul",
+        "Add",
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+        "Neg",
+        "Abs",
+        "Exp",
+        "Sub",
+        "Transpose",
+        "Reshape",
+        "Concat",
+        "Softmax",
+        "MatMul",
+        "ReduceSum",
+    }
+)
+FLOAT32 = frozenset({1})
+
+# planted bug -> (adapter, the trigger's op types, seeds to reduce, timeout per run)
+PLANTED = {
+    "wrong-sigmoid": ("WrongOp:op=Sigmoid", ["Sigmoid"], 8, 10.0),
+    "mul-add-crash": ("PairCrash:first=Mul,then=Add", ["Add", "Mul"], 8, 10.0),
+    "tanh-hang": ("Hang:op=Tanh", ["Tanh"], 3, 1.0),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(PLANTED))
+def planted(request) -> Iterator[tuple[str, Reproducer, list[str], int]]:
+    adapter, trigger, n, timeout = PLANTED[request.param]
+    label = f"{ADAPTERS}:{adapter}"
+    workers = {
+        "ort": Worker(parse_backend("ort"), timeout=timeout),
+        label: Worker(parse_backend(label), timeout=timeout),
+    }
+    for w in workers.values():
+        w.start()
+    yield label, Reproducer(workers, Target(label, "ort")), trigger, n
+    for w in workers.values():
+        w.close()
+
+
+def _findings(rep: Reproducer, gen: Generator, n: int) -> Iterator[tuple[Case, str]]:
+    found = 0
+    for seed in range(400):
+        case = gen.generate(seed)
+        a = rep.assess(case.model, case.make_inputs(seed))
+        if a.signature is not None:
+            yield case, a.signature
+            found += 1
+            if found == n:
+                return
+    raise AssertionError(f"only {found} findings in 400 seeds")
+
+
+def _check(rep: Reproducer, sig: str, before, model, inputs, trigger: list[str]) -> None:
+    ops = sorted(n.op_type for n in model.graph.node)
+    assert ops == trigger, f"reduced to {ops}, trigger is {trigger}"
+    rep.target.signature = sig
+    assert rep(model, inputs), "the reduced model no longer shows the same signature"
+    assert not check_static(model), "the reduced model is not valid"
+    assert size_of(model, inputs).no_larger_than(before)
+
+
+def test_choice_shrinking_reaches_the_trigger(planted) -> None:
+    label, rep, trigger, n = planted
+    gen = Generator(Config(min_nodes=20, max_nodes=20, ops=OPS, dtypes=FLOAT32))
+    for case, sig in _findings(rep, gen, n):
+        rep.target.signature = sig
+        before = size_of(case.model, case.make_inputs(case.seed))
+        r = reduce_case(gen, case, rep, budget_s=60)
+        assert r.before.nodes == 20
+        _check(rep, sig, before, r.model, r.inputs, trigger)
+
+
+def test_graph_passes_alone_reduce_a_user_model(planted) -> None:
+    """No recorded choices: only graph surgery (a model from elsewhere)."""
+    label, rep, trigger, n = planted
+    gen = Generator(Config(min_nodes=20, max_nodes=20, ops=OPS, dtypes=FLOAT32))
+    for case, sig in list(_findings(rep, gen, min(n, 4))):
+        model = case.model
+        del model.metadata_props[:]  # nothing of onnxfuzz's left
+        inputs = case.make_inputs(case.seed)
+        rep.target.signature = sig
+        r = reduce_model(model, inputs, rep, budget_s=90)
+        _check(rep, sig, size_of(model, inputs), r.model, r.inputs, trigger)
