@@ -46,7 +46,8 @@ def signature(
     backend: str, v: Verdict, producer: str = "", dtype: str = "", trace: str = ""
 ) -> str:
     if v.verdict == MISMATCH_V:
-        detail = f"{v.kind} in {producer or '?'} output ({dtype or '?'})"
+        # Not the dtype: one wrong kernel usually shows in every dtype it serves.
+        detail = f"{v.kind} in {producer or '?'} output"
     else:
         detail = _crash_detail(v, trace)
     return f"{backend}|{v.verdict}|{v.stage or '-'}|{detail}"

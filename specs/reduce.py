@@ -61,6 +61,9 @@ class Reduction:
     # (input interval, N, dtype) -> the output interval
     out: Callable[[Interval, int, int], Interval]
     axes_input_since: int = 18
+    # A mean, root or log of integers has to be rounded back to an integer, and ONNX does
+    # not say how (backends truncate, floor or round): those reductions take floats only.
+    floats_only: bool = False
 
 
 def _magnitude(scale: Callable[[float], float]) -> Callable[[int, int], Values]:
@@ -138,7 +141,7 @@ SUM = Reduction(_magnitude(lambda t: t), _count(lambda iv: iv.mag), _sum, axes_i
 TABLE: dict[str, Reduction] = {
     "ReduceSum": SUM,
     # Mean accumulates a sum first (integer and half-precision accumulators): the sum's budget.
-    "ReduceMean": Reduction(SUM.values, SUM.limit, _identity),
+    "ReduceMean": Reduction(SUM.values, SUM.limit, _identity, floats_only=True),
     "ReduceMax": Reduction(lambda d, cap: ANY, lambda iv, d: math.inf, _identity),
     "ReduceMin": Reduction(lambda d, cap: ANY, lambda iv, d: math.inf, _identity),
     "ReduceProd": Reduction(_prod_values, _prod_limit, _prod),
@@ -149,14 +152,19 @@ TABLE: dict[str, Reduction] = {
         _magnitude(math.sqrt),
         _count(lambda iv: iv.mag**2),
         lambda iv, n, d: _whole(Interval(math.sqrt(n) * iv.abs().lo, math.sqrt(n) * iv.mag), d),
+        floats_only=True,
     ),
     "ReduceSumSquare": Reduction(
         _magnitude(math.sqrt),
         _count(lambda iv: iv.mag**2),
         lambda iv, n, d: Interval(n * iv.abs().lo ** 2, n * iv.mag**2),
     ),
-    "ReduceLogSum": Reduction(_log_sum_values, _count(lambda iv: iv.hi), _log_sum),
-    "ReduceLogSumExp": Reduction(_lse_values, _count(lambda iv: math.exp(iv.hi)), _log_sum_exp),
+    "ReduceLogSum": Reduction(
+        _log_sum_values, _count(lambda iv: iv.hi), _log_sum, floats_only=True
+    ),
+    "ReduceLogSumExp": Reduction(
+        _lse_values, _count(lambda iv: math.exp(iv.hi)), _log_sum_exp, floats_only=True
+    ),
 }
 
 
@@ -216,7 +224,9 @@ def _reduced_shape(shape: Sequence[int], axes: set[int], keepdims: int) -> list[
 @op(table=TABLE)
 def reduce(b: Builder, p: Reduction) -> None:
     cap = b.cfg.max_reuse_dim
-    x = b.input("data", values=lambda d: p.values(d, cap))
+    x = b.input(
+        "data", dtype=dt.FLOATS if p.floats_only else None, values=lambda d: p.values(d, cap)
+    )
     keepdims = b.attr("keepdims", OneOf([0, 1]), 1)
     limit = p.limit(x.interval, x.dtype)
     whole_fits = _product(x.shape) <= limit  # may every axis be reduced?

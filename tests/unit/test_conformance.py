@@ -11,6 +11,7 @@ import pytest
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.config import DEFAULT_OPSET, Config
+from onnxfuzz.errors import ConfigError
 from onnxfuzz.generator import Generator
 from onnxfuzz.spec import load_specs, op_info
 from onnxfuzz.validate import validate
@@ -53,8 +54,12 @@ CASES = _cases(DEFAULT_OPSET)
 @pytest.mark.parametrize(("op", "dtype"), CASES, ids=[f"{o}-{dt.NAMES[d]}" for o, d in CASES])
 def test_spec_conformance(op: str, dtype: int) -> None:
     cfg = Config(min_nodes=1, max_nodes=4, ops=frozenset([op]), dtypes=frozenset([dtype]))
-    gen = Generator(cfg)
-    assert op in [s.op_type for s in gen.specs], gen.skipped.get(op)
+    try:
+        gen = Generator(cfg)
+    except ConfigError as e:
+        # The spec narrows the schema's types on purpose (e.g. no integer ReduceMean:
+        # ONNX leaves its rounding open); the reason is in the message.
+        pytest.skip(f"{op} is not generated in {dt.NAMES[dtype]}: {e}")
     for seed in range(SEEDS):
         case = gen.generate(seed)
         v = validate(case.model, case.make_inputs(seed))
