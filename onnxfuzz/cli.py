@@ -186,22 +186,24 @@ def generate(count: int, out: Path, no_reference: bool, seed: int, **gen: object
 
 @cli.command("specs")
 @click.option("--opset", type=click.IntRange(13, 26), default=DEFAULT_OPSET, show_default=True)
-def specs_cmd(opset: int) -> None:
+@click.option("--table", is_flag=True,
+              help="The coverage table (markdown): versions, dtypes, backends, exclusions.")
+def specs_cmd(opset: int, table: bool) -> None:
     """List the ops onnxfuzz generates at OPSET, with their element types."""
-    from onnxfuzz.builder import GenBuilder
-    from onnxfuzz.choices import ChoiceStream
-    from onnxfuzz.graph import Graph
+    if table:
+        from onnxfuzz.coverage import markdown
+
+        click.echo(markdown(), nl=False)
+        return
+    from onnxfuzz.coverage import _main_types
     from onnxfuzz.spec import load_specs, op_info
 
-    cfg = Config(opset=opset)
     rows = []
     for name, spec in load_specs().items():
         info = op_info(name, opset)
         if info is None or not spec.covers(opset):
             continue
-        b = GenBuilder(spec, info, cfg, Graph(), ChoiceStream(0))
-        first = info.input_type[next(iter(info.input_pos))] if info.input_pos else None
-        types = ",".join(dt.NAMES[t] for t in b.types(first)) if first else "-"
+        types = ",".join(dt.NAMES[t] for t in _main_types(name, opset)) or "-"
         rows.append(f"{name:<26} v{info.version:<3} {spec.family:<20} {types}")
     click.echo("\n".join(rows))
     click.echo(f"{len(rows)} ops at opset {opset}")
