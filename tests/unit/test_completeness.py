@@ -15,3 +15,13 @@ CASES = [c for c in node_cases() if c.op in load_specs()]
 def test_node_case_inside_spec(case) -> None:
     outcome = check_case(case)
     assert outcome.status != "outside", outcome.reason
+
+
+def test_completeness_report_is_current() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "spec_completeness.py"
+    r = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
