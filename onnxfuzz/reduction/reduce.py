@@ -47,19 +47,22 @@ class Reduced:
         }
 
 
+def _graph_passes(state: State, rep: Reproducer, deadline: float) -> tuple[State, list[Pass], bool]:
+    return reduce_graph(
+        state,
+        lambda s: rep(s.model, s.inputs),
+        lambda s: rep.reference_values(s.model, s.inputs),
+        deadline,
+    )
+
+
 def reduce_model(
     model: onnx.ModelProto, inputs: dict[str, np.ndarray], rep: Reproducer, budget_s: float
 ) -> Reduced:
     """Graph passes only: for any model, ours or a user's."""
-    t0 = time.perf_counter()
-    runs0 = rep.runs
+    t0, runs0 = time.perf_counter(), rep.runs
     state = State(model, inputs)
-    final, passes, complete = reduce_graph(
-        state,
-        lambda s: rep(s.model, s.inputs),
-        lambda s: rep.reference_values(s.model, s.inputs),
-        t0 + budget_s,
-    )
+    final, passes, complete = _graph_passes(state, rep, t0 + budget_s)
     return Reduced(
         final.model,
         final.inputs,
@@ -74,20 +77,14 @@ def reduce_model(
 
 def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) -> Reduced:
     """Shrink the choices first (most of the budget), then the graph passes."""
-    t0 = time.perf_counter()
-    runs0 = rep.runs
-    inputs = case.make_inputs(case.seed)
-    before = size_of(case.model, inputs)
+    t0, runs0 = time.perf_counter(), rep.runs
+    before = size_of(case.model, case.make_inputs(case.seed))
     shrunk = shrink_case(
         gen, case, lambda c: rep(c.model, c.make_inputs(c.seed)), t0 + 0.7 * budget_s
     )
     small = shrunk.case
-    state = State(small.model, small.make_inputs(small.seed))
-    final, passes, complete = reduce_graph(
-        state,
-        lambda s: rep(s.model, s.inputs),
-        lambda s: rep.reference_values(s.model, s.inputs),
-        t0 + budget_s,
+    final, passes, complete = _graph_passes(
+        State(small.model, small.make_inputs(small.seed)), rep, t0 + budget_s
     )
     return Reduced(
         final.model,
