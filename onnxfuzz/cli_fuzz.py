@@ -54,7 +54,7 @@ def bug_table(rows: list[dict], title: str) -> object:
 
     bugs = Table(title=f"{len(rows)} {title}")
     for col in ("id", "verdict", "stage", "suspect", "reduced ops", "hits", "first test"):
-        bugs.add_column(col)
+        bugs.add_column(col, overflow="fold")
     for r in rows:
         pattern = r["pattern"].replace("+", " ") if r["pattern"] != "unreduced" else "-"
         bugs.add_row(

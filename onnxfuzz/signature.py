@@ -55,5 +55,6 @@ def signature(
 
 def bug_id(sig: str) -> str:
     backend, verdict, stage, _ = sig.split("|", 3)
+    backend = backend.rsplit("/", 1)[-1].replace(".py:", ":")  # path/to/x.py:Cls -> x:Cls
     safe = re.sub(r"[^A-Za-z0-9]+", "-", backend).strip("-")
     return f"{safe}-{verdict}-{stage}-{hashlib.sha1(sig.encode()).hexdigest()[:8]}"

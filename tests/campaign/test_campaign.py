@@ -237,3 +237,52 @@ def _n(out: Path) -> int:
         return store.n_tests()
     finally:
         store.close()
+
+
+def _campaign3(tmp: Path, backends: list[str], tests: int = 12) -> Campaign:
+    opts = CampaignOptions(backends=backends, tests=tests, probe=False, reduce_budget=20,
+                           generator={"min_nodes": 3, "max_nodes": 8, "ops": OPS,
+                                      "dtypes": ["float32"]})
+    c = Campaign(tmp / "camp", opts, resume=False)
+    c.start()
+    try:
+        c.run()
+    finally:
+        c.close()
+    return c
+
+
+def test_three_backends_name_the_one_that_departs(tmp_path) -> None:
+    wrong = f"{ADAPTERS}:WrongOp:op=Sigmoid"
+    c = _campaign3(tmp_path, ["ort", "ort:opt=none", wrong])
+    bugs = _bugs(c)
+    assert len(bugs) == 1 and bugs[0]["backend"] == wrong and bugs[0]["suspect"] == wrong
+    meta = json.loads((c.out / "bugs" / bugs[0]["id"] / "meta.json").read_text())
+    assert meta["suspect"] == wrong and meta["reduced_ops"] == ["Sigmoid"]
+    assert meta["hits"] == bugs[0]["hits"] and len(meta["seeds"]) == bugs[0]["hits"]
+    assert (c.out / "bugs" / bugs[0]["id"] / "reduced" / "repro.py").exists()
+
+
+def test_a_reference_that_departs_is_labelled_not_the_others(tmp_path) -> None:
+    wrong = f"{ADAPTERS}:WrongOp:op=Sigmoid"
+    c = _campaign3(tmp_path, [wrong, "ort", "ort:opt=none"])
+    counts = _verdicts(c, "ort")
+    assert counts.get("mismatch", 0) == 0 and counts.get("ok", 0) == 12
+    bugs = _bugs(c)
+    assert len(bugs) == 1 and bugs[0]["backend"] == wrong and bugs[0]["suspect"] == wrong
+    meta = json.loads((c.out / "bugs" / bugs[0]["id"] / "meta.json").read_text())
+    assert meta["odd_one_out"] is True and meta["reference"] in ("ort", "ort:opt=none")
+
+
+def test_triage_table_in_terminal_and_markdown(tmp_path, capsys) -> None:
+    from onnxfuzz.cli import main
+
+    wrong = f"{ADAPTERS}:WrongOp:op=Sigmoid"
+    c = _campaign3(tmp_path, ["ort", wrong], tests=8)
+    assert main(["triage", str(c.out)]) == 0
+    out = capsys.readouterr().out
+    md = (c.out / "triage.md").read_text()
+    bug = _bugs(c)[0]
+    assert bug["id"] in md and "Sigmoid" in md and "Sigmoid" in out
+    assert bug["id"].startswith("adapters-WrongOp-op-Sigmoid-mismatch-run-")
+    assert "| id | verdict | stage | suspect | reduced ops | hits | first seen |" in md
