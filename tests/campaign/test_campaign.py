@@ -240,9 +240,13 @@ def _n(out: Path) -> int:
 
 
 def _campaign3(tmp: Path, backends: list[str], tests: int = 12) -> Campaign:
-    opts = CampaignOptions(backends=backends, tests=tests, probe=False, reduce_budget=20,
-                           generator={"min_nodes": 3, "max_nodes": 8, "ops": OPS,
-                                      "dtypes": ["float32"]})
+    opts = CampaignOptions(
+        backends=backends,
+        tests=tests,
+        probe=False,
+        reduce_budget=20,
+        generator={"min_nodes": 3, "max_nodes": 8, "ops": OPS, "dtypes": ["float32"]},
+    )
     c = Campaign(tmp / "camp", opts, resume=False)
     c.start()
     try:

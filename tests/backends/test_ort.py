@@ -1,0 +1,71 @@
+"""The ONNX Runtime adapters (CPU at every optimization level; CUDA where a GPU is) and the
+ONNX reference evaluator adapter, against real libraries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnxfuzz.backend import is_unsupported, load_backend
+from onnxfuzz.config import Config
+from onnxfuzz.errors import BackendError
+from onnxfuzz.generator import Generator
+from onnxfuzz.validate import run_reference
+
+OPS = frozenset({"Relu", "Add", "Mul", "Sigmoid", "Conv", "MatMul", "Softmax", "Transpose"})
+
+
+def _cases(n: int = 6):
+    gen = Generator(Config(min_nodes=3, max_nodes=8, ops=OPS, dtypes=frozenset({1})))
+    for seed in range(n):
+        case = gen.generate(seed)
+        yield case, case.make_inputs(seed)
+
+
+@pytest.mark.parametrize(
+    "spec", ["ort", "ort:opt=none", "ort:opt=basic", "ort:opt=extended", "onnx-reference"]
+)
+def test_adapter_matches_unoptimized_ort(spec: str) -> None:
+    backend = load_backend(spec)
+    lo, hi = backend.supported_opsets()
+    assert lo <= 21 <= hi
+    for case, inputs in _cases():
+        got = backend.run(backend.compile(case.model), inputs)
+        want = run_reference(case.model, inputs)
+        assert set(got) == set(want)
+        for name, w in want.items():
+            np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=1e-5)
+
+
+def test_ort_missing_kernel_is_unsupported() -> None:
+    from onnx import TensorProto, helper
+
+    backend = load_backend("ort")
+    # Add allows float16 in the schema; ONNX Runtime's CPU provider has no such kernel.
+    g = helper.make_graph(
+        [helper.make_node("Add", ["x", "x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2])],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    with pytest.raises(Exception) as e:
+        backend.compile(model)
+    assert is_unsupported(backend, e.value)
+
+
+def test_bad_option_value_names_the_choices() -> None:
+    with pytest.raises(BackendError, match="opt must be one of none, basic"):
+        load_backend("ort:opt=sideways")
+
+
+def test_ort_cuda_where_a_gpu_is() -> None:
+    backend = load_backend("ort-cuda")
+    why = backend.available()
+    if why:
+        pytest.skip(f"ort-cuda: {why}")
+    for case, inputs in _cases(3):
+        got = backend.run(backend.compile(case.model), inputs)
+        want = run_reference(case.model, inputs)
+        for name, w in want.items():
+            np.testing.assert_allclose(got[name], w, rtol=1e-2, atol=1e-3)
