@@ -186,8 +186,11 @@ def generate(count: int, out: Path, no_reference: bool, seed: int, **gen: object
 
 @cli.command("specs")
 @click.option("--opset", type=click.IntRange(13, 26), default=DEFAULT_OPSET, show_default=True)
-@click.option("--table", is_flag=True,
-              help="The coverage table (markdown): versions, dtypes, backends, exclusions.")
+@click.option(
+    "--table",
+    is_flag=True,
+    help="The coverage table (markdown): versions, dtypes, backends, exclusions.",
+)
 def specs_cmd(opset: int, table: bool) -> None:
     """List the ops onnxfuzz generates at OPSET, with their element types."""
     if table:

@@ -98,6 +98,7 @@ def _run(spec: OpSpec, case: NodeCase, cfg: Config) -> None:
     assert info is not None
     b = CheckBuilder(spec, info, cfg, case.attrs, case.inputs, case.outputs)
     spec.build(b, spec.params)
+    b.check_consumed()
 
 
 def _opset_for(spec: OpSpec, case: NodeCase) -> tuple[int | None, str]:

@@ -10,9 +10,22 @@ from onnxfuzz.builder import GenBuilder, restricted_by_dtypes
 from onnxfuzz.choices import ChoiceStream
 from onnxfuzz.config import DEFAULT_OPSET, Config
 from onnxfuzz.graph import Graph
-from onnxfuzz.spec import MAX_OPSET, load_specs, op_info
+from onnxfuzz.spec import MAX_OPSET, OpInfo, load_specs, op_info
 
 OPSETS = range(13, 27)
+
+
+def main_type_var(info: OpInfo) -> str | None:
+    """The first input's type variable that --dtypes restricts (Where's condition is always
+    bool, Gather's indices index-typed), else the first input's (And, Not: bool only)."""
+    for formal in info.input_pos:
+        tv = info.input_type[formal]
+        if tv in info.schema_type_vars and restricted_by_dtypes(info.type_sets[tv]):
+            return tv
+    first = next(iter(info.input_pos), None)
+    if first is not None:
+        return info.input_type[first]
+    return info.output_type[0] if info.output_type else None  # Constant: no inputs
 
 
 def _main_types(op: str, opset: int) -> list[int]:
@@ -20,12 +33,8 @@ def _main_types(op: str, opset: int) -> list[int]:
     info = op_info(op, opset)
     assert info is not None
     b = GenBuilder(spec, info, Config(opset=opset), Graph(), ChoiceStream(0))
-    for formal in info.input_pos:
-        tv = info.input_type[formal]
-        if tv in info.schema_type_vars and restricted_by_dtypes(info.type_sets[tv]):
-            return list(b.types(tv))
-    first = next(iter(info.input_pos), None)  # And, Or, Not: bool only
-    return list(b.types(info.input_type[first])) if first else []
+    tv = main_type_var(info)
+    return list(b.types(tv)) if tv else []
 
 
 def _backend_checks() -> dict[str, object]:
@@ -71,26 +80,32 @@ def rows() -> list[dict[str, str]]:
     checks = _backend_checks()
     out = []
     for op, spec in load_specs().items():
-        versions = sorted({i.version for o in OPSETS
-                           if spec.covers(o) and (i := op_info(op, o)) is not None})
+        versions = sorted(
+            {i.version for o in OPSETS if spec.covers(o) and (i := op_info(op, o)) is not None}
+        )
         if not versions:
             continue
-        opset = DEFAULT_OPSET if spec.covers(DEFAULT_OPSET) else max(
-            o for o in OPSETS if spec.covers(o))
+        opset = (
+            DEFAULT_OPSET
+            if spec.covers(DEFAULT_OPSET)
+            else max(o for o in OPSETS if spec.covers(o))
+        )
         info = op_info(op, opset)
         assert info is not None
         types = _main_types(op, opset)
         backends = ["ort"] if dt.ort_kernels(op, info.version, opset) else []
         backends += [name for name, has in checks.items() if has(op, info.version)]
         notes = sorted({why for case, why in excluded.items() if _case_op(case) == op.lower()})
-        out.append({
-            "op": op,
-            "family": spec.family,
-            "versions": ", ".join(str(v) for v in versions),
-            "dtypes": ", ".join(dt.NAMES[t] for t in types) or "-",
-            "backends": ", ".join(backends),
-            "excluded": "; ".join(notes[:2]) + (" ..." if len(notes) > 2 else ""),
-        })
+        out.append(
+            {
+                "op": op,
+                "family": spec.family,
+                "versions": ", ".join(str(v) for v in versions),
+                "dtypes": ", ".join(dt.NAMES[t] for t in types) or "-",
+                "backends": ", ".join(backends),
+                "excluded": "; ".join(notes[:2]) + (" ..." if len(notes) > 2 else ""),
+            }
+        )
     return out
 
 
@@ -116,8 +131,10 @@ def markdown() -> str:
         "|---|---|---|---|---|---|",
     ]
     for r in rs:
-        lines.append(f"| {r['op']} | {r['family']} | {r['versions']} | {r['dtypes']} | "
-                     f"{r['backends']} | {r['excluded']} |")
+        lines.append(
+            f"| {r['op']} | {r['family']} | {r['versions']} | {r['dtypes']} | "
+            f"{r['backends']} | {r['excluded']} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -124,10 +124,10 @@ def _ort_table() -> tuple[dict, dict]:
     kernels = {
         op: [(lo, hi, cons(c)) for lo, hi, c in entries] for op, entries in raw["kernels"].items()
     }
-    # Ops ORT runs through their schema's function body have no kernel; the types it
-    # runs them in were found by running generated models, per model opset.
+    # Types ORT runs beyond its kernel registry (function bodies, Casts inserted around a
+    # missing kernel), found by running generated models: type combinations per opset.
     probed = {
-        op: {int(o): cons(c) for o, c in by_opset.items()}
+        op: {int(o): [cons(c) for c in entries] for o, entries in by_opset.items()}
         for op, by_opset in raw.get("probed", {}).items()
     }
     return kernels, probed
@@ -135,10 +135,9 @@ def _ort_table() -> tuple[dict, dict]:
 
 def ort_kernels(op: str, version: int, opset: int) -> list[dict[str, frozenset[int]]] | None:
     """The type-constraint combinations ONNX Runtime's CPU kernels register for ``op``
-    at op version ``version`` (or, for function-bodied ops, the types probed at
-    ``opset``); None when nothing is known."""
+    at op version ``version``, plus the types found to run at ``opset`` by probing (function
+    bodies, casts around missing kernels); None when nothing is known."""
     kernels, probed = _ort_table()
     entries = [c for lo, hi, c in kernels.get(op, ()) if lo <= version <= hi]
-    if not entries and opset in probed.get(op, {}):
-        entries = [probed[op][opset]]
+    entries.extend(probed.get(op, {}).get(opset, ()))
     return entries or None

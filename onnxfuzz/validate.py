@@ -93,7 +93,13 @@ def check_static(model: onnx.ModelProto) -> list[str]:
                 problems.append(f"shape inference: no type for {name}")
             continue
         get, gshape = got[name]
-        if get != et or (gshape is not None and gshape != shape and not opaque(name)):
+        # A dim inference leaves unknown (-1: data-dependent, e.g. after Range) does not
+        # disagree; a known dim or the rank that differs does.
+        differs = gshape is not None and (
+            len(gshape) != len(shape)
+            or any(g != -1 and g != d for g, d in zip(gshape, shape, strict=True))
+        )
+        if get != et or (differs and not opaque(name)):
             problems.append(
                 f"shape inference: {name} is {dt.NAMES.get(get, get)}{list(gshape)}, "
                 f"spec says {dt.NAMES.get(et, et)}{list(shape)}"

@@ -26,6 +26,21 @@ from onnxfuzz.graph import Tensor
 from onnxfuzz.intervals import ANY, Interval, Values
 from onnxfuzz.spec import op
 
+# CastLike's function body is one Cast with saturate=1 written out; saturate only matters
+# for float8 targets, which onnxfuzz does not generate, so it is never drawn.
+NOT_GENERATED = {
+    f"test_castlike_{a}_to_{b}_expanded": "Cast's saturate attribute (float8 targets only) "
+    "is not generated"
+    for a, b in (
+        ("FLOAT", "FLOAT16"),
+        ("FLOAT", "DOUBLE"),
+        ("FLOAT16", "FLOAT"),
+        ("FLOAT16", "DOUBLE"),
+        ("DOUBLE", "FLOAT"),
+        ("DOUBLE", "FLOAT16"),
+    )
+}
+
 
 def _source_values(target: int):
     """The value domain of an input cast to ``target``, per source element type."""

@@ -40,17 +40,19 @@ def build() -> dict:
 
 
 def probe(table: dict) -> dict:
-    """Ops ONNX Runtime runs through their schema's function body have no kernel entry;
-    find the element types it actually runs them in by running generated models."""
+    """Element types ONNX Runtime runs an op in beyond its kernel registry: through the
+    schema's function body (Mish, HardSwish), or by casting around a missing kernel (its
+    CPU provider inserts Casts for float16 Add, for instance). Found by running generated
+    single-op models; recorded per model opset."""
+    from onnxfuzz import builder
     from onnxfuzz import dtypes as dt
     from onnxfuzz.config import Config
+    from onnxfuzz.coverage import main_type_var  # noqa: F401 - used in runs()
     from onnxfuzz.errors import OnnxFuzzError
     from onnxfuzz.generator import Generator
     from onnxfuzz.spec import load_specs, op_info
     from onnxfuzz.validate import validate
 
-    # Probe against the kernel table just built, without any earlier probe results, so
-    # that --check and a rewrite compute the same thing.
     kernels = {
         op: [
             (lo, hi, {tv: frozenset(dt.BY_NAME[n] for n in names) for tv, names in c.items()})
@@ -59,38 +61,91 @@ def probe(table: dict) -> dict:
         for op, entries in table["kernels"].items()
     }
     saved = dt._ort_table
+
+    def runs(op: str, opset: int, dtype: int) -> dict[str, set[int]] | None:
+        """The element types each type variable took in passing probe models, or None."""
+        # Generate without the op's kernel entries (schema types only), then run.
+        dt._ort_table = lambda: ({k: v for k, v in kernels.items() if k != op}, {})
+        builder._TYPES_CACHE.clear()
+        info = op_info(op, opset)
+        try:
+            others = dt.DEFAULT - info.type_sets[main_type_var(info)]  # other vars free
+            cfg = Config(
+                min_nodes=1,
+                max_nodes=1,
+                opset=opset,
+                ops=frozenset([op]),
+                dtypes=frozenset([dtype]) | others,
+            )
+            gen = Generator(cfg)
+            cases = [gen.generate(s) for s in range(6)]
+        except OnnxFuzzError:
+            return None
+        finally:
+            dt._ort_table = lambda: (kernels, {})
+            builder._TYPES_CACHE.clear()
+        if not all(validate(c.model, c.make_inputs(0)).ok for c in cases):
+            return None
+        used: dict[str, set[int]] = {}
+        for c in cases:
+            g = c.model.graph
+            types = {
+                v.name: v.type.tensor_type.elem_type
+                for v in list(g.input) + list(g.output) + list(g.value_info)
+            }
+            types.update({i.name: i.data_type for i in g.initializer})
+            node = g.node[0]
+            for formals, names in (
+                (list(info.schema.inputs), node.input),
+                (list(info.schema.outputs), node.output),
+            ):
+                for k, name in enumerate(names):
+                    if name and formals:
+                        tv = formals[min(k, len(formals) - 1)].type_str
+                        if tv in info.schema_type_vars:
+                            used.setdefault(tv, set()).add(types[name])
+        return used
+
     dt._ort_table = lambda: (kernels, {})
+    builder._TYPES_CACHE.clear()
+    probed: dict[str, dict] = {}
+    done: dict[tuple, list[int]] = {}
     try:
-        return _probe(dt, Config, OnnxFuzzError, Generator, load_specs, op_info, validate)
+        for op, spec in load_specs().items():
+            for opset in range(max(spec.since, 13), min(spec.until, 26) + 1):
+                info = op_info(op, opset)
+                if info is None:
+                    continue
+                tv = main_type_var(info)
+                if tv is None:
+                    continue
+                kern = dt.ort_kernels(op, info.version, opset) or []
+                have = set().union(*(e.get(tv, frozenset()) for e in kern))
+                missing = sorted((info.type_sets[tv] & dt.DEFAULT) - have)
+                # A function body is expanded at the model's opset; casts are not.
+                key = (
+                    (op, info.version)
+                    if kern and not info.has_function
+                    else (op, info.version, opset)
+                )
+                if key not in done:
+                    found = {d: runs(op, opset, d) for d in missing}
+                    done[key] = [(d, used) for d, used in found.items() if used is not None]
+                if kern and not done[key]:
+                    continue
+                entries = probed.setdefault(op, {}).setdefault(str(opset), [])
+                if not kern:  # a function body: every type it runs, as one combination
+                    names = sorted(dt.NAMES[d] for d, _ in done[key])
+                    entries.append({tv: names})
+                # Each type found to run, with the types the other type variables took with
+                # it (a float16 BatchNormalization runs with float16 scale, not float32).
+                for d, used in done[key] if kern else ():
+                    entry = {v: sorted(dt.NAMES[t] for t in ts) for v, ts in used.items()}
+                    entry[tv] = [dt.NAMES[d]]
+                    entries.append(dict(sorted(entry.items())))
     finally:
         dt._ort_table = saved
-
-
-def _probe(dt, Config, OnnxFuzzError, Generator, load_specs, op_info, validate) -> dict:  # noqa: N803
-    probed: dict[str, dict] = {}
-    for op, spec in load_specs().items():
-        for opset in range(max(spec.since, 13), min(spec.until, 26) + 1):
-            info = op_info(op, opset)
-            if info is None or dt.ort_kernels(op, info.version, opset):
-                continue
-            tv = info.input_type[next(iter(info.input_pos))]
-            ok = []
-            for d in sorted(info.type_sets[tv] & dt.DEFAULT):
-                cfg = Config(
-                    min_nodes=1,
-                    max_nodes=1,
-                    opset=opset,
-                    ops=frozenset([op]),
-                    dtypes=frozenset([d]),
-                )
-                try:
-                    gen = Generator(cfg)
-                    cases = [gen.generate(s) for s in range(3)]
-                except OnnxFuzzError:
-                    continue
-                if all(validate(c.model, c.make_inputs(0)).ok for c in cases):
-                    ok.append(dt.NAMES[d])
-            probed.setdefault(op, {})[str(opset)] = {tv: ok}
+        builder._TYPES_CACHE.clear()
     return probed
 
 

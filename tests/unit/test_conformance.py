@@ -1,4 +1,5 @@
-"""Every registered spec, in every element type it allows, over many seeds: the model
+"""Every registered spec, in every op version (opsets 13..26) and element type it allows,
+over many seeds: the model
 passes the checker, strict shape inference agrees with every shape the spec declared,
 ONNX Runtime runs it to outputs of exactly the declared shapes and types, and the
 reference outputs are finite."""
@@ -10,7 +11,7 @@ import os
 import pytest
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.config import DEFAULT_OPSET, Config
+from onnxfuzz.config import Config
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.generator import Generator
 from onnxfuzz.spec import load_specs, op_info
@@ -19,41 +20,45 @@ from onnxfuzz.validate import validate
 SEEDS = int(os.environ.get("ONNXFUZZ_CONFORMANCE_SEEDS", "6"))
 
 
-def _first_input_types(op: str, opset: int) -> list[int]:
+def _main_types(op: str, opset: int) -> list[int]:
     """The element types the op's main type variable takes at ``opset`` (schema & ORT)."""
-    from onnxfuzz.builder import GenBuilder, restricted_by_dtypes
-    from onnxfuzz.choices import ChoiceStream
-    from onnxfuzz.graph import Graph
+    from onnxfuzz.coverage import _main_types
 
-    spec = load_specs()[op]
-    info = op_info(op, opset)
-    b = GenBuilder(spec, info, Config(opset=opset), Graph(), ChoiceStream(0))
-    # The first input typed by a type variable that --dtypes restricts (Where's condition
-    # is always bool; Gather's indices are index-typed).
-    for formal in info.input_pos:
-        tv = info.input_type[formal]
-        if tv in info.schema_type_vars and restricted_by_dtypes(info.type_sets[tv]):
-            return list(b.types(tv))
-    first = next(iter(info.input_pos))
-    return list(b.types(info.input_type[first]))
+    return _main_types(op, opset)
 
 
-def _cases(opset: int) -> list[tuple[str, int]]:
+def _cases() -> list[tuple[str, int, int]]:
+    """(op, opset, dtype) for every op version a spec covers in opsets 13..26 (at the last
+    opset where that version is in force) and every element type it takes there."""
     out = []
     for op, spec in load_specs().items():
-        if not spec.covers(opset):
-            continue
-        for d in _first_input_types(op, opset):
-            out.append((op, d))
+        last: dict[int, int] = {}
+        for opset in range(13, 27):
+            info = op_info(op, opset)
+            if info is not None and spec.covers(opset):
+                last[info.version] = opset
+        for opset in sorted(last.values()):
+            out.extend((op, opset, d) for d in _main_types(op, opset))
     return out
 
 
-CASES = _cases(DEFAULT_OPSET)
+CASES = _cases()
 
 
-@pytest.mark.parametrize(("op", "dtype"), CASES, ids=[f"{o}-{dt.NAMES[d]}" for o, d in CASES])
-def test_spec_conformance(op: str, dtype: int) -> None:
-    cfg = Config(min_nodes=1, max_nodes=4, ops=frozenset([op]), dtypes=frozenset([dtype]))
+@pytest.mark.parametrize(
+    ("op", "opset", "dtype"), CASES, ids=[f"{o}-{v}-{dt.NAMES[d]}" for o, v, d in CASES]
+)
+def test_spec_conformance(op: str, opset: int, dtype: int) -> None:
+    # Only the main type variable is pinned to ``dtype``; other type variables (a
+    # QuantizeLinear's integer output) keep the types the main one does not take.
+    others = dt.DEFAULT - set(_main_types(op, opset))
+    cfg = Config(
+        min_nodes=1,
+        max_nodes=4,
+        opset=opset,
+        ops=frozenset([op]),
+        dtypes=frozenset([dtype]) | others,
+    )
     try:
         gen = Generator(cfg)
     except ConfigError as e:

@@ -1,0 +1,220 @@
+"""Ops of transformer blocks and friends: RMSNormalization, Attention, Swish, Dropout
+(inference), Shrink. RotaryEmbedding is not covered yet.
+
+Value bounds: RMSNormalization's X / sqrt(mean(X^2) + eps) over N elements has magnitude
+<= sqrt(N) (eps only shrinks it), so |scale| <= bound / (2 sqrt(N)) keeps Y inside the
+bound. Swish y = x * sigmoid(alpha * x) and Shrink (with 0 <= bias <= lambd) keep |y| <= |x|
+with x's sign; Dropout in inference mode is the identity.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnxfuzz.specs.conv import Multiples
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.builder import WEIGHT, Builder
+from onnxfuzz.domains import Floats, Ints, OneOf
+from onnxfuzz.intervals import Interval, Values
+from onnxfuzz.spec import op
+
+_TRAINING = "training mode (random dropout and its mask) is not generated: inference only"
+_PAST = "past_key/past_value (a KV cache) and the present outputs are not generated"
+_NONPAD = "nonpad_kv_seqlen (padded KV cache, Attention-24) is not generated"
+_BOOL = "boolean masks are not generated: a fully masked row makes softmax NaN"
+_WINDOW = "sliding windows (Attention-25) and softmax_precision are not generated"
+NOT_GENERATED = {
+    **{
+        f"test_attention_4d_with_qk_matmul_{k}": "qk_matmul_output_mode (a second output of "
+        "intermediate scores) is not generated"
+        for k in ("bias", "softcap", "softmax")
+    },
+    "test_training_dropout_default": _TRAINING,
+    "test_training_dropout_default_mask": _TRAINING,
+    "test_training_dropout": _TRAINING,
+    "test_training_dropout_mask": _TRAINING,
+    "test_training_dropout_zero_ratio": _TRAINING,
+    "test_training_dropout_zero_ratio_mask": _TRAINING,
+    "test_attention_4d_with_past_and_present": _PAST,
+    "test_attention_4d_gqa_with_past_and_present": _PAST,
+    "test_attention_4d_gqa_with_past_and_present_fp16": _PAST,
+    "test_attention_4d_diff_heads_with_past_and_present": _PAST,
+    "test_attention_4d_diff_heads_with_past_and_present_mask3d": _PAST,
+    "test_attention_4d_diff_heads_with_past_and_present_mask4d": _PAST,
+    "test_attention_4d_with_past_and_present_qk_matmul_bias": _PAST,
+    "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask": _PAST,
+    "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask": _PAST,
+    "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal": _PAST,
+    "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal": _PAST,
+    "test_attention_4d_with_past_and_present_qk_matmul": _PAST,
+    "test_attention_3d_with_past_and_present": _PAST,
+    "test_attention_3d_gqa_with_past_and_present": _PAST,
+    "test_attention_3d_diff_heads_with_past_and_present": _PAST,
+    "test_attention_3d_with_past_and_present_qk_matmul": _PAST,
+    "test_attention_3d_with_past_and_present_qk_matmul_bias": _PAST,
+    "test_attention_3d_with_past_and_present_qk_matmul_softcap": _PAST,
+    "test_attention_3d_with_past_and_present_qk_matmul_softmax": _PAST,
+    "test_attention_4d_causal_with_past_and_present": _PAST,
+    "test_attention_local_window_with_past": _PAST,
+    "test_attention_4d_diff_heads_mask4d_padded_kv": _NONPAD,
+    "test_attention_4d_padded_kv_bf16": _NONPAD,
+    "test_attention_4d_causal_padded_kv_bf16": _NONPAD,
+    "test_attention_4d_gqa_causal_nonpad_decode": _NONPAD,
+    "test_attention_4d_gqa_causal_nonpad_decode_fp16": _NONPAD,
+    "test_attention_4d_causal_nonpad_continued_prefill": _NONPAD,
+    "test_attention_4d_causal_nonpad_negative_offset_structural_empty": _NONPAD,
+    "test_attention_4d_causal_nonpad_attn_mask_composition": _NONPAD,
+    "test_attention_4d_causal_nonpad_batch_prefill": _NONPAD,
+    "test_attention_local_window_ext_cache_rank3_head_mask": _NONPAD,
+    "test_attention_local_window_ext_cache_rank4_batch_mask": _NONPAD,
+    "test_attention_local_window_ext_cache_rank2_mask": _NONPAD,
+    "test_attention_local_window_ext_cache_float16_mask": _NONPAD,
+    "test_attention_4d_attn_mask_bool": _BOOL,
+    "test_attention_4d_attn_mask_bool_4d": _BOOL,
+    "test_attention_causal_boolmask_nan_robustness": _BOOL,
+    "test_attention_23_boolmask_fullymasked_row_nan_robustness": _BOOL,
+    "test_attention_23_fullymasked_qk_matmul_output_mode3_zero": _BOOL,
+    "test_attention_24_fullymasked_qk_matmul_output_mode3_zero": _BOOL,
+    "test_attention_24_qk_matmul_output_mode3_softmax_precision": _BOOL,
+    "test_attention_local_window_rank1_boolean_mask": _BOOL,
+    "test_attention_local_window_gqa_rank4_mask": _BOOL,
+    "test_attention_local_window": _WINDOW,
+    "test_attention_bidirectional_window": _WINDOW,
+    "test_attention_local_window_default": _WINDOW,
+    "test_attention_3d_local_window": _WINDOW,
+}
+
+
+def _sign_kept(iv: Interval) -> Interval:
+    """|y| <= |x| with x's sign."""
+    return Interval(min(iv.lo, 0.0), max(iv.hi, 0.0))
+
+
+# --- RMSNormalization ---------------------------------------------------------------------
+@op("RMSNormalization", since=23)
+def rms_norm(b: Builder, p: None) -> None:
+    # Y = X / sqrt(mean(X^2 over axes axis..rank-1) + epsilon) * scale.
+    x = b.input("X", rank=Ints(1, 5))
+    axis = b.attr("axis", Ints(-x.rank, x.rank - 1), -1)
+    b.attr("epsilon", Floats(1e-5, 0.1), 1e-5)
+    b.attr("stash_type", OneOf([1]), 1)  # float statistics: the one ONNX Runtime runs
+    norm_shape = list(x.shape[axis % x.rank :])
+    root_n = math.sqrt(math.prod(norm_shape))
+
+    def scale_values(d: int) -> Values:
+        s = min(2.0, dt.value_range(d)[1] / 2 / root_n)
+        return Values(-s, s)
+
+    scale = b.input("scale", dims=norm_shape, values=scale_values, kind=WEIGHT)
+    b.output(x.shape, interval=Interval(-root_n, root_n) * scale.interval)
+
+
+# --- Swish ----------------------------------------------------------------------------------
+# ONNX Runtime 1.31 has no Swish kernel; it runs the function body at model opset 24 only
+# (opsets 25 and 26: "Could not find an implementation for Swish(24)").
+@op("Swish", since=24, until=24)
+def swish(b: Builder, p: None) -> None:
+    # y = x * sigmoid(alpha * x); alpha > 0: y lies between x and 0, and
+    # y >= min over x of x * sigmoid(alpha * x) = -0.2785 / alpha.
+    x = b.input("X")
+    alpha = b.attr("alpha", Floats(0.25, 4.0, 15), 1.0)
+    iv = _sign_kept(x.interval)
+    b.output(x.shape, interval=Interval(max(iv.lo, -0.28 / alpha), iv.hi))
+
+
+# --- Dropout --------------------------------------------------------------------------------
+@op("Dropout")
+def dropout(b: Builder, p: None) -> None:
+    # Inference (training_mode absent or false): output = data; the optional mask output
+    # is not produced.
+    has_ratio = b.optional("ratio")
+    has_training = has_ratio and b.optional("training_mode")
+    x = b.input("data")
+    b.attr("seed", Ints(0, 1 << 16), None)
+    if has_ratio:
+        b.input("ratio", rank=0, values=Values(0.0, 0.9), kind=WEIGHT)
+    if has_training:
+        b.const("training_mode", np.asarray(False))
+    b.output(x.shape, interval=x.interval)
+
+
+# --- Shrink ---------------------------------------------------------------------------------
+LAMBDS = [0.5, 0.0, 1.0, 1.5, 2.0, 2.5, 3.0]
+
+
+@op("Shrink")
+def shrink(b: Builder, p: None) -> None:
+    # y = x - bias if x > lambd, x + bias if x < -lambd, else 0. A float x within float
+    # error of +-lambd flips between 0 and +-(lambd - bias): float x is fresh and kept away
+    # from whole numbers and halves (avoid="half"), lambd is a multiple of 0.5. Integer x
+    # compares exactly. 0 <= bias <= lambd keeps |y| <= |x| (no unsigned wrap-around); an
+    # integer x takes a whole bias (x - 1.5 would round or truncate differently).
+    x = b.input("input", values=lambda d: Values(avoid="half") if d in dt.FLOATS else Values())
+    lambd = b.attr("lambd", OneOf(LAMBDS), 0.5)
+    if x.dtype in dt.FLOATS:
+        biases = [k / 2 for k in range(int(2 * lambd) + 1)]
+    else:
+        biases = [float(k) for k in range(int(lambd) + 1)]
+    b.attr("bias", OneOf(biases), 0.0)
+    b.output(x.shape, interval=_sign_kept(x.interval))
+
+
+# --- Attention ------------------------------------------------------------------------------
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@op("Attention", since=23)
+def attention(b: Builder, p: None) -> None:
+    # Y = softmax(Q K^T * scale + mask) V per head, 4-D (batch, heads, seq, head size) or
+    # 3-D (batch, seq, heads * head size) with q_num_heads / kv_num_heads; K and V have
+    # kv_heads dividing Q's heads (grouped-query attention). Only Y is produced.
+    # Q and K stay in [-2, 2] so the scores stay small: at large scores softmax turns
+    # near one-hot and rounding differences pick different winners (false alarms).
+    # Y is a convex combination of V's rows: Y lies in V's interval.
+    has_mask = b.optional("attn_mask")
+    # float64: ONNX Runtime expands Attention's function body with float32 constants and then
+    # fails to bind Add (double vs float), so double is left out.
+    q = b.input("Q", rank=Ints(3, 4), dtype=(dt.FLOAT, dt.FLOAT16), values=Values(-2.0, 2.0))
+    batch = q.shape[0]
+    b.attr("is_causal", OneOf([0, 1]), 0)
+    if q.rank == 3:
+        length = q.shape[1]
+        heads = b.attr("q_num_heads", OneOf(_divisors(q.shape[2])))
+        kv_heads = b.attr("kv_num_heads", OneOf(_divisors(heads)))
+        size = q.shape[2] // heads
+        k = b.input(
+            "K",
+            dims=[batch, None, kv_heads * size],
+            values=Values(-2.0, 2.0),
+        )
+        seq = k.shape[1]
+        v = b.input("V", dims=[batch, seq, Multiples(kv_heads, b.max_dim)])
+        v_size = v.shape[2] // kv_heads
+        y_shape = [batch, length, heads * v_size]
+    else:
+        heads, length, size = q.shape[1:]
+        k = b.input(
+            "K", dims=[batch, OneOf(_divisors(heads)), None, size], values=Values(-2.0, 2.0)
+        )
+        kv_heads, seq = k.shape[1], k.shape[2]
+        v = b.input("V", dims=[batch, kv_heads, seq, None])
+        y_shape = [batch, heads, length, v.shape[3]]
+    b.attr("scale", Floats(0.01, 1.0, 33), None)
+    # softcap > 0: scores = softcap * tanh(scores / softcap) (0: off).
+    b.attr("softcap", Floats(0.0, 8.0, 16), None)
+    if has_mask:
+        # An additive float mask (a boolean one can mask whole rows: NaN), broadcast to
+        # (batch, heads, length, seq) from its last two dims (length, seq).
+        lead = [OneOf((batch, 1)), OneOf((heads, 1))]
+        b.input(
+            "attn_mask",
+            dtype=q.dtype,
+            rank=Ints(2, 4),
+            dims=lambda r: lead[4 - r :] + [length, seq],
+            values=Values(-4.0, 4.0),
+            kind=WEIGHT,
+        )
+    b.output(y_shape, interval=v.interval)
