@@ -90,7 +90,7 @@ class Builder:
         CPU kernels register (consistent with type variables already bound), and
         ``--dtypes`` (see ``restricted_by_dtypes``)."""
         bound = tuple(sorted(self.bound.items()))
-        key = (self.op, self.version, type_var, bound, self.cfg.dtypes)
+        key = (self.op, self.version, self.opset, type_var, bound, self.cfg.dtypes)
         hit = _TYPES_CACHE.get(key)
         if hit is not None:
             return hit
@@ -388,6 +388,12 @@ class GenBuilder(Builder):
         self._bind(name, t, pos)
         return t
 
+    def const_type(self, name: str | int, index: int = 0) -> int:
+        """The element type of a constant input, a choice among its type variable's."""
+        name = self._formal(name)
+        allowed = self._allowed(name, None)
+        return allowed[self.s.index(len(allowed))]
+
     def output(
         self, shape: Sequence[int], *, dtype: int | None = None, interval: Interval | None = None
     ) -> Tensor:
@@ -633,6 +639,15 @@ class CheckBuilder(Builder):
         t = Tensor(f"in{pos}", odt, tuple(shape), iv, "input")
         self._bind(name, t, pos)
         return t
+
+    def const_type(self, name: str | int, index: int = 0) -> int:
+        name = self._formal(name)
+        o = self._obs_input(self._position(name, index))
+        if o is None:
+            raise self._fail(f"{name}.dtype", "constant input absent")
+        if o[0] not in self.types(self.info.input_type[name]):
+            raise self._fail(f"{name}.dtype", f"{dt.NAMES.get(o[0], o[0])} not allowed")
+        return o[0]
 
     def const(
         self, name: str | int, value: Any, *, index: int = 0, dtype: int | None = None

@@ -154,14 +154,15 @@ def where(b: Builder, p: None) -> None:
 @op("Clip")
 def clip(b: Builder, p: None) -> None:
     x = b.input("input")
-    lo, hi = -math.inf, math.inf
+    mn, mx = Interval(-math.inf, -math.inf), Interval(math.inf, math.inf)  # absent: no clip
     if b.optional("min"):
-        mn = b.input("min", rank=0, values=Values(hi=0), kind="weight")
-        lo = mn.interval.lo
+        mn = b.input("min", rank=0, values=Values(hi=0), kind="weight").interval
     if b.optional("max"):
         # max >= min everywhere: ONNX leaves min > max undefined across backends.
-        floor_ = max(lo, 0.0) if lo != -math.inf else 0.0
-        mx = b.input("max", rank=0, values=Values(lo=floor_), kind="weight")
-        hi = mx.interval.hi
+        floor_ = max(mn.hi, 0.0)
+        mx = b.input("max", rank=0, values=Values(lo=floor_), kind="weight").interval
+    # y = min(max(x, min), max), bound by bound.
     iv = x.interval
-    b.output(x.shape, interval=Interval(min(max(iv.lo, lo), hi), min(max(iv.hi, lo), hi)))
+    b.output(
+        x.shape, interval=Interval(min(max(iv.lo, mn.lo), mx.lo), min(max(iv.hi, mn.hi), mx.hi))
+    )

@@ -62,10 +62,14 @@ def _ints_array(value: Any) -> np.ndarray | None:
 
 
 # --- reductions shared by ScatterElements and ScatterND -----------------------------------
-def _reductions(b: Builder, dtype: int) -> list[str]:
+def _reductions(b: Builder, data: Tensor) -> list[str]:
+    dtype = data.dtype
     out = ["none"]
     if b.version >= 16 and dtype != dt.BOOL:
-        out += ["add", "mul"]
+        out += ["add"]
+        # mul: -128 * -1 overflows int8; only data whose magnitude fits the positive side.
+        if data.interval.mag <= dt.value_range(dtype)[1]:
+            out += ["mul"]
     if b.version >= 18 and dtype != dt.BOOL:
         out += ["max", "min"]
     # ONNX Runtime's CPU kernels reject float16 reductions (ScatterElements: add and mul;
@@ -158,7 +162,7 @@ def scatter_elements(b: Builder, p: None) -> None:
     ax = axis % r
     red = "none"
     if b.version >= 16:
-        red = b.attr("reduction", OneOf(_reductions(b, data.dtype)), "none")
+        red = b.attr("reduction", OneOf(_reductions(b, data)), "none")
     # Duplicates leave 'none' to the order of writes; a reduction combines them, so
     # up to indices.shape[axis] updates may meet in one element.
     distinct = red == "none"
@@ -232,7 +236,7 @@ def scatter_nd(b: Builder, p: None) -> None:
     data = b.input("data", rank=rank_from(b, 1))
     red = "none"
     if b.version >= 16:
-        red = b.attr("reduction", OneOf(_reductions(b, data.dtype)), "none")
+        red = b.attr("reduction", OneOf(_reductions(b, data)), "none")
     distinct = red == "none"
     idx = b.draw("indices", TupleIndices(data.shape, b.max_rank, b.max_dim, distinct))
     indices = b.const("indices", idx)

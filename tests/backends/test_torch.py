@@ -39,7 +39,11 @@ def _model(nodes, inputs, outputs, opset=18):
 
 
 def _case(opset: int, seed: int):
-    gen = Generator(Config(min_nodes=3, max_nodes=6, opset=opset, ops=OPS))
+    gen = Generator(
+        Config(
+            min_nodes=3, max_nodes=6, opset=opset, ops=OPS, dtypes=frozenset({TensorProto.FLOAT})
+        )
+    )
     case = gen.generate(seed)
     return case, case.make_inputs(seed)
 

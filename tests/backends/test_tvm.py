@@ -54,7 +54,11 @@ def test_protocol(backend) -> None:
 
 @pytest.mark.parametrize("opset,seed", [(18, 0), (21, 1), (21, 2)])
 def test_generated_models_match_reference(backend, opset: int, seed: int) -> None:
-    gen = Generator(Config(min_nodes=3, max_nodes=6, opset=opset, ops=OPS))
+    gen = Generator(
+        Config(
+            min_nodes=3, max_nodes=6, opset=opset, ops=OPS, dtypes=frozenset({TensorProto.FLOAT})
+        )
+    )
     case = gen.generate(seed)
     inputs = case.make_inputs(seed)
     _close(backend.run(backend.compile(case.model), inputs), run_reference(case.model, inputs))
