@@ -112,7 +112,7 @@ TABLE: dict[str, Unary] = {
     ),
     "Selu": Unary(
         lambda iv, a: Interval(-a["alpha"] * a["gamma"], max(iv.hi, 0) * a["gamma"]),
-        Values(-1000, 1000),
+        lambda d: Values(hi=dt.value_range(d)[1] / 3),  # gamma <= 3 keeps gamma * x in bound
         attrs={
             "alpha": (ALPHA, 1.67326319217681884765625),
             "gamma": (Floats(0.5, 3.0, 10), 1.05070102214813232421875),

@@ -207,7 +207,13 @@ def _clean(bins: int, dft_length: int, rate: int, lo: float, hi: float) -> bool:
     float32 and float64 kernels part ways) and inside the spectrum's dft_length // 2 + 1
     bins."""
     edges = _edges(bins, dft_length, rate, lo, hi)
-    return all((e == 0.0 or _off_edge(e)) and e < dft_length // 2 + 1 - TIE for e in edges)
+    # ONNX Runtime also requires floor((dft_length + 1) * upper_edge / rate), computed from
+    # the upper edge itself (not through the mel scale), to be a bin: Nyquist with an odd
+    # dft_length is one past the last.
+    top = math.floor((dft_length + 1) * hi / rate)
+    return top < dft_length // 2 + 1 and all(
+        (e == 0.0 or _off_edge(e)) and e < dft_length // 2 + 1 - TIE for e in edges
+    )
 
 
 class UpperEdge:
@@ -257,9 +263,11 @@ def mel_weight_matrix(b: Builder, p: None) -> None:
     f = dt.FLOAT if dt.FLOAT in t2 else t2[0]
     b.const("lower_edge_hertz", np.asarray(lo, dtype=dt.np_dtype(f)), dtype=f)
     b.const("upper_edge_hertz", np.asarray(hi, dtype=dt.np_dtype(f)), dtype=f)
-    out_types = b.types("T3")
+    # ONNX Runtime computes the filter bank's bin indices in the output type: an integer
+    # output_datatype overflows (int8: "highest_index ... out of range") for longer dft.
+    out_types = tuple(t for t in b.types("T3") if t in dt.FLOATS)
     if not out_types:
-        raise ConfigError("MelWeightMatrix: no output element type under --dtypes")
+        raise ConfigError("MelWeightMatrix: no float output element type under --dtypes")
     out = b.attr(
         "output_datatype", OneOf(out_types), dt.FLOAT if dt.FLOAT in out_types else MISSING
     )
