@@ -87,7 +87,18 @@ class TensorValue:
             shape = self.shape
         else:
             shape = tuple(s.integer(1, self.max_dim) for _ in range(s.integer(0, self.max_rank)))
-        vals = [_draw_elem(s, dtype) for _ in range(math.prod(shape))]
+        # One choice for all elements (zeros, the simplest, or values from a recorded seed):
+        # a choice per element would cost more than the rest of a model.
+        n = math.prod(shape)
+        if s.chance(0.1):
+            vals = np.zeros(n)
+        else:
+            lo, hi = _elem_values(dtype)
+            rng = np.random.default_rng(s.seed32())
+            if dtype in dt.FLOATS:  # quarters: exact in every float type
+                vals = rng.integers(int(lo) * 4, int(hi) * 4, size=n, endpoint=True) / 4
+            else:
+                vals = rng.integers(int(lo), int(hi), size=n, endpoint=True)
         arr = np.asarray(vals).astype(dt.np_dtype(dtype)).reshape(shape)
         return numpy_helper.from_array(arr)
 

@@ -13,6 +13,7 @@ max_dim, reused: max_reuse_dim), so the signals' value domain keeps that sum in 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -216,14 +217,30 @@ def _clean(bins: int, dft_length: int, rate: int, lo: float, hi: float) -> bool:
     )
 
 
+@functools.cache
+def _upper_edges(bins: int, dft_length: int, rate: int, lo: float) -> list[float]:
+    """``_clean`` over the whole grid of upper edges at once (numpy: this runs per node)."""
+    grid = np.array([rate * k / 256 for k in range(1, 129)])
+    grid = grid[grid > lo]
+    m_lo = _mel(lo)
+    m_hi = 2595.0 * np.log10(1.0 + grid / 700.0)
+    steps = (m_hi - m_lo) / (bins + 2)
+    mels = m_lo + np.arange(bins + 2)[None, :] * steps[:, None]
+    edges = (dft_length + 1) * 700.0 * (10.0 ** (mels / 2595.0) - 1.0) / rate
+    n_bins = dft_length // 2 + 1
+    off = np.abs(edges - np.round(edges)) > TIE * np.maximum(1.0, edges)
+    ok = ((edges == 0.0) | off) & (edges < n_bins - TIE)
+    top_ok = np.floor((dft_length + 1) * grid / rate) < n_bins
+    return [float(h) for h, good in zip(grid, ok.all(axis=1) & top_ok, strict=True) if good]
+
+
 class UpperEdge:
     """upper_edge_hertz values above ``lo`` and below Nyquist on a grid of rate / 256 whose
     filter edges are all clean (``_clean``)."""
 
     def __init__(self, bins: int, dft_length: int, rate: int, lo: float) -> None:
         self.args = (bins, dft_length, rate, lo)
-        grid = [rate * k / 256 for k in range(1, 129)]
-        self.options = [h for h in grid if h > lo and _clean(bins, dft_length, rate, lo, h)]
+        self.options = _upper_edges(bins, dft_length, rate, lo)
 
     def __repr__(self) -> str:
         return f"UpperEdge{self.args}"
