@@ -126,6 +126,7 @@ class Progress:
     bugs: int = 0
     wall: float = 0.0
     backend: float = 0.0
+    reduction: float = 0.0  # seconds spent reducing new bugs
     last: str = ""
 
 
@@ -346,8 +347,11 @@ class Campaign:
         with self._lock:
             known = self.store.bug_keys() if findings else set()
             by_backend = {r.backend: r for r in results}
+            reducing = 0.0  # reduction is its own phase, not fuzz-loop time
             for f in findings:
+                t_red = time.perf_counter()
                 key, reduced = self.bug_key(f, lane)
+                reducing += time.perf_counter() - t_red
                 r = by_backend[f.backend]
                 r.bug, r.pattern = key, key.rsplit("|", 1)[1]
                 if key not in known:
@@ -358,7 +362,9 @@ class Campaign:
             # A test's wall time runs from the end of the previous one (pipelined lanes
             # overlap preparation with the backends' work).
             wall = now - max(t.started, self._last_finish.get(threading.get_ident(), 0.0))
+            wall -= reducing
             self._last_finish[threading.get_ident()] = now
+            self.progress.reduction += reducing
             self.store.record(
                 t.index, t.case.seed, t.case.ops, self.cfg.opset, wall, backend_s, results
             )
