@@ -24,10 +24,10 @@ from onnxfuzz.config import DEFAULT_OPSET, Config
 from onnxfuzz.errors import BackendError, UsageError
 from onnxfuzz.generator import Case, Generator
 from onnxfuzz.oracle import CRASH_V, MISMATCH_V, OK_V, TIMEOUT_V, OracleConfig, Verdict
-from onnxfuzz.probe import unsupported_ops
+from onnxfuzz.probe import Support, fully_unsupported, lacking, unsupported_pairs
 from onnxfuzz.reduction.reduce import Reduced, reduce_case
 from onnxfuzz.reduction.reproduce import Reproducer, Target
-from onnxfuzz.sandbox import BackendInfo, Outcome, Worker
+from onnxfuzz.sandbox import ERROR, UNSUPPORTED, BackendInfo, Outcome, Worker
 from onnxfuzz.signature import bug_id
 from onnxfuzz.store import Result, Store
 
@@ -50,7 +50,7 @@ class CampaignOptions:
     atol: float | None = None
     rtol: float | None = None
     generator: dict[str, Any] = field(default_factory=dict)  # Config fields, opset optional
-    probe: bool = True  # leave out ops a backend does not support at all
+    probe: str = "classify"  # classify | exclude | off (see onnxfuzz.probe)
     reduce: bool = True  # reduce findings (and dedup bugs after reduction)
     reduce_budget: float = 30.0  # seconds per reduction
 
@@ -196,15 +196,21 @@ class Campaign:
             if gen.get(key) is not None:
                 gen[key] = frozenset(gen[key])
         self.cfg = Config(opset=opset, **{k: v for k, v in gen.items() if v is not None})
-        # Ops some backend lacks entirely are left out (probed once, stored for --resume).
-        excluded = self.store.get_meta("probe_excluded")
-        if excluded is None:
-            excluded = {}
-            if o.probe:
+        # What each backend lacks, op by op and type by type (probed once, stored for
+        # --resume): classifies its failures, or leaves ops out with probe="exclude".
+        support = self.store.get_meta("probe_unsupported")
+        if support is None:
+            support = {}
+            if o.probe != "off":
                 for label, w in self.lanes[0].workers.items():
-                    for op_type, why in unsupported_ops(w, self.cfg).items():
-                        excluded.setdefault(op_type, f"{label}: {why}")
-            self.store.set_meta("probe_excluded", excluded)
+                    support[label] = unsupported_pairs(w, self.cfg)
+            self.store.set_meta("probe_unsupported", support)
+        self.support: dict[str, Support] = support
+        excluded = {}
+        if o.probe == "exclude":
+            for label, pairs in support.items():
+                for op_type, why in fully_unsupported(pairs, self.cfg).items():
+                    excluded.setdefault(op_type, f"{label}: {why}")
         self.excluded = excluded
         if excluded:
             self.cfg = replace(self.cfg, exclude_ops=self.cfg.exclude_ops | set(excluded))
@@ -391,6 +397,14 @@ class Campaign:
             def run_one(label: str, data: bytes, feeds: dict) -> Outcome:
                 return lane.workers[label].execute(data, feeds)
 
+        for label, o in list(outcomes.items()):
+            # A failure on a model with an (op, type) the probe found the backend lacks is
+            # missing support, not a bug.
+            why = lacking(case.model, self.support.get(label, {})) if o.status == ERROR else None
+            if why is not None:
+                outcomes[label] = replace(
+                    o, status=UNSUPPORTED, message=f"probe: {why}\n{o.message}"
+                )
         assessed = assess(case.model, inputs, outcomes, ref_label, self.oracle, run_all, run_one)
         attribution = None
         if any(a.verdict.verdict == MISMATCH_V for a in assessed.values()):

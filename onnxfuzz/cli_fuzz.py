@@ -152,9 +152,12 @@ def print_summary(campaign) -> None:
 @click.option("--rtol", type=float, default=None, help="Relative tolerance for every dtype.")
 @click.option("--resume", is_flag=True, help="Continue the campaign in --out.")
 @click.option(
-    "--no-probe",
-    is_flag=True,
-    help="Keep ops a backend reports unsupported in every probe (default: left out).",
+    "--probe",
+    type=click.Choice(["classify", "exclude", "off"]),
+    default="classify",
+    show_default=True,
+    help="Probe what each backend supports per op and type: classify its failures there as "
+    "unsupported, or exclude ops a backend lacks in every type, or off.",
 )
 @click.option("--no-reduce", is_flag=True, help="Do not reduce findings.")
 @click.option(
@@ -178,7 +181,7 @@ def fuzz(
     atol,
     rtol,
     resume,
-    no_probe,
+    probe,
     no_reduce,
     reduce_budget,
     seed,
@@ -207,7 +210,7 @@ def fuzz(
             atol=atol,
             rtol=rtol,
             generator=generator_fields(**gen),
-            probe=not no_probe,
+            probe=probe,
             reduce=not no_reduce,
             reduce_budget=reduce_budget,
         )

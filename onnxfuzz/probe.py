@@ -1,10 +1,14 @@
-"""Which ops can a backend take at all? A cached probe before a campaign.
+"""What each backend supports, op by op and element type by element type: a cached probe.
 
-A model with one op the backend lacks is "unsupported" as a whole, so a backend missing a
-handful of ops (onnx2torch lacks converters for many op versions) would leave most tests
-saying nothing. Before a campaign, each op is tried alone on each backend (a few small
-models); ops that every try reports unsupported are left out of generation, and the
-campaign records which and why. Results are cached per backend, version and opset.
+Before a campaign, every (op, element type) onnxfuzz would generate is tried alone on each
+backend (a single-op model). Pairs the backend reports unsupported are recorded with its
+reason, per backend, version and opset (cached under ``~/.cache/onnxfuzz``).
+
+By default the result *classifies*: when a backend fails on a model containing a pair it is
+known to lack, that failure is an ``unsupported`` verdict — its missing kernel does not
+count as a bug, and the other backends are still tested on that op and type. With
+``--probe exclude`` the ops some backend lacks in every type are left out of generation
+instead (worth it with onnx2torch, which lacks converters for many op versions).
 """
 
 from __future__ import annotations
@@ -15,14 +19,17 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import onnx
+
 from onnxfuzz import __version__
+from onnxfuzz import dtypes as dt
 from onnxfuzz.config import Config
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.generator import Generator
 from onnxfuzz.sandbox import UNSUPPORTED, BackendInfo, Worker
-from onnxfuzz.spec import specs_for
+from onnxfuzz.spec import op_info, specs_for
 
-SAMPLES = 3
+Support = dict[str, dict[str, str]]  # op -> dtype name -> why unsupported
 
 
 def cache_dir() -> Path:
@@ -49,8 +56,11 @@ def _cache_file(info: BackendInfo, cfg: Config) -> Path:
     return cache_dir() / f"probe-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
 
 
-def unsupported_ops(worker: Worker, cfg: Config) -> dict[str, str]:
-    """op -> why, for ops every sample of which the backend reports unsupported."""
+def unsupported_pairs(worker: Worker, cfg: Config) -> Support:
+    """op -> {dtype: reason} for the (op, element type) pairs the backend reports
+    unsupported on a single-op model."""
+    from onnxfuzz.coverage import main_type_var
+
     assert worker.info is not None
     path = _cache_file(worker.info, cfg)
     if path.exists():
@@ -58,33 +68,77 @@ def unsupported_ops(worker: Worker, cfg: Config) -> dict[str, str]:
             return json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             pass
-    out: dict[str, str] = {}
+    out: Support = {}
     ops = set(cfg.ops) if cfg.ops is not None else None
     for spec in specs_for(cfg.opset, ops, set(cfg.exclude_ops)):
-        try:
-            gen = Generator(
-                replace(
-                    cfg,
-                    min_nodes=1,
-                    max_nodes=1,
-                    ops=frozenset([spec.op_type]),
-                    exclude_ops=frozenset(),
-                )
+        info = op_info(spec.op_type, cfg.opset)
+        tv = main_type_var(info) if info is not None else None
+        types = sorted(info.type_sets.get(tv, frozenset()) & cfg.dtypes) if tv else []
+        for d in types or [None]:
+            pinned = (
+                cfg.dtypes if d is None else (frozenset({d}) | (cfg.dtypes - info.type_sets[tv]))
             )
-        except ConfigError:
-            continue
-        reasons = []
-        for seed in range(SAMPLES):
-            case = gen.generate(seed)
-            o = worker.execute(case.model.SerializeToString(), case.make_inputs(seed))
-            if o.status != UNSUPPORTED:
-                break
-            reasons.append(o.message.splitlines()[0][:200] if o.message else "unsupported")
-        else:
-            out[spec.op_type] = reasons[0]
+            try:
+                gen = Generator(
+                    replace(
+                        cfg,
+                        min_nodes=1,
+                        max_nodes=1,
+                        exclude_ops=frozenset(),
+                        ops=frozenset([spec.op_type]),
+                        dtypes=pinned,
+                    )
+                )
+            except ConfigError:
+                continue  # onnxfuzz does not generate this pair at all
+            case = gen.generate(0)
+            o = worker.execute(case.model.SerializeToString(), case.make_inputs(0))
+            if o.status == UNSUPPORTED:
+                why = o.message.splitlines()[0][:200] if o.message else "unsupported"
+                out.setdefault(spec.op_type, {})[dt.NAMES[d] if d else "*"] = why
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(out, indent=1, sort_keys=True))
     except OSError:
         pass  # a read-only home: probe again next time
+    return out
+
+
+def lacking(model: onnx.ModelProto, support: Support) -> str | None:
+    """The reason the backend cannot take ``model``, if it contains a pair it lacks."""
+    if not support:
+        return None
+    types = {
+        vi.name: vi.type.tensor_type.elem_type
+        for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output)
+    }
+    types.update({i.name: i.data_type for i in model.graph.initializer})
+    for node in model.graph.node:
+        missing = support.get(node.op_type)
+        if not missing:
+            continue
+        if "*" in missing:
+            return f"{node.op_type}: {missing['*']}"
+        for t in list(node.input) + list(node.output):
+            name = dt.NAMES.get(types.get(t, 0))
+            if name in missing:
+                return f"{node.op_type}({name}): {missing[name]}"
+    return None
+
+
+def fully_unsupported(support: Support, cfg: Config) -> dict[str, str]:
+    """Ops the backend lacks in every element type onnxfuzz generates for them."""
+    from onnxfuzz.coverage import main_type_var
+
+    out = {}
+    for op, missing in support.items():
+        info = op_info(op, cfg.opset)
+        tv = main_type_var(info) if info is not None else None
+        generated = (
+            {dt.NAMES[t] for t in info.type_sets.get(tv, frozenset()) & cfg.dtypes}
+            if tv and info is not None
+            else set()
+        )
+        if "*" in missing or (generated and generated <= set(missing)):
+            out[op] = next(iter(missing.values()))
     return out

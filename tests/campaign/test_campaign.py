@@ -90,24 +90,34 @@ def test_failures_become_verdicts_and_the_campaign_goes_on(
 
 def test_not_implemented_is_unsupported_not_a_bug(tmp_path) -> None:
     label = f"{ADAPTERS}:Unsupported:op=Add"
-    c = _campaign(tmp_path, label, tests=10, probe=False)
+    c = _campaign(tmp_path, label, tests=10, probe="off")
     counts = _verdicts(c, label)
     assert counts.get("unsupported", 0) >= 1
     assert not _bugs(c)
 
 
-def test_probe_leaves_out_ops_a_backend_lacks(tmp_path, monkeypatch) -> None:
+def test_probe_classifies_a_missing_kernel_as_unsupported(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("ONNXFUZZ_CACHE", str(tmp_path / "cache"))
     label = f"{ADAPTERS}:Unsupported:op=Add"
     c = _campaign(tmp_path, label, tests=10)
     store = Store(c.out / "campaign.db")
     try:
-        excluded = store.get_meta("probe_excluded")
+        support = store.get_meta("probe_unsupported")
     finally:
         store.close()
-    assert list(excluded) == ["Add"] and "Add is not implemented" in excluded["Add"]
-    assert _verdicts(c, label) == {"ok": 10}
+    assert list(support[label]) == ["Add"] and support["ort"] == {}
+    assert "Add is not implemented" in next(iter(support[label]["Add"].values()))
+    counts = _verdicts(c, label)
+    assert counts.get("unsupported", 0) >= 1 and not _bugs(c)  # Add still generated
     assert list((tmp_path / "cache").glob("probe-*.json"))
+
+
+def test_probe_exclude_leaves_out_ops_a_backend_lacks(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("ONNXFUZZ_CACHE", str(tmp_path / "cache"))
+    label = f"{ADAPTERS}:Unsupported:op=Add"
+    c = _campaign(tmp_path, label, tests=10, probe="exclude")
+    assert list(c.excluded) == ["Add"]
+    assert _verdicts(c, label) == {"ok": 10}
 
 
 def test_planted_wrong_op_is_caught_with_a_reproducer(tmp_path) -> None:
@@ -243,7 +253,7 @@ def _campaign3(tmp: Path, backends: list[str], tests: int = 12) -> Campaign:
     opts = CampaignOptions(
         backends=backends,
         tests=tests,
-        probe=False,
+        probe="off",
         reduce_budget=20,
         generator={"min_nodes": 3, "max_nodes": 8, "ops": OPS, "dtypes": ["float32"]},
     )

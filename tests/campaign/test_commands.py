@@ -52,7 +52,7 @@ def test_a_generator_error_is_recorded_and_the_campaign_goes_on(tmp_path, monkey
     opts = CampaignOptions(
         backends=["ort", "ort:opt=none"],
         tests=6,
-        probe=False,
+        probe="off",
         generator={"min_nodes": 1, "max_nodes": 3, "ops": ["Relu"]},
     )
     c = Campaign(tmp_path / "c", opts, resume=False)
