@@ -4,7 +4,8 @@ For each pair it runs a campaign of N tests and prints tests/s and the fuzz-loop
 the share of wall time not spent inside the backends' compile + run (measured inside the
 worker processes). Backends of one test run concurrently, so per test the backend time is
 the slowest backend's. Generation, input sampling, IPC, judging and storage overlap with
-the backends' work (pipelined lanes) where they can.
+the backends' work (pipelined lanes) where they can. Probing and reduction are off: they are
+phases of their own, not the loop.
 
     .venv/bin/python tools/bench_fuzz.py [--tests 300] [--nodes 5:20] [--max-dim 8]
         [--pairs ort:ort:opt=none,ort:tvm,ort:torch]
@@ -29,6 +30,8 @@ def bench(pair: list[str], tests: int, nodes: tuple[int, int], max_dim: int) -> 
             tests=tests,
             seed=1,
             generator={"min_nodes": nodes[0], "max_nodes": nodes[1], "max_dim": max_dim},
+            probe="off",  # the loop itself: no probe, no reduction
+            reduce=False,
         )
         c = Campaign(Path(tmp) / "c", opts, resume=False)
         try:
