@@ -23,13 +23,24 @@ from onnxfuzz.campaign import Campaign, CampaignOptions
 DEFAULT_PAIRS = "ort/ort:opt=none,ort/tvm,ort/torch"
 
 
-def bench(pair: list[str], tests: int, nodes: tuple[int, int], max_dim: int) -> tuple:
+def bench(
+    pair: list[str],
+    tests: int,
+    nodes: tuple[int, int],
+    max_dim: int,
+    dtypes: list[str] | None = None,
+) -> tuple:
     with tempfile.TemporaryDirectory() as tmp:
         opts = CampaignOptions(
             backends=pair,
             tests=tests,
             seed=1,
-            generator={"min_nodes": nodes[0], "max_nodes": nodes[1], "max_dim": max_dim},
+            generator={
+                "min_nodes": nodes[0],
+                "max_nodes": nodes[1],
+                "max_dim": max_dim,
+                "dtypes": dtypes,
+            },
             probe="off",  # the loop itself: no probe, no reduction
             reduce=False,
         )
@@ -50,14 +61,19 @@ def main() -> None:
     ap.add_argument("--tests", type=int, default=300)
     ap.add_argument("--nodes", default="5:20")
     ap.add_argument("--max-dim", type=int, default=8)
+    ap.add_argument("--dtypes", default=None, help="e.g. float32 (default: all)")
     ap.add_argument("--pairs", default=DEFAULT_PAIRS, help="comma-separated REF/BACKEND pairs")
     args = ap.parse_args()
     nodes = tuple(int(x) for x in args.nodes.split(":"))
-    print(f"{args.tests} tests per pair, nodes {args.nodes}, max dim {args.max_dim}")
+    print(
+        f"{args.tests} tests per pair, nodes {args.nodes}, max dim {args.max_dim}, "
+        f"dtypes {args.dtypes or 'all'}"
+    )
     print(f"{'pair':<24} {'tests/s':>8} {'overhead':>9}  verdicts")
     for pair in args.pairs.split(","):
         ref, backend = pair.split("/")
-        rate, overhead, verdicts = bench([ref, backend], args.tests, nodes, args.max_dim)
+        dtypes = args.dtypes.split(",") if args.dtypes else None
+        rate, overhead, verdicts = bench([ref, backend], args.tests, nodes, args.max_dim, dtypes)
         print(f"{pair:<24} {rate:>8.1f} {overhead:>9.1%}  {verdicts}")
 
 
