@@ -160,3 +160,52 @@ class Shuffled(Subset):
         k = s.integer(self.min_size, self.max_size)
         rest = list(self.items)
         return [rest.pop(s.index(len(rest))) for _ in range(k)]
+
+
+class Linked:
+    """Two dims where the second is ``f`` of the first (a square matrix's, AffineGrid's
+    theta (2, 3) or (3, 4)): ``lead, follower = Linked(domain, f).pair()``. Per-axis dims
+    are drawn and matched in axis order, so the follower sees what the lead took."""
+
+    __slots__ = ("dom", "f", "last")
+
+    def __init__(self, dom: Domain, f: Any = None) -> None:
+        self.dom, self.f, self.last = dom, f or (lambda v: v), None
+
+    def __repr__(self) -> str:
+        return repr(self.dom)
+
+    def empty(self) -> bool:
+        return self.dom.empty()
+
+    def draw(self, s: ChoiceStream) -> Any:
+        self.last = self.dom.draw(s)
+        return self.last
+
+    def contains(self, value: Any) -> bool:
+        self.last = value
+        return self.dom.contains(value)
+
+    def pair(self) -> tuple[Linked, Follower]:
+        return self, Follower(self)
+
+
+class Follower:
+    """The second dim of a ``Linked`` pair: ``f`` of what the lead took."""
+
+    __slots__ = ("lead",)
+
+    def __init__(self, lead: Linked) -> None:
+        self.lead = lead
+
+    def __repr__(self) -> str:
+        return f"Follows({self.lead!r})"
+
+    def empty(self) -> bool:
+        return False
+
+    def draw(self, s: ChoiceStream) -> Any:
+        return self.lead.f(self.lead.last)
+
+    def contains(self, value: Any) -> bool:
+        return self.lead.last is not None and value == self.lead.f(self.lead.last)

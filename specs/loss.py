@@ -22,12 +22,10 @@ dividing: mean is offered where that sum stays finite (float16 only limits it).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.builder import MISSING, WEIGHT, Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Ints, OneOf
+from onnxfuzz.domains import Ints, Linked, OneOf
 from onnxfuzz.intervals import Interval, Values, point
 from onnxfuzz.spec import op
 
@@ -139,53 +137,6 @@ def hadamard(n: int, m: float) -> float:
     return (math.sqrt(n) * m) ** n
 
 
-class _Second:
-    """The second of two equal dims: it takes the value the first one drew or saw."""
-
-    def __init__(self, first: _First) -> None:
-        self.first = first
-
-    def __repr__(self) -> str:
-        return "SameAsPrevious"
-
-    def empty(self) -> bool:
-        return False
-
-    def draw(self, s: ChoiceStream) -> int:
-        return self.first.last
-
-    def contains(self, value: Any) -> bool:
-        return value == self.first.last
-
-
-class _First:
-    """The first of two equal dims (axes are drawn and matched in order, so the second
-    dim's domain is the value this one took)."""
-
-    def __init__(self, dom: Ints) -> None:
-        self.dom, self.last = dom, None
-
-    def __repr__(self) -> str:
-        return repr(self.dom)
-
-    def empty(self) -> bool:
-        return self.dom.empty()
-
-    def draw(self, s: ChoiceStream) -> int:
-        self.last = self.dom.draw(s)
-        return self.last
-
-    def contains(self, value: Any) -> bool:
-        self.last = value
-        return self.dom.contains(value)
-
-
-def square(dom: Ints) -> tuple[_First, _Second]:
-    """Dim domains of the last two axes of a batch of square matrices."""
-    first = _First(dom)
-    return first, _Second(first)
-
-
 @op("Det")
 def det(b: Builder, p: None) -> None:
     # X is (*, M, M). A near-singular matrix amplifies rounding error relative to det, but
@@ -193,7 +144,7 @@ def det(b: Builder, p: None) -> None:
     # eps times the Hadamard bound: with M <= 4 and |a_ij| <= 1.5 that bound is <= 81, so the
     # error is ~1e-5, far inside the comparison's atol, whatever the conditioning.
     def dims(r: int) -> list:
-        first, second = square(Ints(1, DET_N))
+        first, second = Linked(Ints(1, DET_N)).pair()  # a square matrix per batch
         return [None] * (r - 2) + [first, second]
 
     x = b.input("X", rank=Ints(2, 8), dims=dims, values=Values(-DET_A, DET_A))

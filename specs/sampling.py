@@ -30,7 +30,7 @@ from onnxfuzz.specs.conv import (
 from onnxfuzz import dtypes as dt
 from onnxfuzz.builder import WEIGHT, Builder
 from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Ints, OneOf
+from onnxfuzz.domains import Ints, Linked, OneOf
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.intervals import Values, point
 from onnxfuzz.spec import op
@@ -239,46 +239,6 @@ def roi_align(b: Builder, p: None) -> None:
 
 
 # --- AffineGrid ------------------------------------------------------------------------------
-class _Tied:
-    """Dim domains of two axes where the second is ``f`` of the first (axes are drawn and
-    matched in order): theta's (2, 3) or (3, 4)."""
-
-    def __init__(self, dom: OneOf, f: Any) -> None:
-        self.dom, self.f, self.last = dom, f, None
-        self.second = _Follower(self)
-
-    def __repr__(self) -> str:
-        return repr(self.dom)
-
-    def empty(self) -> bool:
-        return self.dom.empty()
-
-    def draw(self, s: ChoiceStream) -> int:
-        self.last = self.dom.draw(s)
-        return self.last
-
-    def contains(self, value: Any) -> bool:
-        self.last = value
-        return self.dom.contains(value)
-
-
-class _Follower:
-    def __init__(self, lead: _Tied) -> None:
-        self.lead = lead
-
-    def __repr__(self) -> str:
-        return "Tied"
-
-    def empty(self) -> bool:
-        return False
-
-    def draw(self, s: ChoiceStream) -> int:
-        return self.lead.f(self.lead.last)
-
-    def contains(self, value: Any) -> bool:
-        return self.lead.last is not None and value == self.lead.f(self.lead.last)
-
-
 def _theta_values(dtype: int) -> Values:
     """|theta| <= bound / 4: a row dotted with (x, y[, z], 1), |x|, |y|, |z| <= 1, fits."""
     m = dt.value_range(dtype)[1] / 4
@@ -290,8 +250,8 @@ def affine_grid(b: Builder, p: None) -> None:
     # theta is (N, 2, 3) (2-D) or (N, 3, 4) (3-D); size is (N, C, H, W) / (N, C, D, H, W);
     # grid[n, ..., :] = theta[n] @ (x, y[, z], 1) over normalized coordinates in [-1, 1].
     def dims(r: int) -> list:
-        rows = _Tied(OneOf([2, 3]), lambda k: k + 1)
-        return [None, rows, rows.second]
+        rows, cols = Linked(OneOf([2, 3]), lambda k: k + 1).pair()  # theta (2, 3) or (3, 4)
+        return [None, rows, cols]
 
     theta = b.input("theta", rank=3, dims=dims, values=_theta_values)
     n, nd = theta.shape[0], theta.shape[1]
