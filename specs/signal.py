@@ -277,6 +277,8 @@ def mel_weight_matrix(b: Builder, p: None) -> None:
     b.const("dft_length", dft_length)
     b.const("sample_rate", rate)
     t2 = b.types("T2")
+    if not t2:
+        raise ConfigError("MelWeightMatrix: no element type for the edges under --dtypes")
     f = dt.FLOAT if dt.FLOAT in t2 else t2[0]
     b.const("lower_edge_hertz", np.asarray(lo, dtype=dt.np_dtype(f)), dtype=f)
     b.const("upper_edge_hertz", np.asarray(hi, dtype=dt.np_dtype(f)), dtype=f)
