@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onnxfuzz.signature import bug_id
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tests (
@@ -122,8 +124,6 @@ class Store:
                     continue
                 row = self.db.execute("SELECT seeds FROM bugs WHERE key=?", (r.bug,)).fetchone()
                 if row is None:
-                    from onnxfuzz.signature import bug_id
-
                     self.db.execute(
                         "INSERT INTO bugs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
                         (

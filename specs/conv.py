@@ -24,6 +24,7 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.builder import WEIGHT, Builder
 from onnxfuzz.choices import ChoiceStream
 from onnxfuzz.domains import Domain, Ints, OneOf
+from onnxfuzz.graph import Tensor
 from onnxfuzz.intervals import Interval, Values
 from onnxfuzz.spec import op
 
@@ -211,10 +212,10 @@ def conv_interval(x: Interval, w: Interval, fan_in: int, bias: Interval | None) 
 
 
 # --- Conv -----------------------------------------------------------------------------------
-@op("Conv")
-def conv(b: Builder, p: None) -> None:
-    has_bias = b.optional("B")
-    x = b.input("X", rank=Ints(3, 5))
+def conv_geometry(b: Builder, x: Tensor) -> tuple[int, list, list, list, str, list[int]]:
+    """Conv's attributes over X (N, C, D1..Dn): group, strides, dilations, pads, auto_pad,
+    and the largest kernel dims that keep every output >= 1 (the dilated kernel fits the
+    padded input). Shared by Conv, ConvInteger and QLinearConv."""
     n, c, spatial = x.rank - 2, x.shape[1], x.shape[2:]
     group = b.attr("group", OneOf(divisors(c)), 1)
     auto_pad = b.attr("auto_pad", OneOf(AUTO_PADS), "NOTSET")
@@ -224,11 +225,9 @@ def conv(b: Builder, p: None) -> None:
         dilations = b.attr("dilations", OneOf([ones(n)]), ones(n))
     else:
         dilations = b.attr("dilations", Each([Ints(1, DILATION)] * n), ones(n))
+    pads = [0] * (2 * n)
     if auto_pad == "NOTSET":
-        pads = b.attr("pads", Each([Ints(0, CONV_PAD)] * (2 * n)), [0] * (2 * n))
-    else:
-        pads = [0] * (2 * n)
-    # The dilated kernel fits the (padded) input, so every output dim is >= 1.
+        pads = b.attr("pads", Each([Ints(0, CONV_PAD)] * (2 * n)), pads)
     if auto_pad in SAME:
         k_hi = [min(CONV_KERNEL, d) for d in spatial]
     else:
@@ -236,7 +235,30 @@ def conv(b: Builder, p: None) -> None:
             min(CONV_KERNEL, (d + pads[i] + pads[n + i] - 1) // dilations[i] + 1)
             for i, d in enumerate(spatial)
         ]
-    cg = c // group
+    return group, strides, dilations, pads, auto_pad, k_hi
+
+
+def conv_out_shape(x: Tensor, w: Tensor, geometry: tuple) -> list[int]:
+    """(N, M, out dims) of a Conv of X with W under ``geometry``."""
+    _, strides, dilations, pads, auto_pad, _ = geometry
+    n, kernel = x.rank - 2, w.shape[2:]
+    if auto_pad in SAME:
+        out = [same_out(d, s) for d, s in zip(x.shape[2:], strides, strict=True)]
+    else:
+        out = [
+            window_out(d, kernel[i], strides[i], dilations[i], pads[i], pads[n + i])
+            for i, d in enumerate(x.shape[2:])
+        ]
+    return [x.shape[0], w.shape[0]] + out
+
+
+@op("Conv")
+def conv(b: Builder, p: None) -> None:
+    has_bias = b.optional("B")
+    x = b.input("X", rank=Ints(3, 5))
+    geometry = conv_geometry(b, x)
+    group, k_hi = geometry[0], geometry[-1]
+    cg = x.shape[1] // group
     w = b.input(
         "W",
         dims=[Multiples(group, b.max_dim), cg] + [Ints(1, h) for h in k_hi],
@@ -246,16 +268,9 @@ def conv(b: Builder, p: None) -> None:
     m, kernel = w.shape[0], list(w.shape[2:])
     b.attr("kernel_shape", OneOf([kernel]), None)  # optional: inferred from W when absent
     bias = b.input("B", dims=[m], values=bias_values, kind=WEIGHT) if has_bias else None
-    if auto_pad in SAME:
-        out = [same_out(d, s) for d, s in zip(spatial, strides, strict=True)]
-    else:
-        out = [
-            window_out(d, kernel[i], strides[i], dilations[i], pads[i], pads[n + i])
-            for i, d in enumerate(spatial)
-        ]
     fan_in = cg * math.prod(kernel)
     b.output(
-        [x.shape[0], m] + out,
+        conv_out_shape(x, w, geometry),
         interval=conv_interval(
             x.interval, w.interval, fan_in, bias.interval if bias is not None else None
         ),

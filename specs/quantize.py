@@ -24,20 +24,7 @@ import math
 from typing import Any
 
 import numpy as np
-from onnxfuzz.specs.conv import (
-    AUTO_PADS,
-    CONV_KERNEL,
-    CONV_PAD,
-    DILATION,
-    SAME,
-    STRIDE,
-    Each,
-    Multiples,
-    divisors,
-    ones,
-    same_out,
-    window_out,
-)
+from onnxfuzz.specs.conv import Multiples, conv_geometry, conv_out_shape
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.builder import MISSING, WEIGHT, Builder
@@ -401,48 +388,11 @@ def qlinear_matmul(b: Builder, p: None) -> None:
 
 
 # --- ConvInteger / QLinearConv ------------------------------------------------------------
-def _conv_geometry(b: Builder, x: Tensor) -> tuple[int, list, list, list, str, list[int]]:
-    """Conv's attributes over X (N, C, D1..Dn), as in specs/conv.py: group, strides,
-    dilations, pads, auto_pad, and the largest kernel dims that keep every output >= 1."""
-    n, c, spatial = x.rank - 2, x.shape[1], x.shape[2:]
-    group = b.attr("group", OneOf(divisors(c)), 1)
-    auto_pad = b.attr("auto_pad", OneOf(AUTO_PADS), "NOTSET")
-    strides = b.attr("strides", Each([Ints(1, STRIDE)] * n), ones(n))
-    if auto_pad in SAME:
-        dilations = b.attr("dilations", OneOf([ones(n)]), ones(n))
-    else:
-        dilations = b.attr("dilations", Each([Ints(1, DILATION)] * n), ones(n))
-    pads = [0] * (2 * n)
-    if auto_pad == "NOTSET":
-        pads = b.attr("pads", Each([Ints(0, CONV_PAD)] * (2 * n)), pads)
-    if auto_pad in SAME:
-        k_hi = [min(CONV_KERNEL, d) for d in spatial]
-    else:
-        k_hi = [
-            min(CONV_KERNEL, (d + pads[i] + pads[n + i] - 1) // dilations[i] + 1)
-            for i, d in enumerate(spatial)
-        ]
-    return group, strides, dilations, pads, auto_pad, k_hi
-
-
 def _conv_weight(b: Builder, name: str, x: Tensor, group: int, k_hi: list[int]) -> Tensor:
     dims = [Multiples(group, b.max_dim), x.shape[1] // group] + [Ints(1, h) for h in k_hi]
     w = b.input(name, dims=dims, kind=WEIGHT)
     b.attr("kernel_shape", OneOf([list(w.shape[2:])]), None)
     return w
-
-
-def _conv_out(x: Tensor, w: Tensor, geometry: tuple) -> list[int]:
-    _, strides, dilations, pads, auto_pad, _ = geometry
-    n, kernel = x.rank - 2, w.shape[2:]
-    if auto_pad in SAME:
-        out = [same_out(d, s) for d, s in zip(x.shape[2:], strides, strict=True)]
-    else:
-        out = [
-            window_out(d, kernel[i], strides[i], dilations[i], pads[i], pads[n + i])
-            for i, d in enumerate(x.shape[2:])
-        ]
-    return [x.shape[0], w.shape[0]] + out
 
 
 @op("ConvInteger")
@@ -452,7 +402,7 @@ def conv_integer(b: Builder, p: None) -> None:
     has_xzp = b.optional("x_zero_point")
     has_wzp = b.optional("w_zero_point")
     x = b.input("x", rank=Ints(3, 5))
-    geometry = _conv_geometry(b, x)
+    geometry = conv_geometry(b, x)
     w = _conv_weight(b, "w", x, geometry[0], geometry[5])
     cx, cw = x.interval, w.interval
     if has_xzp:
@@ -463,7 +413,7 @@ def conv_integer(b: Builder, p: None) -> None:
         zp = b.input("w_zero_point", rank=Ints(0, 1), dims=lambda r: [1] * r, kind=WEIGHT)
         cw = cw - zp.interval
     fan_in = w.shape[1] * math.prod(w.shape[2:])
-    b.output(_conv_out(x, w, geometry), interval=_acc(cx, cw, fan_in))
+    b.output(conv_out_shape(x, w, geometry), interval=_acc(cx, cw, fan_in))
 
 
 @op("QLinearConv")
@@ -472,7 +422,7 @@ def qlinear_conv(b: Builder, p: None) -> None:
     # w_scale per tensor or per output channel.
     has_bias = b.optional("B")
     x = b.input("x", rank=Ints(3, 5))
-    geometry = _conv_geometry(b, x)
+    geometry = conv_geometry(b, x)
     x_s = _qscale(b, "x_scale")[0]
     xzp = b.input("x_zero_point", rank=0, kind=WEIGHT)
     w = _conv_weight(b, "w", x, geometry[0], geometry[5])
@@ -488,4 +438,4 @@ def qlinear_conv(b: Builder, p: None) -> None:
         bias = b.input("B", dims=[m], values=Values(-(1 << 16), 1 << 16), kind=WEIGHT)
         acc = acc + bias.interval
     out = _requant_out(acc, [x_s * s / y_s for s in w_s], yzp.interval, yzp.dtype)
-    b.output(_conv_out(x, w, geometry), interval=out)
+    b.output(conv_out_shape(x, w, geometry), interval=out)
