@@ -25,6 +25,7 @@ from onnxfuzz.oracle import (
     precision_dtypes,
     with_known,
 )
+from onnxfuzz.precision import excess_precision
 from onnxfuzz.sandbox import Outcome
 from onnxfuzz.signature import signature
 
@@ -88,7 +89,7 @@ def assess(
                 again if run_one is not None else None,
                 tol_dtypes,
             )
-            if div is not None:
+            if div is not None and div.node is not None:
                 culprit = div.node.output[0]
                 v.message += f"\nfirst diverging node: {div.node.name} ({div.node.op_type})"
                 if div.unstable:
@@ -100,6 +101,21 @@ def assess(
                         v.message + f"\n{reference} fed {label}'s values of that node's inputs "
                         "reproduces its output: amplified rounding, not a bug",
                     )
+            if v.verdict == MISMATCH_V and run_one is not None:
+                why = excess_precision(
+                    model,
+                    inputs,
+                    reference,
+                    ref.outputs or {},
+                    label,
+                    got.outputs or {},
+                    again,
+                    cfg,
+                    tol_dtypes,
+                    div.got_exposed if div is not None and div.node is None else None,
+                )
+                if why is not None:
+                    v = Verdict(UNSTABLE_V, v.stage, v.kind, culprit, v.message + "\n" + why)
         sig = None
         if v.is_bug:
             sig = signature(

@@ -27,8 +27,9 @@ from onnxfuzz.sandbox import OK, Outcome
 
 @dataclass
 class Divergence:
-    node: onnx.NodeProto
+    node: onnx.NodeProto | None  # None: every exposed intermediate and output agrees
     unstable: bool  # explained by sub-tolerance differences of its inputs
+    got_exposed: dict[str, np.ndarray]  # the backend's outputs with everything exposed
 
 
 def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -72,7 +73,9 @@ def first_divergence(
     run_reference: Callable[[bytes, dict], Outcome] | None = None,
     tol_dtypes: dict[str, str] | None = None,
 ) -> Divergence | None:
-    """The first node (topological order) whose output differs between the backends."""
+    """The first node (topological order) whose output differs between the backends; a
+    divergence without a node when they agree everywhere once every intermediate is
+    exposed; None when the exposed model did not run on both."""
     probe = expose_all(model)
     outcomes = run(probe.SerializeToString())
     ref, got = outcomes.get(reference), outcomes.get(backend)
@@ -92,8 +95,8 @@ def first_divergence(
             unstable = _explained_by_inputs(
                 model, node, feeds, have, reference, backend, run_reference, cfg, tol_dtypes
             )
-        return Divergence(node, unstable)
-    return None
+        return Divergence(node, unstable, have)
+    return Divergence(None, False, have)
 
 
 def _explained_by_inputs(

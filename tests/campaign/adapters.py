@@ -119,9 +119,15 @@ class Unsupported(_OrtWrapper):
 
 
 class WrongOp(_OrtWrapper):
-    """A planted miscompilation: every ``op`` node computes ``op`` + 0.5 (float outputs)."""
+    """A planted miscompilation: every ``op`` node whose output is ``dtype`` (float32 unless
+    told) computes ``op`` + 0.5."""
 
     name = "wrong-op"
+
+    def __init__(self, op: str = "Add", dtype: str = "float32") -> None:
+        super().__init__(op)
+        self.dtype = np.dtype(dtype)
+        self.elem_type = onnx.helper.np_dtype_to_tensor_dtype(self.dtype)
 
     def compile(self, model: onnx.ModelProto) -> Any:
         m = onnx.ModelProto()
@@ -134,11 +140,11 @@ class WrongOp(_OrtWrapper):
         }
         for n in nodes:
             out = n.output[0]
-            if n.op_type == self.op and producers_dtype.get(out) == onnx.TensorProto.FLOAT:
+            if n.op_type == self.op and producers_dtype.get(out) == self.elem_type:
                 bad = f"{out}__planted"
                 n.output[0] = bad
                 half = f"{out}__half"
-                g.initializer.append(onnx.numpy_helper.from_array(np.float32(0.5), half))
+                g.initializer.append(onnx.numpy_helper.from_array(self.dtype.type(0.5), half))
                 g.node.extend([n, onnx.helper.make_node("Add", [bad, half], [out])])
             else:
                 g.node.append(n)
