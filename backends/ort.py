@@ -27,6 +27,7 @@ class OrtBackend:
             raise TypeError(f"opt must be one of {', '.join(_LEVELS)}, got {opt!r}")
         self.opt = opt
         self.threads = int(threads)
+        self._opts: Any = None  # SessionOptions, made once
 
     def available(self) -> str | None:
         import onnxruntime as ort
@@ -65,11 +66,15 @@ class OrtBackend:
         return opts
 
     def compile(self, model: onnx.ModelProto) -> Any:
+        return self.compile_bytes(model.SerializeToString())
+
+    def compile_bytes(self, data: bytes) -> Any:
+        """``compile`` of a serialized model (the sandbox's fast path: no parse)."""
         import onnxruntime as ort
 
-        return ort.InferenceSession(
-            model.SerializeToString(), self._options(), providers=[self.provider]
-        )
+        if self._opts is None:
+            self._opts = self._options()
+        return ort.InferenceSession(data, self._opts, providers=[self.provider])
 
     def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [o.name for o in executable.get_outputs()]

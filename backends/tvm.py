@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -16,9 +17,14 @@ from typing import Any
 
 import numpy as np
 import onnx
-import tvm
-from tvm import relax
-from tvm.relax.frontend.onnx import from_onnx
+
+# One runtime thread (before tvm starts its pool): a fuzzer runs a worker per backend, and
+# TVM's pool threads spin after each parallel loop, taking the cores the other backends and
+# the campaign itself need. TVM_NUM_THREADS set by the user wins.
+os.environ.setdefault("TVM_NUM_THREADS", "1")
+import tvm  # noqa: E402
+from tvm import relax  # noqa: E402
+from tvm.relax.frontend.onnx import from_onnx  # noqa: E402
 
 _TARGETS = ("llvm", "cuda")
 

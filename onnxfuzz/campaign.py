@@ -27,7 +27,7 @@ from onnxfuzz.oracle import CRASH_V, MISMATCH_V, OK_V, TIMEOUT_V, OracleConfig, 
 from onnxfuzz.probe import Support, fully_unsupported, lacking, unsupported_pairs
 from onnxfuzz.reduction.reduce import Reduced, reduce_case
 from onnxfuzz.reduction.reproduce import Reproducer, Target
-from onnxfuzz.sandbox import ERROR, UNSUPPORTED, BackendInfo, Outcome, Worker
+from onnxfuzz.sandbox import ERROR, UNSUPPORTED, BackendInfo, Outcome, Worker, busy_seconds
 from onnxfuzz.signature import bug_id
 from onnxfuzz.store import Result, Store
 
@@ -125,7 +125,8 @@ class Progress:
     ops: Counter = field(default_factory=Counter)
     bugs: int = 0
     wall: float = 0.0
-    backend: float = 0.0
+    backend: float = 0.0  # wall time during which a backend compiled or ran
+    backend_cpu: float = 0.0  # CPU time of the backends' compile + run
     reduction: float = 0.0  # seconds spent reducing new bugs
     last: str = ""
 
@@ -349,7 +350,9 @@ class Campaign:
         """Store a judged test; reduce and bundle its new bugs first (with ``lane``)."""
         assert t.case is not None
         results, findings = judged.results, judged.findings
-        backend_s = max(o.backend_s for o in outcomes.values()) + judged.probe_s
+        # Backends run in parallel: the test's backend time is the wall time during which
+        # any of them compiled or ran.
+        backend_s = busy_seconds(list(outcomes.values())) + judged.probe_s
         with self._lock:
             known = self.store.bug_keys() if findings else set()
             by_backend = {r.backend: r for r in results}
@@ -378,6 +381,7 @@ class Campaign:
             p.tests += 1
             p.wall += wall
             p.backend += backend_s
+            p.backend_cpu += sum(o.cpu_s for o in outcomes.values())
             p.ops.update(t.case.ops)
             for r in results:
                 p.verdicts[r.verdict] += 1

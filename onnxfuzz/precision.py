@@ -78,9 +78,7 @@ def float32_evaluation(
     o = run_reference(upcast(model).SerializeToString(), feeds)
     if o.status != OK or o.outputs is None:
         return None
-    half = {
-        vi.name for vi in model.graph.output if vi.type.tensor_type.elem_type == _HALF
-    }
+    half = {vi.name for vi in model.graph.output if vi.type.tensor_type.elem_type == _HALF}
     return {
         k: v.astype(np.float16) if k in half and v.dtype == np.float32 else v
         for k, v in o.outputs.items()

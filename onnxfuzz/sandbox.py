@@ -9,6 +9,7 @@ run). A dead or killed worker is respawned for the next test: the campaign goes 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import signal
 import socket
@@ -40,6 +41,8 @@ class Outcome:
     compile_s: float = 0.0
     run_s: float = 0.0
     worker_s: float = 0.0  # the worker's whole handling of the test (parse, check, convert)
+    started: float = 0.0  # time.perf_counter() when compile began (a system-wide clock)
+    cpu_s: float = 0.0  # the worker's CPU time in compile + run (all its threads)
 
     @property
     def backend_s(self) -> float:
@@ -56,8 +59,11 @@ class BackendInfo:
     preferred: int | None = None  # the opset where the adapter covers the most ops
 
 
-def serve(text: str, conn: Any) -> None:
-    """Worker main loop (runs in the spawned process)."""
+def serve(text: str, conn: Any, stage_flag: Any = None) -> None:
+    """Worker main loop (runs in the spawned process). ``stage_flag``: one shared byte
+    the parent reads after a crash or timeout (0 compile, 1 run), so that the stage costs
+    no message per test."""
+    flag = stage_flag if stage_flag is not None else bytearray(1)
     try:
         backend = load_backend(parse_backend(text))
         why = backend.available() if hasattr(backend, "available") else None
@@ -77,6 +83,11 @@ def serve(text: str, conn: Any) -> None:
         return
     import onnx
 
+    # An adapter without supports() that can compile serialized bytes skips a parse here
+    # and a serialization in the adapter.
+    from_bytes = None
+    if not hasattr(backend, "supports"):
+        from_bytes = getattr(backend, "compile_bytes", None)
     while True:
         try:
             req = conn.recv()
@@ -87,26 +98,32 @@ def serve(text: str, conn: Any) -> None:
         model_bytes, inputs = req
         stage = COMPILE
         t0 = time.perf_counter()
+        c0 = time.process_time()
         compile_s = 0.0
         try:
-            model = onnx.load_from_string(model_bytes)
-            reason = backend.supports(model) if hasattr(backend, "supports") else None
-            if reason:
-                conn.send(("error", COMPILE, True, reason, "", 0.0, 0.0))
-                continue
-            exe = backend.compile(model)
+            if from_bytes is not None:
+                exe = from_bytes(model_bytes)
+            else:
+                model = onnx.load_from_string(model_bytes)
+                reason = backend.supports(model) if hasattr(backend, "supports") else None
+                if reason:
+                    conn.send(("error", COMPILE, True, reason, "", 0.0, 0.0, t0, 0.0))
+                    continue
+                exe = backend.compile(model)
             compile_s = time.perf_counter() - t0
             stage = RUN
-            conn.send(("stage", RUN))
+            flag[0] = 1
             t1 = time.perf_counter()
             outs = backend.run(exe, inputs)
             run_s = time.perf_counter() - t1
+            cpu_s = time.process_time() - c0
             outs = {k: np.asarray(v) for k, v in outs.items()}
-            conn.send(("done", outs, compile_s, run_s, time.perf_counter() - t0))
+            conn.send(("done", outs, compile_s, run_s, time.perf_counter() - t0, t0, cpu_s))
         except BaseException as e:  # noqa: BLE001 - every failure is a verdict
             if isinstance(e, KeyboardInterrupt):
                 return
             elapsed = time.perf_counter() - t0
+            cpu_s = time.process_time() - c0
             conn.send(
                 (
                     "error",
@@ -116,8 +133,23 @@ def serve(text: str, conn: Any) -> None:
                     traceback.format_exc(limit=20),
                     compile_s,
                     elapsed - compile_s if stage == RUN else 0.0,
+                    t0,
+                    cpu_s,
                 )
             )
+
+
+def busy_seconds(outcomes: list[Outcome]) -> float:
+    """Wall time during which at least one backend compiled or ran: the union of the
+    outcomes' [started, started + backend_s] intervals (they may overlap: backends run in
+    parallel)."""
+    spans = sorted((o.started, o.started + o.backend_s) for o in outcomes if o.backend_s > 0)
+    total, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
 
 
 def _rss_mb(pid: int) -> float:
@@ -146,15 +178,27 @@ class Worker:
         pair; its stderr goes to a file whose tail is kept when it crashes."""
         ours, theirs = socket.socketpair()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
+        stage_file = tempfile.TemporaryFile()  # noqa: SIM115 - mapped, then closed
+        stage_file.write(b"\0")
+        stage_file.flush()
+        self._stage_flag = mmap.mmap(stage_file.fileno(), 1)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "onnxfuzz.worker", str(theirs.fileno()), self.ref.text],
-            pass_fds=(theirs.fileno(),),
+            [
+                sys.executable,
+                "-m",
+                "onnxfuzz.worker",
+                str(theirs.fileno()),
+                str(stage_file.fileno()),
+                self.ref.text,
+            ],
+            pass_fds=(theirs.fileno(), stage_file.fileno()),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
             start_new_session=True,
         )
         theirs.close()
+        stage_file.close()
         conn = Connection(ours.detach())
         if not conn.poll(self.startup_timeout):
             proc.kill()
@@ -220,6 +264,20 @@ class Worker:
         self._kill()
         return Outcome(CRASH, stage, message=_death(code), trace=self.stderr_tail())
 
+    def cpu_seconds(self) -> float:
+        """CPU time the worker process has used so far (0 when it is not running)."""
+        if not self._alive():
+            return 0.0
+        try:
+            with open(f"/proc/{self._proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+    def _stage(self) -> str:
+        return RUN if self._stage_flag[0] else COMPILE
+
     def execute(self, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome:
         failed = self.submit(model_bytes, inputs)
         return failed if failed is not None else self.collect()
@@ -232,7 +290,7 @@ class Worker:
                 self.restarts += 1
             self._kill()
             self.start()
-        self._stage = COMPILE
+        self._stage_flag[0] = 0  # the worker sets 1 once compiled
         self._deadline = time.perf_counter() + self.timeout
         try:
             self._conn.send((model_bytes, inputs))
@@ -242,10 +300,10 @@ class Worker:
 
     def collect(self) -> Outcome:
         """Wait for the submitted test's outcome (timeout and memory cap enforced)."""
-        stage = self._stage
         while True:
             left = self._deadline - time.perf_counter()
             if left <= 0:
+                stage = self._stage()
                 self._kill()
                 return Outcome(TIMEOUT, stage, message=f"no result within {self.timeout:g} s")
             ready = False
@@ -253,9 +311,10 @@ class Worker:
                 ready = self._conn.poll(min(left, 0.05))
             if not ready:
                 if not self._alive():
-                    return self._crash(stage)
+                    return self._crash(self._stage())
                 rss = _rss_mb(self._proc.pid)
                 if rss > self.memory_mb:
+                    stage = self._stage()
                     self._kill()
                     return Outcome(
                         CRASH,
@@ -267,13 +326,13 @@ class Worker:
             try:
                 msg = self._conn.recv()
             except (EOFError, OSError):
-                return self._crash(stage)
-            if msg[0] == "stage":
-                stage = msg[1]
-                continue
+                return self._crash(self._stage())
             if msg[0] == "done":
-                return Outcome(OK, None, msg[1], compile_s=msg[2], run_s=msg[3], worker_s=msg[4])
-            _, stage, unsupported, text, trace, c_s, r_s = msg
+                _, outs, c_s, r_s, w_s, t0, cpu = msg
+                return Outcome(
+                    OK, None, outs, compile_s=c_s, run_s=r_s, worker_s=w_s, started=t0, cpu_s=cpu
+                )
+            _, stage, unsupported, text, trace, c_s, r_s, t0, cpu = msg
             return Outcome(
                 UNSUPPORTED if unsupported else ERROR,
                 stage,
@@ -281,6 +340,8 @@ class Worker:
                 trace=trace,
                 compile_s=c_s,
                 run_s=r_s,
+                started=t0,
+                cpu_s=cpu,
             )
 
 

@@ -1,26 +1,50 @@
 """Fuzz-loop throughput and overhead per backend pair.
 
-For each pair it runs a campaign of N tests and prints tests/s and the fuzz-loop overhead:
-the share of wall time not spent inside the backends' compile + run (measured inside the
-worker processes). Backends of one test run concurrently, so per test the backend time is
-the slowest backend's. Generation, input sampling, IPC, judging and storage overlap with
-the backends' work (pipelined lanes) where they can. Probing and reduction are off: they are
-phases of their own, not the loop.
+For each pair it runs a campaign of N tests (one lane) and prints:
+
+- tests/s;
+- overhead: the share of wall time during which no backend was compiling or running, i.e.
+  ``1 - busy / wall`` where ``busy`` is the union of the backends' compile + run intervals
+  (measured inside the worker processes on the system-wide monotonic clock; backends of one
+  test run in parallel). Generation, input sampling, IPC, judging and storage overlap with
+  the backends' work (pipelined lanes) where they can; what does not overlap is overhead;
+- cpu: the share of all CPU time (campaign process + workers) spent outside the backends'
+  compile + run. On a machine with fewer free cores than workers + 1 the parent's work
+  steals cycles from a backend's interval; this column shows what the wall figure hides;
+- cores: CPU seconds per wall second of the whole loop.
+
+Probing and reduction are off: they are phases of their own, not the loop.
 
     .venv/bin/python tools/bench_fuzz.py [--tests 300] [--nodes 5:20] [--max-dim 8]
-        [--pairs ort:ort:opt=none,ort:tvm,ort:torch]
+        [--pairs ort/ort:opt=none,ort/tvm,ort/torch] [--dtypes float32]
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from onnxfuzz.campaign import Campaign, CampaignOptions
 
 DEFAULT_PAIRS = "ort/ort:opt=none,ort/tvm,ort/torch"
+
+
+@dataclass
+class Measured:
+    rate: float  # tests/s
+    overhead: float  # wall share with no backend compiling or running
+    cpu_overhead: float  # CPU share outside the backends' compile + run
+    cores: float  # CPU seconds per wall second
+    verdicts: dict
+
+
+def _own_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def bench(
@@ -29,7 +53,7 @@ def bench(
     nodes: tuple[int, int],
     max_dim: int,
     dtypes: list[str] | None = None,
-) -> tuple:
+) -> Measured:
     with tempfile.TemporaryDirectory() as tmp:
         opts = CampaignOptions(
             backends=pair,
@@ -47,13 +71,24 @@ def bench(
         c = Campaign(Path(tmp) / "c", opts, resume=False)
         try:
             c.start()
+            workers = [w for lane in c.lanes for w in lane.workers.values()]
+            cpu0 = _own_cpu() + sum(w.cpu_seconds() for w in workers)
+            restarts0 = sum(w.restarts for w in workers)
             t0 = time.perf_counter()
             p = c.run()
             wall = time.perf_counter() - t0
+            cpu = _own_cpu() + sum(w.cpu_seconds() for w in workers) - cpu0
+            if sum(w.restarts for w in workers) != restarts0:
+                cpu = float("nan")  # a respawned worker's CPU time is lost: no CPU figure
         finally:
             c.close()
-    overhead = 1 - p.backend / wall
-    return p.tests / wall, overhead, dict(p.verdicts)
+    return Measured(
+        p.tests / wall,
+        1 - p.backend / wall,
+        1 - p.backend_cpu / cpu,
+        cpu / wall,
+        dict(p.verdicts),
+    )
 
 
 def main() -> None:
@@ -69,12 +104,15 @@ def main() -> None:
         f"{args.tests} tests per pair, nodes {args.nodes}, max dim {args.max_dim}, "
         f"dtypes {args.dtypes or 'all'}"
     )
-    print(f"{'pair':<24} {'tests/s':>8} {'overhead':>9}  verdicts")
+    print(f"{'pair':<24} {'tests/s':>8} {'overhead':>9} {'cpu':>6} {'cores':>6}  verdicts")
     for pair in args.pairs.split(","):
         ref, backend = pair.split("/")
         dtypes = args.dtypes.split(",") if args.dtypes else None
-        rate, overhead, verdicts = bench([ref, backend], args.tests, nodes, args.max_dim, dtypes)
-        print(f"{pair:<24} {rate:>8.1f} {overhead:>9.1%}  {verdicts}")
+        m = bench([ref, backend], args.tests, nodes, args.max_dim, dtypes)
+        print(
+            f"{pair:<24} {m.rate:>8.1f} {m.overhead:>9.1%} {m.cpu_overhead:>6.1%} "
+            f"{m.cores:>6.2f}  {m.verdicts}"
+        )
 
 
 if __name__ == "__main__":

@@ -79,9 +79,7 @@ def _assess(workers: dict[str, Worker], model, inputs, reference: str, backend: 
         return {k: w.execute(d, inputs) for k, w in ws.items()}
 
     outcomes = run_all(data)
-    raw = judge(
-        reference, outcomes[reference], backend, outcomes[backend], ["y"], OracleConfig()
-    )
+    raw = judge(reference, outcomes[reference], backend, outcomes[backend], ["y"], OracleConfig())
     got = assess(
         model,
         inputs,
