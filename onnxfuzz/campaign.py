@@ -80,19 +80,49 @@ def negotiate_opset(infos: list[BackendInfo], wanted: int | None) -> int:
 
 @dataclass
 class Lane:
-    """One executor: a worker per backend. Lanes run tests concurrently."""
+    """One executor: a worker per backend. Lanes run tests concurrently.
+
+    A lane has at most one test in flight on its workers (``start``, then ``wait``). Anything
+    else that needs the workers (localizing a mismatch, reducing a bug) first ``settle``s:
+    the test in flight is collected and kept for ``wait``."""
 
     workers: dict[str, Worker]
+    _inflight: dict[str, Outcome | None] | None = None
+    _done: dict[str, Outcome] | None = None
 
-    def submit(self, model_bytes: bytes, inputs: dict) -> dict[str, Outcome | None]:
+    def start(self, model_bytes: bytes, inputs: dict) -> None:
         """Start a test on every backend at once (they are separate processes)."""
-        return {label: w.submit(model_bytes, inputs) for label, w in self.workers.items()}
+        assert self._inflight is None and self._done is None, "one test in flight per lane"
+        self._inflight = {label: w.submit(model_bytes, inputs) for label, w in self.workers.items()}
 
-    def collect(self, sent: dict[str, Outcome | None]) -> dict[str, Outcome]:
-        return {
-            label: failed if failed is not None else self.workers[label].collect()
-            for label, failed in sent.items()
-        }
+    def settle(self) -> None:
+        if self._inflight is not None:
+            sent, self._inflight = self._inflight, None
+            self._done = {
+                label: failed if failed is not None else self.workers[label].collect()
+                for label, failed in sent.items()
+            }
+
+    def wait(self) -> dict[str, Outcome]:
+        """The outcomes of the test in flight."""
+        self.settle()
+        assert self._done is not None, "no test in flight"
+        done, self._done = self._done, None
+        return done
+
+    def run_all(self, model_bytes: bytes, inputs: dict) -> dict[str, Outcome]:
+        """Run a model on every backend now (after the test in flight, if any)."""
+        self.settle()
+        kept, self._done = self._done, None
+        self.start(model_bytes, inputs)
+        out = self.wait()
+        self._done = kept
+        return out
+
+    def execute(self, label: str, model_bytes: bytes, inputs: dict) -> Outcome:
+        """Run a model on one backend now (after the test in flight, if any)."""
+        self.settle()
+        return self.workers[label].execute(model_bytes, inputs)
 
     def close(self) -> None:
         for w in self.workers.values():
@@ -257,27 +287,22 @@ class Campaign:
                 self._stop.set()
 
         def pipelined(lane: Lane) -> None:
-            # Pipelined: while the backends run test i, the next test is generated and
-            # test i-1 is judged and stored, so the parent's work hides behind theirs.
+            # Pipelined: while the backends run test i, test i+1 is generated, and test i-1
+            # is judged and stored. A mismatch's localization and a new bug's reduction need
+            # the workers: the lane settles the test in flight first.
             current = self.prepare(i) if (i := next_id()) is not None else None
-            sent = self._submit(lane, current)
+            self._start(lane, current)
             while current is not None:
                 nxt = self.prepare(i) if (i := next_id()) is not None else None
                 if current.case is None:  # generation failed: nothing ran
-                    sent = self._submit(lane, nxt)
+                    self._start(lane, nxt)
                     self.finish_error(current)
                     current = nxt
                     continue
-                outcomes = lane.collect(sent)
-                # Judged before the next test goes out: localizing a mismatch re-runs
-                # the model on this lane's workers.
+                outcomes = lane.wait()
+                self._start(lane, nxt)
                 judged = self.judge_all(current.case, current.inputs, outcomes, lane)
-                if judged.findings:  # reduction runs on this lane's workers: finish first
-                    self.finish(current, outcomes, judged, lane)
-                    sent = self._submit(lane, nxt)
-                else:
-                    sent = self._submit(lane, nxt)
-                    self.finish(current, outcomes, judged)
+                self.finish(current, outcomes, judged, lane if judged.findings else None)
                 current = nxt
 
         threads = [
@@ -312,10 +337,9 @@ class Campaign:
         return Prepared(i, case, inputs, case.model.SerializeToString(), t0, seed)
 
     @staticmethod
-    def _submit(lane: Lane, t: Prepared | None) -> dict[str, Outcome | None] | None:
-        if t is None or t.case is None:
-            return None
-        return lane.submit(t.model_bytes, t.inputs)
+    def _start(lane: Lane, t: Prepared | None) -> None:
+        if t is not None and t.case is not None:
+            lane.start(t.model_bytes, t.inputs)
 
     def finish_error(self, t: Prepared) -> None:
         """A test whose model could not be generated (a bug in onnxfuzz, reported with its
@@ -341,7 +365,7 @@ class Campaign:
         if p.case is None:
             self.finish_error(p)
             return
-        outcomes = lane.collect(lane.submit(p.model_bytes, p.inputs))
+        outcomes = lane.run_all(p.model_bytes, p.inputs)
         self.finish(p, outcomes, self.judge_all(p.case, p.inputs, outcomes, lane), lane)
 
     def finish(
@@ -396,10 +420,10 @@ class Campaign:
         if lane is not None:
 
             def run_all(data: bytes) -> dict[str, Outcome]:
-                return lane.collect(lane.submit(data, inputs))
+                return lane.run_all(data, inputs)
 
             def run_one(label: str, data: bytes, feeds: dict) -> Outcome:
-                return lane.workers[label].execute(data, feeds)
+                return lane.execute(label, data, feeds)
 
         for label, o in list(outcomes.items()):
             # A failure on a model with an (op, type) the probe found the backend lacks is
@@ -481,6 +505,7 @@ class Campaign:
         ).fetchone()[0]
         if self.opts.reduce and lane is not None and f.case is not None and hits < MAX_REDUCED:
             labels = list(dict.fromkeys([f.reference, f.backend]))
+            lane.settle()  # the reduction uses the workers
             rep = Reproducer(
                 {k: lane.workers[k] for k in labels},
                 Target(f.backend, f.reference, f.signature),
