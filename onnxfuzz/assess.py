@@ -8,15 +8,17 @@ and the instability check (see ``onnxfuzz.localize``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
 
 from onnxfuzz import dtypes as dt
+from onnxfuzz.declared import declared_outputs, departures
 from onnxfuzz.localize import first_divergence
 from onnxfuzz.oracle import (
     MISMATCH_V,
+    OK_V,
     UNSTABLE_V,
     OracleConfig,
     Verdict,
@@ -26,7 +28,7 @@ from onnxfuzz.oracle import (
     with_known,
 )
 from onnxfuzz.precision import excess_precision
-from onnxfuzz.sandbox import Outcome
+from onnxfuzz.sandbox import OK, Outcome
 from onnxfuzz.signature import signature
 
 RunAll = Callable[[bytes], dict[str, Outcome]]  # a model on every backend
@@ -52,6 +54,11 @@ def assess(
     ref = outcomes[reference]
     order = [o.name for o in model.graph.output]
     tol_dtypes: dict[str, str] | None = None  # computed on the first mismatch
+    ran = {k: o.outputs for k, o in outcomes.items() if o.status == OK and o.outputs is not None}
+    # Outputs departing from the model's declared types and shapes while another backend
+    # meets them are that backend's fault, whatever the reference says (onnxfuzz.declared).
+    off = departures(ran, declared_outputs(model)) if len(ran) > 1 else {}
+    ref_off = off.get(reference, {})
     out: dict[str, Assessed] = {}
     for label, got in outcomes.items():
         spent: list[float] = []
@@ -59,13 +66,27 @@ def assess(
             # The reference's own failure is a bug of the reference backend.
             v = with_known(label, own_verdict(ref), cfg)
         else:
+            want = _excused(ref, got, ref_off) if ref_off else ref
             # Upstream float16 only ever loosens a tolerance: what passes without it passes.
-            v = judge(reference, ref, label, got, order, cfg, tol_dtypes)
+            v = judge(reference, want, label, got, order, cfg, tol_dtypes)
             if v.verdict == MISMATCH_V and tol_dtypes is None:
                 tol_dtypes = precision_dtypes(model)
-                v = judge(reference, ref, label, got, order, cfg, tol_dtypes)
+                v = judge(reference, want, label, got, order, cfg, tol_dtypes)
+        if v.verdict == OK_V and label in off:
+            name, what = next(iter(off[label].items()))
+            v = with_known(
+                label,
+                Verdict(
+                    MISMATCH_V,
+                    "run",
+                    what.split()[0],
+                    name,
+                    f"output {name}: {what}, and other backends meet the declaration",
+                ),
+                cfg,
+            )
         culprit = v.output
-        if v.verdict == MISMATCH_V and run_all is not None:
+        if v.verdict == MISMATCH_V and run_all is not None and label != reference:
 
             def probe(data: bytes, spent: list[float] = spent) -> dict[str, Outcome]:
                 outs = run_all(data)
@@ -133,6 +154,20 @@ def assess(
     return out
 
 
+def _excused(ref: Outcome, got: Outcome, ref_off: dict[str, str]) -> Outcome:
+    """The reference's outputs to judge ``got`` by, where the reference departs from the
+    declaration: cast to ``got``'s type when only the type is off, else left out."""
+    mine = dict(ref.outputs or {})
+    theirs = got.outputs or {}
+    for name in ref_off:
+        r, g = mine.get(name), theirs.get(name)
+        if r is not None and g is not None and r.shape == g.shape and r.dtype != g.dtype:
+            mine[name] = r.astype(g.dtype)
+        else:
+            mine.pop(name, None)
+    return replace(ref, outputs=mine)
+
+
 @dataclass
 class Attribution:
     majority: set[str]  # backends whose outputs agree (more than half of those that ran)
@@ -145,10 +180,13 @@ def attribute(
     """With three or more backends that ran, which of them agree? None without a majority."""
     from itertools import combinations
 
-    from onnxfuzz.oracle import OK_V, compare
-    from onnxfuzz.sandbox import OK
+    from onnxfuzz.oracle import compare
 
     ran = [label for label, o in outcomes.items() if o.status == OK and o.outputs is not None]
+    # A backend departing from the declared types and shapes where another meets them cannot
+    # be in the majority, however many share its mistake (onnxfuzz.declared).
+    off = departures({k: outcomes[k].outputs or {} for k in ran}, declared_outputs(model))
+    ran = [label for label in ran if label not in off]
     if len(ran) < 3:
         return None
     order = [o.name for o in model.graph.output]

@@ -172,13 +172,21 @@ class Rois:
     """(num_rois, 4) boxes [x1, y1, x2, y2] in input coordinates (pixel / spatial_scale) with
     0 <= x1 < x2 <= W and 0 <= y1 < y2 <= H in pixels, on a grid of half pixels: every
     sample lies inside the image, and the adaptive sampling count ceil(roi / output size)
-    is computed exactly."""
+    is computed exactly.
 
-    def __init__(self, h: int, w: int, scale: float) -> None:
-        self.h, self.w, self.scale = h, w, scale
+    ``legacy`` (output_half_pixel): the roi is stretched to at least one pixel from x1, so
+    x1 <= W - 1 (and y1 <= H - 1) keeps the stretched box inside too. Otherwise a sample can
+    land exactly on x = W, where the op switches from clamping to 0: float32 and float64
+    roi arithmetic then fall on either side (seen: ORT 0, the reference evaluator X[W-1])."""
+
+    def __init__(self, h: int, w: int, scale: float, legacy: bool = False) -> None:
+        self.h, self.w, self.scale, self.legacy = h, w, scale, legacy
 
     def __repr__(self) -> str:
-        return f"Rois(H={self.h}, W={self.w}, scale={self.scale})"
+        return f"Rois(H={self.h}, W={self.w}, scale={self.scale}, legacy={self.legacy})"
+
+    def _last_start(self, size: int) -> int:
+        return 2 * size - 2 if self.legacy else 2 * size - 1
 
     def empty(self) -> bool:
         return False
@@ -186,7 +194,7 @@ class Rois:
     def draw(self, s: ChoiceStream) -> list[list[float]]:
         out = []
         for _ in range(s.integer(1, MAX_ROIS)):
-            x1, y1 = s.integer(0, 2 * self.w - 1), s.integer(0, 2 * self.h - 1)
+            x1, y1 = s.integer(0, self._last_start(self.w)), s.integer(0, self._last_start(self.h))
             x2, y2 = s.integer(x1 + 1, 2 * self.w), s.integer(y1 + 1, 2 * self.h)
             out.append([v / 2 / self.scale for v in (x1, y1, x2, y2)])
         return out
@@ -203,6 +211,8 @@ class Rois:
             np.all(a == np.round(a))
             and np.all((x1 >= 0) & (x1 < x2) & (x2 <= 2 * self.w))
             and np.all((y1 >= 0) & (y1 < y2) & (y2 <= 2 * self.h))
+            and np.all(x1 <= self._last_start(self.w))
+            and np.all(y1 <= self._last_start(self.h))
         )
 
 
@@ -224,13 +234,15 @@ def roi_align(b: Builder, p: None) -> None:
     else:
         b.attr("sampling_ratio", Ints(0, 3), 0)
     scale = b.attr("spatial_scale", OneOf(SCALES), 1.0)
-    if b.version >= 16:  # before 16 the behaviour of output_half_pixel, without the name
-        b.attr(
+    legacy = True  # before 16 the behaviour of output_half_pixel, without the name
+    if b.version >= 16:
+        mode_t = b.attr(
             "coordinate_transformation_mode",
             OneOf(["half_pixel", "output_half_pixel"]),
             "half_pixel",
         )
-    rois = b.draw("rois", Rois(h, w, scale))
+        legacy = mode_t == "output_half_pixel"
+    rois = b.draw("rois", Rois(h, w, scale, legacy))
     b.const("rois", np.asarray(rois, dtype=dt.np_dtype(x.dtype)), dtype=x.dtype)
     idx = [b.draw(f"batch_indices[{i}]", Ints(0, n - 1)) for i in range(len(rois))]
     b.const("batch_indices", idx)

@@ -1,0 +1,75 @@
+"""Declared output types and shapes break ties that majority voting gets wrong.
+
+Two libraries sharing a mistake (the ONNX reference evaluator and onnx2torch both promote
+int32 ReduceSumSquare to int64) must not outvote the one that follows the model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from onnxfuzz.assess import assess, attribute
+from onnxfuzz.declared import declared_outputs, departures, violations
+from onnxfuzz.oracle import MISMATCH_V, OK_V, OracleConfig
+from onnxfuzz.sandbox import Outcome
+
+
+def _model() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSumSquare", ["x"], ["y"], keepdims=0)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+X = {"x": np.arange(6, dtype=np.int32).reshape(2, 3)}
+RIGHT = Outcome("ok", outputs={"y": np.array(55, dtype=np.int32)})
+PROMOTED = Outcome("ok", outputs={"y": np.array(55, dtype=np.int64)})
+WRONG_SHAPE = Outcome("ok", outputs={"y": np.array([55], dtype=np.int32)})
+
+
+def test_violations_name_the_output_and_the_declaration() -> None:
+    decl = declared_outputs(_model())
+    assert violations(RIGHT.outputs, decl) == {}
+    assert violations(PROMOTED.outputs, decl) == {
+        "y": "dtype int64, the model declares int32"
+    }
+    assert violations(WRONG_SHAPE.outputs, decl) == {"y": "shape [1], the model declares []"}
+
+
+def test_a_declaration_nobody_meets_blames_nobody() -> None:
+    decl = declared_outputs(_model())
+    both = {"a": PROMOTED.outputs, "b": PROMOTED.outputs}
+    assert departures(both, decl) == {}
+    assert set(departures({"a": PROMOTED.outputs, "b": RIGHT.outputs}, decl)) == {"a"}
+
+
+def test_a_shared_mistake_does_not_outvote_the_declaration() -> None:
+    outcomes = {"ort": RIGHT, "onnx-reference": PROMOTED, "torch": PROMOTED}
+    assert attribute(_model(), outcomes, "ort", OracleConfig()) is None
+    got = assess(_model(), X, outcomes, "ort", OracleConfig())
+    assert got["ort"].verdict.verdict == OK_V
+    for label in ("onnx-reference", "torch"):
+        assert got[label].verdict.verdict == MISMATCH_V
+        assert got[label].verdict.kind == "dtype"
+
+
+def test_a_reference_departing_from_the_declaration_is_blamed_itself() -> None:
+    outcomes = {"onnx-reference": PROMOTED, "ort": RIGHT, "torch": PROMOTED}
+    got = assess(_model(), X, outcomes, "onnx-reference", OracleConfig())
+    assert got["ort"].verdict.verdict == OK_V  # judged against the excused reference
+    for label in ("onnx-reference", "torch"):
+        v = got[label].verdict
+        assert (v.verdict, v.kind) == (MISMATCH_V, "dtype"), v.message
+        assert "declares int32" in v.message
+        assert got[label].signature is not None
+
+
+def test_values_are_still_compared_where_only_the_reference_type_is_off() -> None:
+    outcomes = {"ref": PROMOTED, "b": Outcome("ok", outputs={"y": np.array(54, np.int32)})}
+    got = assess(_model(), X, outcomes, "ref", OracleConfig())
+    assert got["b"].verdict.verdict == MISMATCH_V and got["b"].verdict.kind == "values"
