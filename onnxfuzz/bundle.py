@@ -10,11 +10,11 @@ repro.py                                     standalone: exits 1 while the bug r
 
 from __future__ import annotations
 
-import inspect
+import functools
+import importlib.util
 import json
 import re
 import shutil
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,8 @@ import onnx
 from onnx import numpy_helper
 
 from onnxfuzz import __version__
-from onnxfuzz.backend import parse_backend
+from onnxfuzz.backend import entry_points, parse_backend
+from onnxfuzz.errors import BackendError
 from onnxfuzz.generator import Case
 from onnxfuzz.oracle import Verdict
 from onnxfuzz.reduction.reduce import Reduced
@@ -57,15 +58,26 @@ class Finding:
     case: Case | None = None  # the generated case (its choices shrink), when there is one
 
 
+@functools.cache
 def adapter_source(label: str) -> tuple[str, str, dict[str, str]]:
     """The source of the module defining the adapter behind ``label``, its class name and
-    options: repro.py embeds it so that it runs without onnxfuzz."""
-    from onnxfuzz.backend import _load_class
-
+    options: repro.py embeds it so that it runs without onnxfuzz. The module is located,
+    not imported: importing an adapter imports its library (seconds for TVM or torch), and
+    the campaign process never needs it."""
     ref = parse_backend(label)
-    cls = _load_class(ref.target, label)
-    module = sys.modules[cls.__module__]
-    return inspect.getsource(module), cls.__name__, dict(ref.options)
+    target = ref.target
+    if ":" not in target:
+        eps = entry_points()
+        if target not in eps:
+            raise BackendError(f"--backend {label}: no backend named {target!r}")
+        target = eps[target].value
+    where, _, cls_name = target.rpartition(":")
+    if where.endswith(".py"):
+        return Path(where).read_text(), cls_name, dict(ref.options)
+    spec = importlib.util.find_spec(where)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise BackendError(f"--backend {label}: cannot find the source of {where}")
+    return Path(spec.origin).read_text(), cls_name, dict(ref.options)
 
 
 def _write_inputs(folder: Path, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Path:

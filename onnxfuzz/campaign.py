@@ -8,6 +8,7 @@ resumed, it ends with the same counts as one that never stopped.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import Counter
@@ -24,6 +25,7 @@ from onnxfuzz.config import DEFAULT_OPSET, Config
 from onnxfuzz.errors import BackendError, UsageError
 from onnxfuzz.generator import Case, Generator
 from onnxfuzz.oracle import CRASH_V, MISMATCH_V, OK_V, TIMEOUT_V, OracleConfig, Verdict
+from onnxfuzz.pregen import Pregenerator
 from onnxfuzz.probe import Support, fully_unsupported, lacking, unsupported_pairs
 from onnxfuzz.reduction.reduce import Reduced, reduce_case
 from onnxfuzz.reduction.reproduce import Reproducer, Target
@@ -53,6 +55,7 @@ class CampaignOptions:
     probe: str = "classify"  # classify | exclude | off (see onnxfuzz.probe)
     reduce: bool = True  # reduce findings (and dedup bugs after reduction)
     reduce_budget: float = 30.0  # seconds per reduction
+    pregen: bool | None = None  # generate in a process of its own (None: when cores allow)
 
     @property
     def reference_label(self) -> str:
@@ -204,6 +207,7 @@ class Campaign:
         self._last_finish: dict[int, float] = {}
         self.lanes: list[Lane] = []
         self.infos: dict[str, BackendInfo] = {}
+        self.pregen: Pregenerator | None = None
 
     # --- set-up ----------------------------------------------------------------------
     def start(self) -> None:
@@ -246,10 +250,28 @@ class Campaign:
         if excluded:
             self.cfg = replace(self.cfg, exclude_ops=self.cfg.exclude_ops | set(excluded))
         self.generator = Generator(self.cfg)
+        if self._use_pregen():
+            self.pregen = Pregenerator(self.cfg)
+            self.pregen.start()
         self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})
         self.store.set_meta("opset", opset)
 
+    def _use_pregen(self) -> bool:
+        """Generate in a process of its own when there is a core for it: one per worker,
+        one for this process, one for the generator. With fewer, the processes only take
+        turns on the same cores and the extra hand-over costs more than it hides
+        (measured on 2 cores: ORT vs ORT 384 tests/s with it, 434 without)."""
+        if self.opts.pregen is not None:
+            return self.opts.pregen
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+        return cores >= len(self.labels) * len(self.lanes) + 2
+
     def close(self) -> None:
+        if self.pregen is not None:
+            self.pregen.close()
         for lane in self.lanes:
             lane.close()
         sync_meta(self.out, self.store.bugs())
@@ -271,11 +293,35 @@ class Campaign:
         ids = self._ids()
         ids_lock = threading.Lock()
 
+        def over() -> bool:
+            return self._stop.is_set() or bool(deadline and time.perf_counter() >= deadline)
+
         def next_id() -> int | None:
-            if self._stop.is_set() or (deadline and time.perf_counter() >= deadline):
+            if over():
                 return None
             with ids_lock:
                 return next(ids, None)
+
+        # With a generator process (onnxfuzz.pregen) tests are made a few ahead and handed
+        # to the lanes in order; those still owed at a stop are not run (nor stored: a
+        # resumed campaign makes them again). Without, each lane makes its next test while
+        # its backends run the current one.
+        pregen = self.pregen
+        window = 2 + 2 * len(self.lanes)
+        gen_lock = threading.Lock()
+
+        def next_test() -> Prepared | None:
+            if pregen is None:
+                return self.prepare(i) if (i := next_id()) is not None else None
+            with gen_lock:
+                while len(pregen.owed) < window and (i := next_id()) is not None:
+                    pregen.request(i, o.seed + i)
+                if not pregen.owed or over():
+                    return None
+                m = pregen.receive()
+            return Prepared(
+                m.index, m.case, m.inputs, m.model_bytes, time.perf_counter(), m.seed, m.error
+            )
 
         errors: list[BaseException] = []
 
@@ -290,10 +336,10 @@ class Campaign:
             # Pipelined: while the backends run test i, test i+1 is generated, and test i-1
             # is judged and stored. A mismatch's localization and a new bug's reduction need
             # the workers: the lane settles the test in flight first.
-            current = self.prepare(i) if (i := next_id()) is not None else None
+            current = next_test()
             self._start(lane, current)
             while current is not None:
-                nxt = self.prepare(i) if (i := next_id()) is not None else None
+                nxt = next_test()
                 if current.case is None:  # generation failed: nothing ran
                     self._start(lane, nxt)
                     self.finish_error(current)

@@ -167,6 +167,14 @@ def print_summary(campaign) -> None:
     show_default=True,
     help="Seconds of reduction per new bug.",
 )
+@click.option(
+    "--pregen",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="Generate tests ahead in a process of their own (auto: when the machine has a core "
+    "for it besides the backend workers and the campaign).",
+)
 @generator_options(opset_default=None)
 def fuzz(
     backends,
@@ -184,6 +192,7 @@ def fuzz(
     probe,
     no_reduce,
     reduce_budget,
+    pregen,
     seed,
     **gen,
 ) -> None:
@@ -213,6 +222,7 @@ def fuzz(
             probe=probe,
             reduce=not no_reduce,
             reduce_budget=reduce_budget,
+            pregen={"auto": None, "on": True, "off": False}[pregen],
         )
     campaign = Campaign(out, opts, resume)
     try:

@@ -131,12 +131,22 @@ def serve(text: str, conn: Any, stage_flag: Any = None) -> None:
                     is_unsupported(backend, e),
                     f"{type(e).__name__}: {e}",
                     traceback.format_exc(limit=20),
-                    compile_s,
+                    compile_s if stage == RUN else elapsed,  # a failed compile took time too
                     elapsed - compile_s if stage == RUN else 0.0,
                     t0,
                     cpu_s,
                 )
             )
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process (Linux ``/proc``; 0 where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def busy_seconds(outcomes: list[Outcome]) -> float:
@@ -266,14 +276,7 @@ class Worker:
 
     def cpu_seconds(self) -> float:
         """CPU time the worker process has used so far (0 when it is not running)."""
-        if not self._alive():
-            return 0.0
-        try:
-            with open(f"/proc/{self._proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            return 0.0
+        return process_cpu_seconds(self._proc.pid) if self._alive() else 0.0
 
     def _stage(self) -> str:
         return RUN if self._stage_flag[0] else COMPILE

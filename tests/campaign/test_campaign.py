@@ -212,12 +212,15 @@ def _state(out: Path) -> tuple[dict, dict]:
         store.close()
 
 
-def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(tmp_path) -> None:
+@pytest.mark.parametrize("pregen", ["off", "on"])
+def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(tmp_path, pregen) -> None:
+    # The unkilled run makes its tests in the campaign process; the killed one in a
+    # generator process too when pregen is on (onnxfuzz.pregen): same tests, same counts.
     whole = tmp_path / "whole"
-    p = _fuzz(whole)
+    p = _fuzz(whole, "--pregen", "off")
     assert p.wait(300) == 0, p.stdout.read()
     killed = tmp_path / "killed"
-    p = _fuzz(killed)
+    p = _fuzz(killed, "--pregen", pregen)
     db = killed / "campaign.db"
     deadline = time.time() + 120
     while time.time() < deadline:  # kill -9 once some tests are stored

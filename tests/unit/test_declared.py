@@ -35,9 +35,7 @@ WRONG_SHAPE = Outcome("ok", outputs={"y": np.array([55], dtype=np.int32)})
 def test_violations_name_the_output_and_the_declaration() -> None:
     decl = declared_outputs(_model())
     assert violations(RIGHT.outputs, decl) == {}
-    assert violations(PROMOTED.outputs, decl) == {
-        "y": "dtype int64, the model declares int32"
-    }
+    assert violations(PROMOTED.outputs, decl) == {"y": "dtype int64, the model declares int32"}
     assert violations(WRONG_SHAPE.outputs, decl) == {"y": "shape [1], the model declares []"}
 
 
