@@ -40,6 +40,9 @@ class Assessed:
     verdict: Verdict
     signature: str | None  # for bugs
     probe_s: float = 0.0  # backend time spent localizing
+    # When the backend departs from the model's declared output types or shapes: a backend
+    # that meets the declaration there (the reference to reproduce the finding against).
+    witness: str | None = None
 
 
 def assess(
@@ -62,7 +65,25 @@ def assess(
     out: dict[str, Assessed] = {}
     for label, got in outcomes.items():
         spent: list[float] = []
-        if label == reference:
+        witness = None
+        if label in off and own_verdict(got).verdict == OK_V:
+            # Departing from the declaration is the verdict, wherever the reference stands;
+            # the culprit is the output's producer (no localization: the same signature
+            # whichever backend a reproduction compares against).
+            name, what = next(iter(off[label].items()))
+            witness = next(k for k in ran if k != label and name not in off.get(k, {}))
+            v = with_known(
+                label,
+                Verdict(
+                    MISMATCH_V,
+                    "run",
+                    what.split()[0],
+                    name,
+                    f"output {name}: {what}; {witness} meets the declaration",
+                ),
+                cfg,
+            )
+        elif label == reference:
             # The reference's own failure is a bug of the reference backend.
             v = with_known(label, own_verdict(ref), cfg)
         else:
@@ -72,21 +93,13 @@ def assess(
             if v.verdict == MISMATCH_V and tol_dtypes is None:
                 tol_dtypes = precision_dtypes(model)
                 v = judge(reference, want, label, got, order, cfg, tol_dtypes)
-        if v.verdict == OK_V and label in off:
-            name, what = next(iter(off[label].items()))
-            v = with_known(
-                label,
-                Verdict(
-                    MISMATCH_V,
-                    "run",
-                    what.split()[0],
-                    name,
-                    f"output {name}: {what}, and other backends meet the declaration",
-                ),
-                cfg,
-            )
         culprit = v.output
-        if v.verdict == MISMATCH_V and run_all is not None and label != reference:
+        if (
+            v.verdict == MISMATCH_V
+            and run_all is not None
+            and label != reference
+            and witness is None
+        ):
 
             def probe(data: bytes, spent: list[float] = spent) -> dict[str, Outcome]:
                 outs = run_all(data)
@@ -150,7 +163,7 @@ def assess(
                 dt.NAMES.get(types.get(culprit, 0), ""),
                 got.trace,
             )
-        out[label] = Assessed(v, sig, sum(spent))
+        out[label] = Assessed(v, sig, sum(spent), witness)
     return out
 
 

@@ -500,7 +500,7 @@ class Campaign:
         for label, a in assessed.items():
             v = a.verdict
             suspect = None
-            if v.verdict in (CRASH_V, TIMEOUT_V):
+            if v.verdict in (CRASH_V, TIMEOUT_V) or (v.verdict == MISMATCH_V and a.witness):
                 suspect = label
             elif v.verdict == MISMATCH_V and attribution is not None:
                 suspect = label if label not in attribution.majority else None
@@ -509,11 +509,11 @@ class Campaign:
             )
             if a.signature is None:
                 continue
-            reference = (
-                ref_label
-                if label != ref_label or attribution is None
-                else (sorted(attribution.majority)[0] if attribution.reference_odd else ref_label)
-            )
+            reference = ref_label
+            if a.witness is not None:  # departs from the declaration; the witness meets it
+                reference = a.witness
+            elif label == ref_label and attribution is not None and attribution.reference_odd:
+                reference = sorted(attribution.majority)[0]
             findings.append(
                 Finding(
                     signature=a.signature,

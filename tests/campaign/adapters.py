@@ -185,3 +185,21 @@ class PairCrash(_OrtWrapper):
         if executable[1]:
             ctypes.string_at(0)
         return super().run(executable, inputs)
+
+
+class PromoteInt32(_OrtWrapper):
+    """A planted type bug: ``op`` nodes' int32 graph outputs come back as int64 (the mistake
+    the ONNX reference evaluator and onnx2torch share on ReduceSumSquare)."""
+
+    name = "promote-int32"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        made_by_op = {t for n in model.graph.node if n.op_type == self.op for t in n.output}
+        return (self._session(model), made_by_op)
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs = super().run(executable, inputs)
+        return {
+            k: v.astype(np.int64) if k in executable[1] and v.dtype == np.int32 else v
+            for k, v in outs.items()
+        }

@@ -257,13 +257,13 @@ def _n(out: Path) -> int:
         store.close()
 
 
-def _campaign3(tmp: Path, backends: list[str], tests: int = 12) -> Campaign:
+def _campaign3(tmp: Path, backends: list[str], tests: int = 12, **gen) -> Campaign:
     opts = CampaignOptions(
         backends=backends,
         tests=tests,
         probe="off",
         reduce_budget=20,
-        generator={"min_nodes": 3, "max_nodes": 8, "ops": OPS, "dtypes": ["float32"]},
+        generator={"min_nodes": 3, "max_nodes": 8, "ops": OPS, "dtypes": ["float32"], **gen},
     )
     c = Campaign(tmp / "camp", opts, resume=False)
     c.start()
@@ -294,6 +294,20 @@ def test_a_reference_that_departs_is_labelled_not_the_others(tmp_path) -> None:
     assert len(bugs) == 1 and bugs[0]["backend"] == wrong and bugs[0]["suspect"] == wrong
     meta = json.loads((c.out / "bugs" / bugs[0]["id"] / "meta.json").read_text())
     assert meta["odd_one_out"] is True and meta["reference"] in ("ort", "ort:opt=none")
+
+
+def test_a_reference_departing_from_the_declared_type_is_blamed_and_reduced(tmp_path) -> None:
+    # Two backends only: the model's declared output type says which one is wrong.
+    wrong = f"{ADAPTERS}:PromoteInt32:op=Add"
+    c = _campaign3(tmp_path, [wrong, "ort"], ops=["Add", "Mul", "Abs"], dtypes=["int32"])
+    counts = _verdicts(c, "ort")
+    assert counts == {"ok": 12}, counts
+    bugs = _bugs(c)
+    assert len(bugs) == 1 and bugs[0]["backend"] == wrong and bugs[0]["suspect"] == wrong
+    meta = json.loads((c.out / "bugs" / bugs[0]["id"] / "meta.json").read_text())
+    assert meta["kind"] == "dtype" and meta["reference"] == "ort"
+    assert "the model declares int32" in (c.out / "bugs" / bugs[0]["id"] / "log.txt").read_text()
+    assert meta["reduced_ops"] == ["Add"]
 
 
 def test_triage_table_in_terminal_and_markdown(tmp_path, capsys) -> None:
