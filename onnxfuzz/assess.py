@@ -15,7 +15,7 @@ import onnx
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.declared import declared_outputs, departures
-from onnxfuzz.localize import first_divergence
+from onnxfuzz.localize import first_divergence, single_node
 from onnxfuzz.oracle import (
     MISMATCH_V,
     OK_V,
@@ -25,9 +25,10 @@ from onnxfuzz.oracle import (
     judge,
     own_verdict,
     precision_dtypes,
+    tolerance,
     with_known,
 )
-from onnxfuzz.precision import excess_precision
+from onnxfuzz.precision import excess_precision, within_rounding
 from onnxfuzz.sandbox import OK, Outcome
 from onnxfuzz.signature import signature
 
@@ -134,6 +135,29 @@ def assess(
                         v.message + f"\n{reference} fed {label}'s values of that node's inputs "
                         "reproduces its output: amplified rounding, not a bug",
                     )
+            if (
+                v.verdict == MISMATCH_V
+                and run_one is not None
+                and div is not None
+                and div.node is not None
+            ):
+                one = single_node(model, div.node)
+                seen = {**inputs, **div.want_exposed}
+                tols = {
+                    t: tolerance(reference, label, t, div.want_exposed[t], cfg, tol_dtypes)
+                    for t in div.node.output
+                    if t in div.want_exposed
+                }
+                why = within_rounding(
+                    one,
+                    {i.name: seen[i.name] for i in one.graph.input if i.name in seen},
+                    div.want_exposed,
+                    div.got_exposed,
+                    again,
+                    tols.get,
+                )
+                if why is not None:
+                    v = Verdict(UNSTABLE_V, v.stage, v.kind, culprit, v.message + "\n" + why)
             if v.verdict == MISMATCH_V and run_one is not None:
                 why = excess_precision(
                     model,

@@ -15,7 +15,7 @@ flipped near a tie, a cancellation). That is numeric instability, not a bug.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -30,6 +30,7 @@ class Divergence:
     node: onnx.NodeProto | None  # None: every exposed intermediate and output agrees
     unstable: bool  # explained by sub-tolerance differences of its inputs
     got_exposed: dict[str, np.ndarray]  # the backend's outputs with everything exposed
+    want_exposed: dict[str, np.ndarray] = field(default_factory=dict)  # the reference's
 
 
 def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -95,8 +96,8 @@ def first_divergence(
             unstable = _explained_by_inputs(
                 model, node, feeds, have, reference, backend, run_reference, cfg, tol_dtypes
             )
-        return Divergence(node, unstable, have)
-    return Divergence(None, False, have)
+        return Divergence(node, unstable, have, want)
+    return Divergence(None, False, have, want)
 
 
 def _explained_by_inputs(

@@ -249,16 +249,36 @@ def compare(
                 name,
                 f"output {name}: shape {list(g.shape)} vs reference {list(w.shape)}",
             )
-        tol = cfg.tol(reference, backend, _dtype_name(w))
-        loose = (tol_dtypes or {}).get(name)
-        if tol is not None and loose is not None:
-            up = cfg.tol(reference, backend, loose)
-            if up is not None:
-                tol = (max(tol[0], up[0]), max(tol[1], up[1]))
-        bad = _values(name, w, g, tol)
+        bad = _values(name, w, g, tolerance(reference, backend, name, w, cfg, tol_dtypes))
         if bad is not None:
             return bad
     return Verdict(OK_V)
+
+
+def tolerance(
+    reference: str,
+    backend: str,
+    name: str,
+    want: np.ndarray,
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None = None,
+) -> tuple[float, float] | None:
+    """(atol, rtol) for output ``name`` (None: exact): its dtype's, loosened to the least
+    precise float type upstream; for float16 and bfloat16, atol scales with the tensor's
+    largest magnitude (one backend accumulates in float16, another in float32, and the
+    difference scales with the magnitudes summed, not with each result: a sum that cancels
+    to ~0 keeps the error of its terms)."""
+    tol = cfg.tol(reference, backend, _dtype_name(want))
+    loose = (tol_dtypes or {}).get(name)
+    if tol is not None and loose is not None:
+        up = cfg.tol(reference, backend, loose)
+        if up is not None:
+            tol = (max(tol[0], up[0]), max(tol[1], up[1]))
+    if tol is not None and want.dtype.name in ("float16", "bfloat16") and want.size:
+        w = want.astype(np.float64)
+        finite = np.abs(w[np.isfinite(w)])
+        tol = (tol[0] * (max(1.0, float(finite.max())) if finite.size else 1.0), tol[1])
+    return tol
 
 
 def _dtype_name(a: np.ndarray) -> str:
@@ -287,13 +307,6 @@ def _values(
     atol, rtol = tol
     w = want.astype(np.float64)
     g = got.astype(np.float64)
-    if want.dtype.name in ("float16", "bfloat16") and w.size:
-        # Half precision: one backend accumulates in float16, another in float32, and the
-        # difference scales with the magnitudes summed, not with each result (a sum that
-        # cancels to ~0 keeps the error of its terms): atol is relative to the tensor's
-        # largest magnitude.
-        finite = np.abs(w[np.isfinite(w)])
-        atol *= max(1.0, float(finite.max())) if finite.size else 1.0
     both_nan = np.isnan(w) & np.isnan(g)
     same_inf = np.isinf(w) & (w == g)
     err = np.abs(g - w)
