@@ -98,24 +98,27 @@ def assess(
         if (
             v.verdict == MISMATCH_V
             and run_all is not None
-            and label != reference
-            and witness is None
+            and (label != reference or witness is not None)
         ):
+            # A departure from the declaration is localized against its witness.
+            base = witness or reference
 
             def probe(data: bytes, spent: list[float] = spent) -> dict[str, Outcome]:
                 outs = run_all(data)
                 spent.append(max(o.backend_s for o in outs.values()))
                 return outs
 
-            def again(data: bytes, feeds: dict, spent: list[float] = spent) -> Outcome:
+            def again(
+                data: bytes, feeds: dict, spent: list[float] = spent, base: str = base
+            ) -> Outcome:
                 assert run_one is not None
-                o = run_one(reference, data, feeds)
+                o = run_one(base, data, feeds)
                 spent.append(o.backend_s)
                 return o
 
             div = first_divergence(
                 model,
-                reference,
+                base,
                 label,
                 probe,
                 cfg,
@@ -126,7 +129,7 @@ def assess(
             if div is not None and div.node is not None:
                 culprit = div.node.output[0]
                 v.message += f"\nfirst diverging node: {div.node.name} ({div.node.op_type})"
-                if div.unstable:
+                if div.unstable and witness is None:
                     v = Verdict(
                         UNSTABLE_V,
                         v.stage,
@@ -138,6 +141,7 @@ def assess(
             if (
                 v.verdict == MISMATCH_V
                 and run_one is not None
+                and witness is None
                 and div is not None
                 and div.node is not None
             ):
@@ -158,7 +162,7 @@ def assess(
                 )
                 if why is not None:
                     v = Verdict(UNSTABLE_V, v.stage, v.kind, culprit, v.message + "\n" + why)
-            if v.verdict == MISMATCH_V and run_one is not None:
+            if v.verdict == MISMATCH_V and run_one is not None and witness is None:
                 why = excess_precision(
                     model,
                     inputs,
