@@ -16,18 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from onnxfuzz import dtypes as dt
+
 
 @dataclass(frozen=True)
 class Declared:
     dtype: str | None  # numpy dtype name; None when unknown
     shape: tuple[int | None, ...] | None  # None: rank unknown; a None dim: symbolic
-
-
-def _dtype_name(elem_type: int) -> str | None:
-    try:
-        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def declared_outputs(model: onnx.ModelProto) -> dict[str, Declared]:
@@ -37,7 +32,7 @@ def declared_outputs(model: onnx.ModelProto) -> dict[str, Declared]:
         shape = None
         if tt.HasField("shape"):
             shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
-        out[vi.name] = Declared(_dtype_name(tt.elem_type) if tt.elem_type else None, shape)
+        out[vi.name] = Declared(dt.NAMES.get(tt.elem_type), shape)  # numpy's names too
     return out
 
 

@@ -53,8 +53,7 @@ def has_half(model: onnx.ModelProto) -> bool:
 
 
 def _upcast_tensor(t: TensorProto) -> TensorProto:
-    out = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
-    return out
+    return numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
 
 
 def upcast(model: onnx.ModelProto) -> onnx.ModelProto:

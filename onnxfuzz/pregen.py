@@ -13,8 +13,6 @@ generator process dies, it is started again and the tests it owed are asked for 
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
 import time
 from collections import deque
@@ -28,6 +26,7 @@ import onnx
 from onnxfuzz.config import Config
 from onnxfuzz.errors import BackendError
 from onnxfuzz.generator import Case, Generator
+from onnxfuzz.sandbox import kill, process_cpu_seconds, spawn, stop
 
 
 @dataclass
@@ -86,16 +85,7 @@ class Pregenerator:
         self.restarts = 0
 
     def start(self) -> None:
-        ours, theirs = socket.socketpair()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "onnxfuzz.pregen", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        theirs.close()
-        self._conn = Connection(ours.detach())
+        self._proc, self._conn = spawn("onnxfuzz.pregen", [])
         self._conn.send(self.cfg)
         deadline = time.monotonic() + self.startup_timeout
         while not self._conn.poll(0.1):
@@ -133,8 +123,6 @@ class Pregenerator:
 
     def cpu_seconds(self) -> float:
         """CPU time the generator process has used so far (0 when it is not running)."""
-        from onnxfuzz.sandbox import process_cpu_seconds
-
         if self._proc is None or self._proc.poll() is not None:
             return 0.0
         return process_cpu_seconds(self._proc.pid)
@@ -147,21 +135,12 @@ class Pregenerator:
         self.start()
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait(5)
-        if self._conn is not None:
-            self._conn.close()
+        kill(self._proc, self._conn)
         self._proc = self._conn = None
 
     def close(self) -> None:
-        if self._proc is not None and self._proc.poll() is None and self._conn is not None:
-            try:
-                self._conn.send(None)
-                self._proc.wait(2)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self._kill()
+        stop(self._proc, self._conn)
+        self._proc = self._conn = None
 
 
 if __name__ == "__main__":

@@ -162,6 +162,43 @@ def busy_seconds(outcomes: list[Outcome]) -> float:
     return total
 
 
+def spawn(module: str, args: list[str], fds: tuple[int, ...] = (), stderr: Any = None) -> tuple:
+    """``python -m module FD *args`` in a new session (never forked), talking over a
+    socket pair whose far end is FD; ``fds`` are passed on too. Returns (process, conn)."""
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, str(theirs.fileno()), *args],
+        pass_fds=(theirs.fileno(), *fds),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        start_new_session=True,
+    )
+    theirs.close()
+    return proc, Connection(ours.detach())
+
+
+def kill(proc: Any, conn: Any) -> None:
+    """End a spawned process at once and close its connection (either may be None)."""
+    if proc is not None:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(5)
+    if conn is not None:
+        conn.close()
+
+
+def stop(proc: Any, conn: Any) -> None:
+    """Ask a spawned process to leave (``None`` on its connection), then make sure."""
+    if proc is not None and proc.poll() is None and conn is not None:
+        try:
+            conn.send(None)
+            proc.wait(2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    kill(proc, conn)
+
+
 def _rss_mb(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/statm") as f:
@@ -186,30 +223,18 @@ class Worker:
     def start(self) -> BackendInfo:
         """Spawn a fresh interpreter (``python -m onnxfuzz.worker``) talking over a socket
         pair; its stderr goes to a file whose tail is kept when it crashes."""
-        ours, theirs = socket.socketpair()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         stage_file = tempfile.TemporaryFile()  # noqa: SIM115 - mapped, then closed
         stage_file.write(b"\0")
         stage_file.flush()
         self._stage_flag = mmap.mmap(stage_file.fileno(), 1)
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "onnxfuzz.worker",
-                str(theirs.fileno()),
-                str(stage_file.fileno()),
-                self.ref.text,
-            ],
-            pass_fds=(theirs.fileno(), stage_file.fileno()),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=self._stderr,
-            start_new_session=True,
+        proc, conn = spawn(
+            "onnxfuzz.worker",
+            [str(stage_file.fileno()), self.ref.text],
+            (stage_file.fileno(),),
+            self._stderr,
         )
-        theirs.close()
         stage_file.close()
-        conn = Connection(ours.detach())
         if not conn.poll(self.startup_timeout):
             proc.kill()
             raise BackendError(
@@ -247,22 +272,12 @@ class Worker:
         return self._proc is not None and self._proc.poll() is None
 
     def _kill(self) -> None:
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.kill()
-            self._proc.wait(5)
-        if self._conn is not None:
-            self._conn.close()
+        kill(self._proc, self._conn)
         self._proc = self._conn = None
 
     def close(self) -> None:
-        if self._alive():
-            try:
-                self._conn.send(None)
-                self._proc.wait(2)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self._kill()
+        stop(self._proc, self._conn)
+        self._proc = self._conn = None
 
     def _crash(self, stage: str) -> Outcome:
         code = self._proc.returncode if self._proc is not None else None
