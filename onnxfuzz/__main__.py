@@ -1,5 +1,5 @@
 import sys
 
-from onnxfuzz.cli import main
+from onnxfuzz.cli.main import main
 
 sys.exit(main())

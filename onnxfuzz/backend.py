@@ -8,11 +8,10 @@ An adapter is a class with::
     def compile(self, model: onnx.ModelProto) -> Any                 # an executable
     def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
 
-and optionally ``supports(model) -> str | None`` (a reason it cannot take the model),
-``available() -> str | None`` (why it cannot run on this machine, e.g. no GPU) and
-``is_unsupported(error: BaseException) -> bool`` (does this exception mean missing support
-for an op, dtype or opset rather than a bug). Options given as ``name:key=value,key=value``
-arrive as keyword arguments (strings) of the constructor.
+and optionally the hooks in ``OPTIONAL`` (resolved once, when the adapter is loaded, into
+an ``Adapter``; a hook that is present but not callable is refused at load time). Options
+given as ``name:key=value,key=value`` arrive as keyword arguments (strings) of the
+constructor.
 
 Adapters are found through the ``onnxfuzz.backends`` entry-point group (the built-in ones
 are registered there like any third-party one) or named ad hoc as
@@ -27,6 +26,7 @@ import importlib.util
 import inspect
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -43,6 +43,16 @@ REQUIRED = {
     "supported_opsets": "supported_opsets(self) -> tuple[int, int]",
     "compile": "compile(self, model) -> executable",
     "run": "run(self, executable, inputs) -> dict[str, np.ndarray]",
+}
+
+
+# Optional hooks: name -> signature. Declared here, resolved once by ``load_adapter``.
+OPTIONAL = {
+    "supports": "supports(self, model) -> str | None  (a reason it cannot take the model)",
+    "available": "available(self) -> str | None  (why it cannot run on this machine)",
+    "preferred_opset": "preferred_opset(self) -> int  (where it covers the most ops)",
+    "is_unsupported": "is_unsupported(self, error) -> bool  (missing support, not a bug?)",
+    "compile_bytes": "compile_bytes(self, data: bytes) -> executable  (skips a parse)",
 }
 
 
@@ -69,12 +79,37 @@ UNSUPPORTED_PATTERNS = re.compile(
 
 
 def is_unsupported(backend: Any, error: BaseException) -> bool:
+    """Does ``error`` (raised by ``backend``, an adapter or an ``Adapter``) mean missing
+    support for an op, dtype or opset rather than a bug?"""
     if isinstance(error, Unsupported | NotImplementedError):
         return True
-    hook = getattr(backend, "is_unsupported", None)
+    hook = (
+        backend.is_unsupported if isinstance(backend, Adapter) else _hook(backend, "is_unsupported")
+    )
     if hook is not None:
         return bool(hook(error))
     return bool(UNSUPPORTED_PATTERNS.search(f"{type(error).__name__}: {error}"))
+
+
+def _hook(backend: Any, name: str) -> Any:
+    hook = getattr(backend, name, None)
+    return hook if callable(hook) else None
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A loaded adapter and its optional hooks (``OPTIONAL``), each None where absent."""
+
+    backend: Any
+    supports: Callable[[onnx.ModelProto], str | None] | None
+    available: Callable[[], str | None] | None
+    preferred_opset: Callable[[], int] | None
+    is_unsupported: Callable[[BaseException], bool] | None
+    compile_bytes: Callable[[bytes], Any] | None
+
+    @classmethod
+    def of(cls, backend: Any) -> Adapter:
+        return cls(backend, **{name: _hook(backend, name) for name in OPTIONAL})
 
 
 @dataclass(frozen=True)
@@ -185,6 +220,11 @@ def check_protocol(cls: type, origin: str) -> None:
         raise BackendError(
             f"{where} does not follow the backend protocol: missing " + "; ".join(missing)
         )
+    bad = [sig for attr, sig in OPTIONAL.items() if _not_callable(cls, attr)]
+    if bad:
+        raise BackendError(
+            f"{where}: optional hooks must be methods: " + "; ".join(bad) + " (or leave them out)"
+        )
     for attr in ("compile", "run"):
         params = list(inspect.signature(getattr(cls, attr)).parameters)
         want = 2 if attr == "compile" else 3
@@ -193,6 +233,15 @@ def check_protocol(cls: type, origin: str) -> None:
                 f"{where}: {attr} takes {len(params)} parameters, "
                 f"the protocol's {REQUIRED[attr]} needs {want}"
             )
+
+
+def _not_callable(cls: type, attr: str) -> bool:
+    return attr in dir(cls) and not callable(getattr(cls, attr))
+
+
+def load_adapter(ref: BackendRef | str) -> Adapter:
+    """Import, check and instantiate an adapter, its optional hooks resolved."""
+    return Adapter.of(load_backend(ref))
 
 
 def load_backend(ref: BackendRef | str) -> Any:

@@ -15,10 +15,10 @@ import numpy as np
 from onnxfuzz.specs.conv import Multiples
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import WEIGHT, Builder
-from onnxfuzz.domains import Floats, Ints, OneOf
-from onnxfuzz.intervals import Interval, Values
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import WEIGHT, Builder
+from onnxfuzz.generate.domains import Floats, Ints, OneOf
+from onnxfuzz.generate.intervals import Interval, Values
+from onnxfuzz.generate.spec import op
 
 _TRAINING = "training mode (random dropout and its mask) is not generated: inference only"
 _PAST = "past_key/past_value (a KV cache) and the present outputs are not generated"

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import OneOf
-from onnxfuzz.intervals import Interval, Values
-from onnxfuzz.shapes import broadcast, broadcastable
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import OneOf
+from onnxfuzz.generate.intervals import Interval, Values
+from onnxfuzz.generate.shapes import broadcast, broadcastable
+from onnxfuzz.generate.spec import op
 
 from .layout import is_int
 

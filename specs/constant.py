@@ -17,11 +17,11 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import MISSING, Builder
-from onnxfuzz.choices import ChoiceStream
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.intervals import Interval, point
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import MISSING, Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.intervals import Interval, point
+from onnxfuzz.generate.spec import op
 
 from .layout import is_int
 

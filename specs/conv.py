@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import WEIGHT, Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Domain, Ints, OneOf
-from onnxfuzz.graph import Tensor
-from onnxfuzz.intervals import Interval, Values
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import WEIGHT, Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Domain, Ints, OneOf
+from onnxfuzz.generate.graph import Tensor
+from onnxfuzz.generate.intervals import Interval, Values
+from onnxfuzz.generate.spec import op
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 SAME = ("SAME_UPPER", "SAME_LOWER")

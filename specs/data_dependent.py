@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Ints, OneOf
-from onnxfuzz.intervals import Interval
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Ints, OneOf
+from onnxfuzz.generate.intervals import Interval
+from onnxfuzz.generate.spec import op
 
 
 class Mask:

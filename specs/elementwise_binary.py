@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import Builder
-from onnxfuzz.domains import Ints
-from onnxfuzz.intervals import Interval, Values, hull
-from onnxfuzz.shapes import broadcast, broadcastable, unidirectional
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import Builder
+from onnxfuzz.generate.domains import Ints
+from onnxfuzz.generate.intervals import Interval, Values, hull
+from onnxfuzz.generate.shapes import broadcast, broadcastable, unidirectional
+from onnxfuzz.generate.spec import op
 
 NOT_GENERATED = {
     "test_div_int32_trunc": "integer Div operands are kept non-negative: truncating and "

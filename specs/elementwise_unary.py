@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import Builder
-from onnxfuzz.domains import Floats, OneOf
-from onnxfuzz.intervals import ANY, Interval, Values
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import Builder
+from onnxfuzz.generate.domains import Floats, OneOf
+from onnxfuzz.generate.intervals import ANY, Interval, Values
+from onnxfuzz.generate.spec import op
 
 
 def _symmetric(dtype: int) -> Values:

@@ -8,10 +8,10 @@ the data's.
 
 from __future__ import annotations
 
-from onnxfuzz.builder import Builder
-from onnxfuzz.domains import Ints
-from onnxfuzz.intervals import Values
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import Builder
+from onnxfuzz.generate.domains import Ints
+from onnxfuzz.generate.intervals import Values
+from onnxfuzz.generate.spec import op
 
 
 @op("Gather")

@@ -15,11 +15,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from onnxfuzz.builder import MISSING, Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Ints, OneOf, Permutation
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import MISSING, Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Ints, OneOf, Permutation
+from onnxfuzz.generate.spec import op
 
 
 def is_int(v: Any) -> bool:

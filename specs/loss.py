@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import MISSING, WEIGHT, Builder
-from onnxfuzz.domains import Ints, Linked, OneOf
-from onnxfuzz.intervals import Interval, Values, point
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import MISSING, WEIGHT, Builder
+from onnxfuzz.generate.domains import Ints, Linked, OneOf
+from onnxfuzz.generate.intervals import Interval, Values, point
+from onnxfuzz.generate.spec import op
 
 _OUTSIDE_II = (
     "a target equal to an ignore_index outside [-1, C]: targets are drawn in [0, C) plus "

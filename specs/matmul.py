@@ -12,12 +12,12 @@ import math
 from typing import Any
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import WEIGHT, Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Floats, Ints, OneOf
-from onnxfuzz.intervals import Interval, Values
-from onnxfuzz.shapes import broadcast, broadcastable, unidirectional
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import WEIGHT, Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Floats, Ints, OneOf
+from onnxfuzz.generate.intervals import Interval, Values
+from onnxfuzz.generate.shapes import broadcast, broadcastable, unidirectional
+from onnxfuzz.generate.spec import op
 
 NOT_GENERATED = {
     "test_einsum_batch_diagonal": "diagonals (a letter repeated in one operand) and ellipses "

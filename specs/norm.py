@@ -13,11 +13,11 @@ import math
 from typing import Any
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import MISSING, WEIGHT, Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Floats, Ints, OneOf, Subset
-from onnxfuzz.intervals import Interval, Values
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import MISSING, WEIGHT, Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Floats, Ints, OneOf, Subset
+from onnxfuzz.generate.intervals import Interval, Values
+from onnxfuzz.generate.spec import op
 
 NOT_GENERATED = {
     "test_batchnorm_example_training_mode": "training mode (running-statistics outputs) is "

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import WEIGHT, Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Floats, Ints, OneOf
-from onnxfuzz.intervals import point
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import WEIGHT, Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Floats, Ints, OneOf
+from onnxfuzz.generate.intervals import point
+from onnxfuzz.generate.spec import op
 
 _NEAR_TIE = (
     "nearest with a non-exact scale, align_corners or an aspect-ratio policy puts "

@@ -27,11 +27,11 @@ from onnxfuzz.specs.conv import (
 )
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import MISSING, Builder
-from onnxfuzz.domains import Ints, OneOf
-from onnxfuzz.graph import Tensor
-from onnxfuzz.intervals import Interval, Values
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import MISSING, Builder
+from onnxfuzz.generate.domains import Ints, OneOf
+from onnxfuzz.generate.graph import Tensor
+from onnxfuzz.generate.intervals import Interval, Values
+from onnxfuzz.generate.spec import op
 
 LP_P = 4  # largest p of LpPool / GlobalLpPool drawn freely
 

@@ -27,14 +27,14 @@ import numpy as np
 from onnxfuzz.specs.conv import Multiples, conv_geometry, conv_out_shape
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import MISSING, WEIGHT, Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Ints, OneOf
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.graph import Tensor
-from onnxfuzz.intervals import Interval, Values
-from onnxfuzz.shapes import broadcast, broadcastable
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import MISSING, WEIGHT, Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Ints, OneOf
+from onnxfuzz.generate.graph import Tensor
+from onnxfuzz.generate.intervals import Interval, Values
+from onnxfuzz.generate.shapes import broadcast, broadcastable
+from onnxfuzz.generate.spec import op
 
 _NON_POW2 = "a scale that is not a power of two: x / scale is inexact, so values near a "
 _NON_POW2 += "rounding tie flip between backends"

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import OneOf
-from onnxfuzz.intervals import ANY, Interval, Values
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import OneOf
+from onnxfuzz.generate.intervals import ANY, Interval, Values
+from onnxfuzz.generate.spec import op
 
 MARGIN = 0.999  # input bounds a little inside the limit, so float rounding cannot cross it
 

@@ -28,12 +28,12 @@ from onnxfuzz.specs.conv import (
 )
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import WEIGHT, Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Ints, Linked, OneOf
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.intervals import Values, point
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import WEIGHT, Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Ints, Linked, OneOf
+from onnxfuzz.generate.intervals import Values, point
+from onnxfuzz.generate.spec import op
 
 _NEAR_TIE = (
     "nearest mode with grid positions exactly at x.5 (rounding ties: backends legitimately "

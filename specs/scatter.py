@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Ints, OneOf
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.graph import Tensor
-from onnxfuzz.intervals import Interval, Values, hull
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Ints, OneOf
+from onnxfuzz.generate.graph import Tensor
+from onnxfuzz.generate.intervals import Interval, Values, hull
+from onnxfuzz.generate.spec import op
 
 from .layout import Axes, Each, is_int, rank_from
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import WEIGHT, Builder
-from onnxfuzz.domains import Ints, OneOf
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.graph import Tensor
-from onnxfuzz.intervals import Interval, Values
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import WEIGHT, Builder
+from onnxfuzz.generate.domains import Ints, OneOf
+from onnxfuzz.generate.graph import Tensor
+from onnxfuzz.generate.intervals import Interval, Values
+from onnxfuzz.generate.spec import op
 
 NOT_GENERATED = {
     # Ties along the axis: which index wins is implementation-defined for ArgMax/ArgMin

@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.builder import MISSING, Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Ints, OneOf
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.intervals import Interval, Values
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import MISSING, Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Ints, OneOf
+from onnxfuzz.generate.intervals import Interval, Values
+from onnxfuzz.generate.spec import op
 
 _ONESIDED_DEFAULT = (
     "onesided left at its default: ONNX's shape inference (1.23) reads it as 0, the "

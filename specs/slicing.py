@@ -16,13 +16,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from onnxfuzz.builder import Builder
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.domains import Ints, OneOf, Subset
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.graph import Tensor
-from onnxfuzz.intervals import Interval, hull, point
-from onnxfuzz.spec import op
+from onnxfuzz.generate.builder import Builder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.domains import Ints, OneOf, Subset
+from onnxfuzz.generate.graph import Tensor
+from onnxfuzz.generate.intervals import Interval, hull, point
+from onnxfuzz.generate.spec import op
 
 from .layout import Axes, Each, is_int, rank_from
 

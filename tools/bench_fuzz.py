@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from onnxfuzz.campaign import Campaign, CampaignOptions
+from onnxfuzz.run.campaign import Campaign, CampaignOptions
 
 DEFAULT_PAIRS = "ort/ort:opt=none,ort/tvm,ort/torch"
 

@@ -19,10 +19,10 @@ import time
 
 from onnx import helper, numpy_helper
 
-from onnxfuzz.config import Config
-from onnxfuzz.export import _attr_value
-from onnxfuzz.generator import Generator
-from onnxfuzz.validate import validate
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.export import _attr_value
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.validate import validate
 
 
 def recipe(g) -> tuple:

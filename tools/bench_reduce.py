@@ -17,12 +17,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from onnxfuzz.backend import parse_backend
-from onnxfuzz.config import Config
-from onnxfuzz.generator import Generator
-from onnxfuzz.reduction.reduce import reduce_case
-from onnxfuzz.reduction.reproduce import Reproducer, Target
-from onnxfuzz.sandbox import Worker
+from onnxfuzz.execute.pool import BackendPool
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.reduce.reducer import reduce_case
+from onnxfuzz.reduce.reproduce import Reproducer, Target
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "tests" / "campaign" / "adapters.py"
 OPS = frozenset(
@@ -68,13 +67,9 @@ def main() -> int:
     )
     for name, (adapter, trigger, timeout) in PLANTED.items():
         label = f"{ADAPTERS}:{adapter}"
-        workers = {
-            "ort": Worker(parse_backend("ort"), timeout=timeout),
-            label: Worker(parse_backend(label), timeout=timeout),
-        }
-        for w in workers.values():
-            w.start()
-        rep = Reproducer(workers, Target(label, "ort"))
+        pool = BackendPool(["ort", label], timeout=timeout)
+        pool.start()
+        rep = Reproducer(pool, Target(label, "ort"))
         mine: list[float] = []
         ends: Counter = Counter()
         n_exact = n_within = 0
@@ -95,8 +90,7 @@ def main() -> int:
             covered = all(v >= 0 for v in rest.values())
             n_exact += ops == sorted(trigger)
             n_within += covered and sum(rest.values()) <= 1
-        for w in workers.values():
-            w.close()
+        pool.close()
         times += mine
         exact += n_exact
         within += n_within

@@ -15,11 +15,11 @@ import sys
 import numpy as np
 from onnx import helper
 
-from onnxfuzz.config import Config
-from onnxfuzz.export import to_model
-from onnxfuzz.generator import Generator
-from onnxfuzz.validate import run_reference
-from onnxfuzz.values import inputs_for
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.export import to_model
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.validate import run_reference
+from onnxfuzz.generate.values import inputs_for
 
 
 def check(gen: Generator, seed: int) -> list[str]:

@@ -44,14 +44,14 @@ def probe(table: dict) -> dict:
     schema's function body (Mish, HardSwish), or by casting around a missing kernel (its
     CPU provider inserts Casts for float16 Add, for instance). Found by running generated
     single-op models; recorded per model opset."""
-    from onnxfuzz import builder
     from onnxfuzz import dtypes as dt
-    from onnxfuzz.config import Config
-    from onnxfuzz.coverage import main_type_var  # noqa: F401 - used in runs()
     from onnxfuzz.errors import OnnxFuzzError
-    from onnxfuzz.generator import Generator
-    from onnxfuzz.spec import load_specs, op_info
-    from onnxfuzz.validate import validate
+    from onnxfuzz.generate import builder
+    from onnxfuzz.generate.config import Config
+    from onnxfuzz.generate.coverage import main_type_var  # noqa: F401 - used in runs()
+    from onnxfuzz.generate.generator import Generator
+    from onnxfuzz.generate.spec import load_specs, op_info
+    from onnxfuzz.generate.validate import validate
 
     kernels = {
         op: [

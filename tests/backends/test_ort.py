@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from onnxfuzz.backend import is_unsupported, load_backend
-from onnxfuzz.config import Config
 from onnxfuzz.errors import BackendError
-from onnxfuzz.generator import Generator
-from onnxfuzz.validate import run_reference
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.validate import run_reference
 
 OPS = frozenset({"Relu", "Add", "Mul", "Sigmoid", "Conv", "MatMul", "Softmax", "Transpose"})
 

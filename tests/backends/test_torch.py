@@ -8,9 +8,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnxfuzz.backend import is_unsupported, load_backend
-from onnxfuzz.config import Config
-from onnxfuzz.generator import Generator
-from onnxfuzz.validate import run_reference
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.validate import run_reference
 
 pytest.importorskip("torch")
 pytest.importorskip("onnx2torch")

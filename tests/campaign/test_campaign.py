@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from onnxfuzz.backend import load_backend
-from onnxfuzz.campaign import Campaign, CampaignOptions
 from onnxfuzz.errors import BackendError
-from onnxfuzz.store import Store
+from onnxfuzz.run.campaign import Campaign, CampaignOptions
+from onnxfuzz.store.db import Store
 
 HERE = Path(__file__).resolve().parent
 ADAPTERS = HERE / "adapters.py"
@@ -215,7 +215,7 @@ def _state(out: Path) -> tuple[dict, dict]:
 @pytest.mark.parametrize("pregen", ["off", "on"])
 def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(tmp_path, pregen) -> None:
     # The unkilled run makes its tests in the campaign process; the killed one in a
-    # generator process too when pregen is on (onnxfuzz.pregen): same tests, same counts.
+    # generator process too when pregen is on (onnxfuzz.run.pregen): same tests, same counts.
     whole = tmp_path / "whole"
     p = _fuzz(whole, "--pregen", "off")
     assert p.wait(300) == 0, p.stdout.read()
@@ -311,7 +311,7 @@ def test_a_reference_departing_from_the_declared_type_is_blamed_and_reduced(tmp_
 
 
 def test_triage_table_in_terminal_and_markdown(tmp_path, capsys) -> None:
-    from onnxfuzz.cli import main
+    from onnxfuzz.cli.main import main
 
     wrong = f"{ADAPTERS}:WrongOp:op=Sigmoid"
     c = _campaign3(tmp_path, ["ort", wrong], tests=8)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from onnxfuzz.campaign import Campaign, CampaignOptions
-from onnxfuzz.cli import main
+from onnxfuzz.cli.main import main
 from onnxfuzz.errors import UsageError
-from onnxfuzz.oracle import OracleConfig
-from onnxfuzz.store import Store
+from onnxfuzz.judge.oracle import OracleConfig
+from onnxfuzz.run.campaign import Campaign, CampaignOptions
+from onnxfuzz.store.db import Store
 
 
 def test_backend_list_shows_builtin_adapters(capsys) -> None:

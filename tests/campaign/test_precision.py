@@ -16,11 +16,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnxfuzz.assess import assess
-from onnxfuzz.backend import parse_backend
-from onnxfuzz.oracle import MISMATCH_V, UNSTABLE_V, OracleConfig, judge
-from onnxfuzz.precision import upcast
-from onnxfuzz.sandbox import Worker
+from onnxfuzz.execute.pool import BackendPool
+from onnxfuzz.judge.judge import Judge
+from onnxfuzz.judge.oracle import OracleConfig, Verdict, judge
+from onnxfuzz.judge.precision import upcast
 
 ADAPTERS = "tests/campaign/adapters.py"
 WRONG_SIN = f"{ADAPTERS}:WrongOp:op=Sin,dtype=float16"
@@ -62,34 +61,16 @@ def tan_less() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 
 
 @pytest.fixture(scope="module")
-def workers() -> Iterator[dict[str, Worker]]:
-    ws = {label: Worker(parse_backend(label)) for label in ("ort", "onnx-reference", WRONG_SIN)}
-    for w in ws.values():
-        w.start()
-    yield ws
-    for w in ws.values():
-        w.close()
+def workers() -> Iterator[BackendPool]:
+    with BackendPool(["ort", "onnx-reference", WRONG_SIN]) as pool:
+        yield pool
 
 
-def _assess(workers: dict[str, Worker], model, inputs, reference: str, backend: str):
-    ws = {k: workers[k] for k in (reference, backend)}
-    data = model.SerializeToString()
+def _assess(pool: BackendPool, model, inputs, reference: str, backend: str):
     order = [o.name for o in model.graph.output]
-
-    def run_all(d: bytes):
-        return {k: w.execute(d, inputs) for k, w in ws.items()}
-
-    outcomes = run_all(data)
+    outcomes = pool.run_all(model.SerializeToString(), inputs, only=(reference, backend))
     raw = judge(reference, outcomes[reference], backend, outcomes[backend], order, OracleConfig())
-    got = assess(
-        model,
-        inputs,
-        outcomes,
-        reference,
-        OracleConfig(),
-        run_all,
-        lambda label, d, feeds: ws[label].execute(d, feeds),
-    )[backend]
+    got = Judge(reference, OracleConfig(), pool).assess(model, inputs, outcomes)[backend]
     return raw, got
 
 
@@ -103,18 +84,18 @@ CASES = {"exp-sin": exp_sin, "tan-less": tan_less}
 def test_excess_precision_is_unstable_not_a_bug(workers, case, reference, backend) -> None:
     model, inputs = CASES[case]()
     raw, a = _assess(workers, model, inputs, reference, backend)
-    assert raw.verdict == MISMATCH_V, "the libraries no longer differ here: the test is moot"
-    assert a.verdict.verdict == UNSTABLE_V, a.verdict.message
+    assert raw.verdict == Verdict.MISMATCH, "the libraries no longer differ here: the test is moot"
+    assert a.judgement.verdict == Verdict.UNSTABLE, a.judgement.message
     assert a.signature is None
     if backend == "ort" and case == "tan-less":  # not localized: only the float32 check
-        assert "computed in float32" in a.verdict.message
+        assert "computed in float32" in a.judgement.message
 
 
 def test_wrong_float16_op_is_still_a_mismatch(workers) -> None:
     model, inputs = exp_sin()
     for reference in ("ort", "onnx-reference"):
         _, a = _assess(workers, model, inputs, reference, WRONG_SIN)
-        assert a.verdict.verdict == MISMATCH_V, a.verdict.message
+        assert a.judgement.verdict == Verdict.MISMATCH, a.judgement.message
         assert a.signature is not None and "Sin" in a.signature
 
 
@@ -132,9 +113,9 @@ def test_upcast_is_a_valid_float32_model() -> None:
 def test_a_wrong_float16_op_in_generated_models_is_not_explained_away(workers) -> None:
     # The precision checks must not swallow a real float16 bug: every generated model whose
     # Sin output reaches a graph output unchanged-enough is caught by the oracle.
-    from onnxfuzz.config import Config
     from onnxfuzz.dtypes import BY_NAME
-    from onnxfuzz.generator import Generator
+    from onnxfuzz.generate.config import Config
+    from onnxfuzz.generate.generator import Generator
 
     gen = Generator(
         Config(
@@ -151,8 +132,8 @@ def test_a_wrong_float16_op_in_generated_models_is_not_explained_away(workers) -
         if not any(n.op_type == "Sin" and n.output[0] in outs for n in case.model.graph.node):
             continue
         _, a = _assess(workers, case.model, case.make_inputs(seed), "ort", WRONG_SIN)
-        verdicts.append(a.verdict.verdict)
+        verdicts.append(a.judgement.verdict)
         if len(verdicts) == 12:
             break
     assert len(verdicts) == 12
-    assert verdicts.count(MISMATCH_V) == len(verdicts), verdicts
+    assert verdicts.count(Verdict.MISMATCH) == len(verdicts), verdicts

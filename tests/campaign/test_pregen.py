@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxfuzz.config import Config
-from onnxfuzz.generator import Generator
-from onnxfuzz.pregen import Pregenerator
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.run.pregen import Pregenerator
 
 CFG = Config(min_nodes=3, max_nodes=12)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from onnxfuzz.config import Config
-from onnxfuzz.generator import Generator
-from onnxfuzz.validate import validate
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.validate import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from check_intervals import check  # noqa: E402

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from onnxfuzz.backend import parse_backend
-from onnxfuzz.config import Config
-from onnxfuzz.generator import Case, Generator
-from onnxfuzz.reduction.measure import size_of
-from onnxfuzz.reduction.reduce import reduce_case, reduce_model
-from onnxfuzz.reduction.reproduce import Reproducer, Target
-from onnxfuzz.sandbox import Worker
-from onnxfuzz.validate import check_static
+from onnxfuzz.execute.pool import BackendPool
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.generate.validate import check_static
+from onnxfuzz.reduce.measure import size_of
+from onnxfuzz.reduce.reducer import reduce_case, reduce_model
+from onnxfuzz.reduce.reproduce import Reproducer, Target
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "campaign" / "adapters.py"
 OPS = frozenset(
@@ -51,15 +50,8 @@ PLANTED = {
 def planted(request) -> Iterator[tuple[str, Reproducer, list[str], int]]:
     adapter, trigger, n, timeout = PLANTED[request.param]
     label = f"{ADAPTERS}:{adapter}"
-    workers = {
-        "ort": Worker(parse_backend("ort"), timeout=timeout),
-        label: Worker(parse_backend(label), timeout=timeout),
-    }
-    for w in workers.values():
-        w.start()
-    yield label, Reproducer(workers, Target(label, "ort")), trigger, n
-    for w in workers.values():
-        w.close()
+    with BackendPool(["ort", label], timeout=timeout) as pool:
+        yield label, Reproducer(pool, Target(label, "ort")), trigger, n
 
 
 def _findings(rep: Reproducer, gen: Generator, n: int) -> Iterator[tuple[Case, str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from onnxfuzz.sandbox import Outcome, busy_seconds
+from onnxfuzz.execute.sandbox import Outcome, busy_seconds
 
 
 def _o(start: float, seconds: float) -> Outcome:

@@ -13,8 +13,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from onnxfuzz.cli import main
-from onnxfuzz.validate import run_reference
+from onnxfuzz.cli.main import main
+from onnxfuzz.generate.validate import run_reference
 
 ARGS = ["generate", "--count", "12", "--seed", "7", "--nodes", "2:6"]
 

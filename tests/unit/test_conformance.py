@@ -11,18 +11,18 @@ import os
 import pytest
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.config import Config
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generator import Generator
-from onnxfuzz.spec import load_specs, op_info
-from onnxfuzz.validate import validate
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.spec import load_specs, op_info
+from onnxfuzz.generate.validate import validate
 
 SEEDS = int(os.environ.get("ONNXFUZZ_CONFORMANCE_SEEDS", "6"))
 
 
 def _main_types(op: str, opset: int) -> list[int]:
     """The element types the op's main type variable takes at ``opset`` (schema & ORT)."""
-    from onnxfuzz.coverage import _main_types
+    from onnxfuzz.generate.coverage import _main_types
 
     return _main_types(op, opset)
 

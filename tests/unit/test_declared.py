@@ -10,10 +10,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxfuzz.assess import assess, attribute
-from onnxfuzz.declared import declared_outputs, departures, violations
-from onnxfuzz.oracle import MISMATCH_V, OK_V, OracleConfig
-from onnxfuzz.sandbox import Outcome
+from onnxfuzz.execute.sandbox import Outcome
+from onnxfuzz.judge.attribution import attribute
+from onnxfuzz.judge.declared import declared_outputs, departures, violations
+from onnxfuzz.judge.judge import Judge
+from onnxfuzz.judge.oracle import OracleConfig, Verdict
 
 
 def _model() -> onnx.ModelProto:
@@ -49,25 +50,25 @@ def test_a_declaration_nobody_meets_blames_nobody() -> None:
 def test_a_shared_mistake_does_not_outvote_the_declaration() -> None:
     outcomes = {"ort": RIGHT, "onnx-reference": PROMOTED, "torch": PROMOTED}
     assert attribute(_model(), outcomes, "ort", OracleConfig()) is None
-    got = assess(_model(), X, outcomes, "ort", OracleConfig())
-    assert got["ort"].verdict.verdict == OK_V
+    got = Judge("ort", OracleConfig()).assess(_model(), X, outcomes)
+    assert got["ort"].judgement.verdict == Verdict.OK
     for label in ("onnx-reference", "torch"):
-        assert got[label].verdict.verdict == MISMATCH_V
-        assert got[label].verdict.kind == "dtype"
+        assert got[label].judgement.verdict == Verdict.MISMATCH
+        assert got[label].judgement.kind == "dtype"
 
 
 def test_a_reference_departing_from_the_declaration_is_blamed_itself() -> None:
     outcomes = {"onnx-reference": PROMOTED, "ort": RIGHT, "torch": PROMOTED}
-    got = assess(_model(), X, outcomes, "onnx-reference", OracleConfig())
-    assert got["ort"].verdict.verdict == OK_V  # judged against the excused reference
+    got = Judge("onnx-reference", OracleConfig()).assess(_model(), X, outcomes)
+    assert got["ort"].judgement.verdict == Verdict.OK  # judged against the excused reference
     for label in ("onnx-reference", "torch"):
-        v = got[label].verdict
-        assert (v.verdict, v.kind) == (MISMATCH_V, "dtype"), v.message
+        v = got[label].judgement
+        assert (v.verdict, v.kind) == (Verdict.MISMATCH, "dtype"), v.message
         assert "declares int32" in v.message
         assert got[label].signature is not None
 
 
 def test_values_are_still_compared_where_only_the_reference_type_is_off() -> None:
     outcomes = {"ref": PROMOTED, "b": Outcome("ok", outputs={"y": np.array(54, np.int32)})}
-    got = assess(_model(), X, outcomes, "ref", OracleConfig())
-    assert got["b"].verdict.verdict == MISMATCH_V and got["b"].verdict.kind == "values"
+    got = Judge("ref", OracleConfig()).assess(_model(), X, outcomes)
+    assert got["b"].judgement.verdict == Verdict.MISMATCH and got["b"].judgement.kind == "values"

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from onnxfuzz.choices import ChoiceStream
-from onnxfuzz.config import Config
-from onnxfuzz.generator import Generator
-from onnxfuzz.validate import validate
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.validate import validate
 
 
 def _digest(cfg: Config, seeds: range) -> str:
@@ -36,8 +36,8 @@ def test_different_seeds_differ() -> None:
 
 def test_same_bytes_across_processes_and_hash_seeds() -> None:
     code = (
-        "import hashlib; from onnxfuzz.config import Config; "
-        "from onnxfuzz.generator import Generator; g = Generator(Config(max_nodes=15)); "
+        "import hashlib; from onnxfuzz.generate.config import Config; "
+        "from onnxfuzz.generate.generator import Generator; g = Generator(Config(max_nodes=15)); "
         "h = hashlib.sha256(); [h.update(g.generate(s).model.SerializeToString()) "
         "for s in range(30)]; print(h.hexdigest())"
     )
@@ -71,8 +71,9 @@ def test_zero_retries_every_spec_runs_once_per_node() -> None:
 
 def test_no_smt_solver_at_generation_time() -> None:
     code = (
-        "import sys; from onnxfuzz.config import Config; from onnxfuzz.generator import "
-        "Generator; g = Generator(Config(max_nodes=20)); [g.generate(s) for s in range(20)]; "
+        "import sys; from onnxfuzz.generate.config import Config; "
+        "from onnxfuzz.generate.generator import Generator; "
+        "g = Generator(Config(max_nodes=20)); [g.generate(s) for s in range(20)]; "
         "print('z3' in sys.modules)"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,0 +1,190 @@
+"""``onnxfuzz fuzz``: a differential campaign."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from onnxfuzz.cli.options import duration, generator_fields, generator_options
+
+
+def _render(campaign, p) -> object:
+    from rich.table import Table
+
+    elapsed = time.perf_counter() - p.started
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row(
+        "campaign",
+        f"{campaign.out}  (reference {campaign.opts.reference_label}, opset {campaign.cfg.opset})",
+    )
+    t.add_row("tests", f"{p.tests}  ({p.tests / elapsed if elapsed else 0:.1f}/s, {elapsed:.0f} s)")
+    t.add_row("verdicts", "  ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items())) or "-")
+    t.add_row("distinct bugs", str(p.bugs))
+    if campaign.excluded:
+        t.add_row(
+            "left out",
+            f"{len(campaign.excluded)} ops a backend lacks: "
+            + ", ".join(sorted(campaign.excluded)[:10])
+            + (" ..." if len(campaign.excluded) > 10 else ""),
+        )
+    overhead = 1 - p.backend / p.wall if p.wall else 0.0
+    t.add_row(
+        "loop overhead",
+        f"{overhead:.1%} of wall time outside backend compile+run "
+        f"(reduction: {p.reduction:.0f} s, not counted)",
+    )
+    t.add_row("op mix", ", ".join(f"{k} {v}" for k, v in p.ops.most_common(8)) or "-")
+    t.add_row("last test", p.last)
+    return t
+
+
+@click.command()
+@click.option(
+    "--backend",
+    "backends",
+    multiple=True,
+    metavar="SPEC",
+    help="A backend: a name (`onnxfuzz backend list`), name:key=value options, "
+    "path/to/file.py:Class or package.module:Class. Repeat it.",
+)
+@click.option(
+    "--reference",
+    default=None,
+    metavar="SPEC",
+    help="The reference backend (default: the first --backend).",
+)
+@click.option(
+    "--time", "seconds", callback=duration, default=None, help="Time budget, e.g. 90s, 10m, 2h."
+)
+@click.option("--tests", type=click.IntRange(min=1), default=None, help="Number of tests.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Tests run concurrently (each with its own backend workers).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds per backend per test (compile + run).",
+)
+@click.option(
+    "--memory-mb",
+    type=click.FloatRange(min=64),
+    default=8192.0,
+    show_default=True,
+    help="Resident memory cap of a backend worker.",
+)
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="TOML file: tolerances per dtype and per backend pair, known issues.",
+)
+@click.option("--atol", type=float, default=None, help="Absolute tolerance for every dtype.")
+@click.option("--rtol", type=float, default=None, help="Relative tolerance for every dtype.")
+@click.option("--resume", is_flag=True, help="Continue the campaign in --out.")
+@click.option(
+    "--probe",
+    type=click.Choice(["classify", "exclude", "off"]),
+    default="classify",
+    show_default=True,
+    help="Probe what each backend supports per op and type: classify its failures there as "
+    "unsupported, or exclude ops a backend lacks in every type, or off.",
+)
+@click.option("--no-reduce", is_flag=True, help="Do not reduce findings.")
+@click.option(
+    "--reduce-budget",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    show_default=True,
+    help="Seconds of reduction per new bug.",
+)
+@click.option(
+    "--pregen",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="Generate tests ahead in a process of their own (auto: when the machine has a core "
+    "for it besides the backend workers and the campaign).",
+)
+@generator_options(opset_default=None)
+def fuzz(
+    backends,
+    reference,
+    seconds,
+    tests,
+    out,
+    workers,
+    timeout,
+    memory_mb,
+    config,
+    atol,
+    rtol,
+    resume,
+    probe,
+    no_reduce,
+    reduce_budget,
+    pregen,
+    seed,
+    **gen,
+) -> None:
+    """Differential fuzzing: run generated models on every --backend and compare."""
+    from rich.live import Live
+
+    from onnxfuzz.errors import UsageError
+    from onnxfuzz.run.campaign import Campaign, CampaignOptions
+
+    opts = None
+    if not resume or backends:
+        if seconds is None and tests is None:
+            raise UsageError("--time or --tests: give a budget, e.g. --time 10m or --tests 500")
+        opts = CampaignOptions(
+            backends=list(backends),
+            reference=reference,
+            tests=tests,
+            seconds=seconds,
+            seed=seed,
+            workers=workers,
+            timeout=timeout,
+            memory_mb=memory_mb,
+            config=config,
+            atol=atol,
+            rtol=rtol,
+            generator=generator_fields(**gen),
+            probe=probe,
+            reduce=not no_reduce,
+            reduce_budget=reduce_budget,
+            pregen={"auto": None, "on": True, "off": False}[pregen],
+        )
+    campaign = Campaign(out, opts, resume)
+    try:
+        campaign.start()
+        live = sys.stdout.isatty()
+        if live:
+            with Live(_render(campaign, campaign.progress), refresh_per_second=4) as screen:
+                campaign.run(lambda p: screen.update(_render(campaign, p)))
+        else:
+            last = [0.0]
+
+            def tick(p) -> None:
+                if time.perf_counter() - last[0] > 10:
+                    last[0] = time.perf_counter()
+                    click.echo(
+                        f"{p.tests} tests, {p.bugs} bugs, "
+                        + " ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items()))
+                    )
+
+            campaign.run(tick)
+        campaign.print_summary()
+    finally:
+        campaign.close()

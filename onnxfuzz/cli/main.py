@@ -1,0 +1,51 @@
+"""The ``onnxfuzz`` command line: the group, its commands, and one error policy."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from onnxfuzz import __version__
+from onnxfuzz.cli.backend import backend
+from onnxfuzz.cli.fuzz import fuzz
+from onnxfuzz.cli.generate import generate
+from onnxfuzz.cli.reduce import reduce
+from onnxfuzz.cli.replay import replay
+from onnxfuzz.cli.specs import specs_cmd
+from onnxfuzz.cli.triage import triage
+from onnxfuzz.errors import OnnxFuzzError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="onnxfuzz")
+def cli() -> None:
+    """Generate valid random ONNX models and test ONNX compilers and runtimes with them."""
+
+
+for command in (generate, specs_cmd, fuzz, replay, backend, reduce, triage):
+    cli.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: every error is one line naming the flag or thing at fault."""
+    try:
+        rv = cli.main(args=argv, prog_name="onnxfuzz", standalone_mode=False)
+        if isinstance(rv, int):  # click returns a command's Exit code in this mode
+            return rv
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.Abort:
+        click.echo("onnxfuzz: interrupted", err=True)
+        return 130
+    except click.ClickException as e:
+        click.echo(f"onnxfuzz: error: {e.format_message()}", err=True)
+        return 2
+    except OnnxFuzzError as e:
+        click.echo(f"onnxfuzz: error: {e}", err=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

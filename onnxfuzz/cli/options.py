@@ -1,0 +1,136 @@
+"""Options shared by several commands, and their conversion to library records."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.generate.config import DEFAULT_OPSET, Config
+
+
+def _nodes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int]:
+    try:
+        lo, _, hi = value.partition(":")
+        a, b = int(lo), int(hi or lo)
+    except ValueError:
+        raise click.BadParameter(f"expected MIN:MAX like 5:20, got {value!r}") from None
+    if not 1 <= a <= b:
+        raise click.BadParameter(f"need 1 <= MIN <= MAX, got {value!r}")
+    return a, b
+
+
+def _names(value: str | None) -> frozenset[str] | None:
+    if value is None:
+        return None
+    return frozenset(v.strip() for v in value.split(",") if v.strip())
+
+
+def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
+    """The options every command that generates models shares."""
+    if f is None:
+        return lambda g: generator_options(g, opset_default=opset_default)
+    opset_help = (
+        "Model opset (ONNX Runtime 1.31 runs <= 26)."
+        if opset_default
+        else "Model opset (default: one every selected backend supports)."
+    )
+    opts = [
+        click.option(
+            "--seed",
+            type=int,
+            default=0,
+            show_default=True,
+            help="Seed of the first case; case i uses SEED + i.",
+        ),
+        click.option(
+            "--nodes",
+            default="1:10",
+            show_default=True,
+            callback=_nodes,
+            help="Node count range MIN:MAX (or N).",
+        ),
+        click.option(
+            "--opset",
+            type=click.IntRange(13, 26),
+            default=opset_default,
+            show_default=opset_default is not None,
+            help=opset_help,
+        ),
+        click.option("--ops", default=None, help="Only these ops (comma-separated)."),
+        click.option("--exclude-ops", default=None, help="Never these ops (comma-separated)."),
+        click.option(
+            "--dtypes",
+            default=None,
+            help="Element types, e.g. float32,int64 (default: all but bfloat16).",
+        ),
+        click.option(
+            "--picking-rate",
+            type=click.FloatRange(0, 1),
+            default=0.97,
+            show_default=True,
+            help="Chance an input reuses an existing tensor.",
+        ),
+        click.option("--max-rank", type=click.IntRange(0, 8), default=5, show_default=True),
+        click.option("--max-dim", type=click.IntRange(1, 65536), default=8, show_default=True),
+        click.option(
+            "--weights-as-inputs",
+            is_flag=True,
+            help="Make fresh weights graph inputs instead of initializers.",
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def generator_fields(
+    nodes: tuple[int, int],
+    opset: int | None,
+    ops: str | None,
+    exclude_ops: str | None,
+    dtypes: str | None,
+    picking_rate: float,
+    max_rank: int,
+    max_dim: int,
+    weights_as_inputs: bool,
+) -> dict:
+    """Generator options as plain data (stored with a campaign)."""
+    return {
+        "min_nodes": nodes[0],
+        "max_nodes": nodes[1],
+        "opset": opset,
+        "ops": sorted(_names(ops)) if ops is not None else None,
+        "exclude_ops": sorted(_names(exclude_ops) or ()),
+        "dtypes": sorted(dt.NAMES[d] for d in dt.parse_names(dtypes)) if dtypes else None,
+        "picking_rate": picking_rate,
+        "max_rank": max_rank,
+        "max_dim": max_dim,
+        "weights_as_initializers": not weights_as_inputs,
+    }
+
+
+def make_config(**gen: object) -> Config:
+    f = generator_fields(**gen)  # type: ignore[arg-type]
+    return Config(
+        min_nodes=f["min_nodes"],
+        max_nodes=f["max_nodes"],
+        opset=f["opset"],
+        ops=frozenset(f["ops"]) if f["ops"] is not None else None,
+        exclude_ops=frozenset(f["exclude_ops"]),
+        dtypes=frozenset(dt.BY_NAME[n] for n in f["dtypes"]) if f["dtypes"] else dt.DEFAULT,
+        picking_rate=f["picking_rate"],
+        max_rank=f["max_rank"],
+        max_dim=f["max_dim"],
+        weights_as_initializers=f["weights_as_initializers"],
+    )
+
+
+def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
+    if not m:
+        raise click.BadParameter(f"expected a duration like 90s, 10m or 2h, got {value!r}")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]

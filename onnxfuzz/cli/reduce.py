@@ -1,0 +1,145 @@
+"""``onnxfuzz reduce`` (any model) and ``onnxfuzz triage`` (a campaign's bugs)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+import numpy as np
+
+
+def _model_inputs(model, folder: Path | None, seed: int) -> dict[str, np.ndarray]:
+    """Inputs from a test_data_set folder, else drawn from the model's recorded value
+    domains (onnxfuzz models), else small values."""
+    from onnxfuzz import dtypes as dt
+    from onnxfuzz.generate.export import INPUTS_KEY
+    from onnxfuzz.generate.intervals import Values
+    from onnxfuzz.generate.values import inputs_for
+    from onnxfuzz.run.replay import load_inputs
+
+    if folder is not None:
+        return load_inputs(folder)
+    meta = {p.key: p.value for p in model.metadata_props}
+    domains = json.loads(meta.get(INPUTS_KEY, "{}"))
+    inits = {i.name for i in model.graph.initializer}
+    specs, doms = [], {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        shape = tuple(d.dim_value for d in tt.shape.dim)
+        if any(d <= 0 for d in shape):
+            raise click.ClickException(
+                f"input {vi.name} has a dynamic shape {list(shape)}: "
+                "give --inputs with a test_data_set folder"
+            )
+        specs.append((vi.name, tt.elem_type, shape))
+        d = domains.get(vi.name)
+        lo, hi = (
+            (0, 1) if tt.elem_type == dt.BOOL else (-1, 1) if tt.elem_type in dt.FLOATS else (0, 3)
+        )
+        doms[vi.name] = Values(**d) if d is not None else Values(lo, hi)
+    return inputs_for(np.random.default_rng(seed), specs, doms)
+
+
+@click.command()
+@click.argument("model_path", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--backend",
+    "backends",
+    multiple=True,
+    required=True,
+    metavar="SPEC",
+    help="Twice: the reference, then the backend that fails.",
+)
+@click.option(
+    "--match",
+    default=None,
+    metavar="REGEX",
+    help="Keep any failure of the backend matching REGEX (default: the exact "
+    "signature of the first run's failure).",
+)
+@click.option(
+    "--inputs",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A test_data_set folder with input_<k>.pb.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Output folder (default: <model>-reduced/).",
+)
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=1),
+    default=120.0,
+    show_default=True,
+    help="Seconds of reduction.",
+)
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True)
+@click.option("--seed", type=int, default=0, help="Seed of generated input values.")
+def reduce(
+    model_path: Path,
+    backends: tuple[str, ...],
+    match: str | None,
+    inputs: Path | None,
+    out: Path | None,
+    budget: float,
+    timeout: float,
+    seed: int,
+) -> None:
+    """Reduce a model that fails on a backend to a small model that fails the same way."""
+    import onnx
+
+    from onnxfuzz.errors import ModelError, UsageError
+    from onnxfuzz.execute.pool import BackendPool
+    from onnxfuzz.reduce.reducer import reduce_model
+    from onnxfuzz.reduce.reproduce import Reproducer, Target
+
+    if len(backends) != 2:
+        raise UsageError("--backend: give exactly two, the reference then the failing backend")
+    try:
+        model = onnx.load(model_path)
+    except Exception as e:  # noqa: BLE001 - protobuf raises several types
+        raise ModelError(f"{model_path}: not an ONNX model ({type(e).__name__}: {e})") from None
+    pattern = None
+    if match is not None:
+        try:
+            pattern = re.compile(match)
+        except re.error as e:
+            raise UsageError(f"--match: not a regular expression: {e}") from None
+    sibling = model_path.parent / "test_data_set_0"
+    feeds = _model_inputs(model, inputs or (sibling if sibling.is_dir() else None), seed)
+    reference, backend = backends
+    with BackendPool(backends, timeout=timeout) as pool:
+        rep = Reproducer(pool, Target(backend, reference, match=pattern))
+        first = rep.assess(model, feeds)
+        if first.signature is None or (pattern and not rep(model, feeds)):
+            raise click.ClickException(
+                f"{model_path} does not fail on {backend}"
+                + (f" matching {match!r}" if match else "")
+                + f": verdict {first.judgement.verdict}; nothing to reduce"
+            )
+        rep.target.signature = first.signature
+        click.echo(f"reducing: {first.signature}")
+        r = reduce_model(model, feeds, rep, budget)
+    from onnxfuzz.store.bundle import _write_inputs
+
+    dest = out or model_path.with_name(model_path.stem + "-reduced")
+    if dest.exists():
+        raise UsageError(f"--out: {dest} exists; remove it or choose another --out")
+    _write_inputs(dest, r.model, r.inputs)
+    click.echo(
+        f"{r.before.nodes} -> {r.after.nodes} nodes ({' '.join(r.ops)}) in "
+        f"{r.seconds:.1f} s, {r.runs} backend runs"
+        + ("" if r.complete else " (budget spent before the fixed point)")
+    )
+    for name, st in r.stats().items():
+        click.echo(
+            f"  {name:<18} tried {st['tried']:>4}  kept {st['kept']:>3}  {st['seconds']:.2f} s"
+        )
+    click.echo(f"written to {dest}/model.onnx")

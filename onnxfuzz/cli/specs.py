@@ -1,0 +1,36 @@
+"""``onnxfuzz specs``: the ops onnxfuzz generates."""
+
+from __future__ import annotations
+
+import click
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.generate.config import DEFAULT_OPSET
+
+
+@click.command("specs")
+@click.option("--opset", type=click.IntRange(13, 26), default=DEFAULT_OPSET, show_default=True)
+@click.option(
+    "--table",
+    is_flag=True,
+    help="The coverage table (markdown): versions, dtypes, backends, exclusions.",
+)
+def specs_cmd(opset: int, table: bool) -> None:
+    """List the ops onnxfuzz generates at OPSET, with their element types."""
+    if table:
+        from onnxfuzz.generate.coverage import markdown
+
+        click.echo(markdown(), nl=False)
+        return
+    from onnxfuzz.generate.coverage import _main_types
+    from onnxfuzz.generate.spec import load_specs, op_info
+
+    rows = []
+    for name, spec in load_specs().items():
+        info = op_info(name, opset)
+        if info is None or not spec.covers(opset):
+            continue
+        types = ",".join(dt.NAMES[t] for t in _main_types(name, opset)) or "-"
+        rows.append(f"{name:<26} v{info.version:<3} {spec.family:<20} {types}")
+    click.echo("\n".join(rows))
+    click.echo(f"{len(rows)} ops at opset {opset}")

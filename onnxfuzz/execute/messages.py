@@ -1,0 +1,53 @@
+"""What a worker process and its parent say to each other (pickled over a socket pair).
+
+Parent -> worker: a ``Test``, or ``None`` to leave. Worker -> parent: ``Ready`` or
+``LoadError`` once at start, then ``Done`` or ``Failed`` for each test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Test:
+    model_bytes: bytes
+    inputs: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Ready:
+    name: str
+    version: str
+    opsets: tuple[int, int]
+    unavailable: str | None  # why the backend cannot run on this machine
+    preferred: int | None  # the opset where the adapter covers the most ops
+
+
+@dataclass(frozen=True)
+class LoadError:
+    message: str
+
+
+@dataclass(frozen=True)
+class Done:
+    outputs: dict[str, np.ndarray]
+    compile_s: float
+    run_s: float
+    worker_s: float  # the worker's whole handling of the test (parse, check, convert)
+    started: float  # time.perf_counter() when compile began (a system-wide clock)
+    cpu_s: float  # the worker's CPU time in compile + run (all its threads)
+
+
+@dataclass(frozen=True)
+class Failed:
+    stage: str
+    unsupported: bool  # missing support for an op, dtype or opset: not a bug
+    message: str
+    trace: str
+    compile_s: float
+    run_s: float
+    started: float
+    cpu_s: float

@@ -1,0 +1,389 @@
+"""Backends run in persistent *spawned* worker processes (never forked: CUDA).
+
+A worker loads one adapter once and serves tests over a pipe. The parent enforces a
+per-test timeout and a memory cap (resident set size, polled), and turns a segfault,
+abort, hang, out-of-memory or exception into an ``Outcome`` with its stage (compile or
+run). A dead or killed worker is respawned for the next test: the campaign goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from enum import StrEnum
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from onnxfuzz.backend import BackendRef, is_unsupported, load_adapter, parse_backend
+from onnxfuzz.errors import BackendError
+from onnxfuzz.execute.messages import Done, Failed, LoadError, Ready, Test
+
+
+class Status(StrEnum):
+    """What a worker's handling of one test came to (the oracle turns it into a verdict)."""
+
+    OK = "ok"
+    ERROR = "error"  # the adapter raised
+    UNSUPPORTED = "unsupported"  # the adapter raised for an op, dtype or opset it lacks
+    CRASH = "crash"  # the worker died (signal, exit, out of memory)
+    TIMEOUT = "timeout"
+
+
+class Stage(StrEnum):
+    COMPILE = "compile"
+    RUN = "run"
+
+
+@dataclass
+class Outcome:
+    status: Status
+    stage: Stage | None = None
+    outputs: dict[str, np.ndarray] | None = None
+    message: str = ""
+    trace: str = ""
+    compile_s: float = 0.0
+    run_s: float = 0.0
+    worker_s: float = 0.0  # the worker's whole handling of the test (parse, check, convert)
+    started: float = 0.0  # time.perf_counter() when compile began (a system-wide clock)
+    cpu_s: float = 0.0  # the worker's CPU time in compile + run (all its threads)
+
+    @property
+    def backend_s(self) -> float:
+        return self.compile_s + self.run_s
+
+
+@dataclass
+class BackendInfo:
+    label: str
+    name: str
+    version: str
+    opsets: tuple[int, int]
+    available: str | None  # None, or why the backend cannot run here
+    preferred: int | None = None  # the opset where the adapter covers the most ops
+
+
+def serve(text: str, conn: Any, stage_flag: Any = None) -> None:
+    """Worker main loop (runs in the spawned process). ``stage_flag``: one shared byte
+    the parent reads after a crash or timeout (0 compile, 1 run), so that the stage costs
+    no message per test."""
+    flag = stage_flag if stage_flag is not None else bytearray(1)
+    try:
+        adapter = load_adapter(parse_backend(text))
+        backend = adapter.backend
+        conn.send(
+            Ready(
+                backend.name,
+                str(backend.version()),
+                tuple(backend.supported_opsets()),
+                adapter.available() if adapter.available else None,
+                adapter.preferred_opset() if adapter.preferred_opset else None,
+            )
+        )
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        conn.send(LoadError(f"{type(e).__name__}: {e}"))
+        return
+    import onnx
+
+    # An adapter without supports() that can compile serialized bytes skips a parse here
+    # and a serialization in the adapter.
+    from_bytes = adapter.compile_bytes if adapter.supports is None else None
+    while True:
+        try:
+            req = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if req is None:
+            return
+        stage = Stage.COMPILE
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        compile_s = 0.0
+        try:
+            if from_bytes is not None:
+                exe = from_bytes(req.model_bytes)
+            else:
+                model = onnx.load_from_string(req.model_bytes)
+                reason = adapter.supports(model) if adapter.supports else None
+                if reason:
+                    conn.send(Failed(Stage.COMPILE, True, reason, "", 0.0, 0.0, t0, 0.0))
+                    continue
+                exe = backend.compile(model)
+            compile_s = time.perf_counter() - t0
+            stage = Stage.RUN
+            flag[0] = 1
+            t1 = time.perf_counter()
+            outs = backend.run(exe, req.inputs)
+            run_s = time.perf_counter() - t1
+            cpu_s = time.process_time() - c0
+            outs = {k: np.asarray(v) for k, v in outs.items()}
+            conn.send(Done(outs, compile_s, run_s, time.perf_counter() - t0, t0, cpu_s))
+        except BaseException as e:  # noqa: BLE001 - every failure is a verdict
+            if isinstance(e, KeyboardInterrupt):
+                return
+            elapsed = time.perf_counter() - t0
+            conn.send(
+                Failed(
+                    stage,
+                    is_unsupported(adapter, e),
+                    f"{type(e).__name__}: {e}",
+                    traceback.format_exc(limit=20),
+                    compile_s if stage == Stage.RUN else elapsed,  # a failed compile took time too
+                    elapsed - compile_s if stage == Stage.RUN else 0.0,
+                    t0,
+                    time.process_time() - c0,
+                )
+            )
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process (Linux ``/proc``; 0 where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def busy_seconds(outcomes: list[Outcome]) -> float:
+    """Wall time during which at least one backend compiled or ran: the union of the
+    outcomes' [started, started + backend_s] intervals (they may overlap: backends run in
+    parallel)."""
+    spans = sorted((o.started, o.started + o.backend_s) for o in outcomes if o.backend_s > 0)
+    total, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def spawn(module: str, args: list[str], fds: tuple[int, ...] = (), stderr: Any = None) -> tuple:
+    """``python -m module FD *args`` in a new session (never forked), talking over a
+    socket pair whose far end is FD; ``fds`` are passed on too. Returns (process, conn)."""
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, str(theirs.fileno()), *args],
+        pass_fds=(theirs.fileno(), *fds),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        start_new_session=True,
+    )
+    theirs.close()
+    return proc, Connection(ours.detach())
+
+
+def kill(proc: Any, conn: Any) -> None:
+    """End a spawned process at once and close its connection (either may be None)."""
+    if proc is not None:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(5)
+    if conn is not None:
+        conn.close()
+
+
+def stop(proc: Any, conn: Any) -> None:
+    """Ask a spawned process to leave (``None`` on its connection), then make sure."""
+    if proc is not None and proc.poll() is None and conn is not None:
+        try:
+            conn.send(None)
+            proc.wait(2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    kill(proc, conn)
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+@dataclass
+class Worker:
+    """One backend in one persistent spawned process."""
+
+    ref: BackendRef
+    timeout: float = 30.0
+    memory_mb: float = 8192.0
+    startup_timeout: float = 300.0
+    info: BackendInfo | None = None
+    _proc: Any = field(default=None, repr=False)
+    _conn: Any = field(default=None, repr=False)
+    restarts: int = 0
+
+    def start(self) -> BackendInfo:
+        """Spawn a fresh interpreter (``python -m onnxfuzz.execute.worker``) talking over a socket
+        pair; its stderr goes to a file whose tail is kept when it crashes."""
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
+        stage_file = tempfile.TemporaryFile()  # noqa: SIM115 - mapped, then closed
+        stage_file.write(b"\0")
+        stage_file.flush()
+        self._stage_flag = mmap.mmap(stage_file.fileno(), 1)
+        proc, conn = spawn(
+            "onnxfuzz.execute.worker",
+            [str(stage_file.fileno()), self.ref.text],
+            (stage_file.fileno(),),
+            self._stderr,
+        )
+        stage_file.close()
+        if not conn.poll(self.startup_timeout):
+            proc.kill()
+            raise BackendError(
+                f"backend {self.ref.text}: worker did not start within {self.startup_timeout:.0f} s"
+            )
+        try:
+            msg = conn.recv()
+        except EOFError:
+            proc.wait(5)
+            raise BackendError(
+                f"backend {self.ref.text}: worker died while loading "
+                f"({_death(proc.returncode)}): {self.stderr_tail()}"
+            ) from None
+        if isinstance(msg, LoadError):
+            proc.wait(5)
+            raise BackendError(msg.message)
+        self._proc, self._conn = proc, conn
+        self.info = BackendInfo(
+            self.ref.text, msg.name, msg.version, tuple(msg.opsets), msg.unavailable, msg.preferred
+        )
+        return self.info
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        f = getattr(self, "_stderr", None)
+        if f is None:
+            return ""
+        try:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read().decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _kill(self) -> None:
+        kill(self._proc, self._conn)
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        stop(self._proc, self._conn)
+        self._proc = self._conn = None
+
+    def _crash(self, stage: str) -> Outcome:
+        code = self._proc.returncode if self._proc is not None else None
+        if code is None and self._proc is not None:
+            try:
+                code = self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                code = None
+        self._kill()
+        return Outcome(Status.CRASH, stage, message=_death(code), trace=self.stderr_tail())
+
+    def cpu_seconds(self) -> float:
+        """CPU time the worker process has used so far (0 when it is not running)."""
+        return process_cpu_seconds(self._proc.pid) if self._alive() else 0.0
+
+    def _stage(self) -> str:
+        return Stage.RUN if self._stage_flag[0] else Stage.COMPILE
+
+    def execute(self, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome:
+        failed = self.submit(model_bytes, inputs)
+        return failed if failed is not None else self.collect()
+
+    def submit(self, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome | None:
+        """Send a test; returns an Outcome only if it could not even be sent. Several
+        workers can be submitted to before collecting: they run in parallel."""
+        if not self._alive():
+            if self._proc is not None:
+                self.restarts += 1
+            self._kill()
+            self.start()
+        self._stage_flag[0] = 0  # the worker sets 1 once compiled
+        self._deadline = time.perf_counter() + self.timeout
+        try:
+            self._conn.send(Test(model_bytes, inputs))
+        except OSError:
+            return self._crash(Stage.COMPILE)
+        return None
+
+    def collect(self) -> Outcome:
+        """Wait for the submitted test's outcome (timeout and memory cap enforced)."""
+        while True:
+            left = self._deadline - time.perf_counter()
+            if left <= 0:
+                stage = self._stage()
+                self._kill()
+                return Outcome(
+                    Status.TIMEOUT, stage, message=f"no result within {self.timeout:g} s"
+                )
+            ready = False
+            with contextlib.suppress(OSError, EOFError):
+                ready = self._conn.poll(min(left, 0.05))
+            if not ready:
+                if not self._alive():
+                    return self._crash(self._stage())
+                rss = _rss_mb(self._proc.pid)
+                if rss > self.memory_mb:
+                    stage = self._stage()
+                    self._kill()
+                    return Outcome(
+                        Status.CRASH,
+                        stage,
+                        message=f"out of memory: resident set "
+                        f"{rss:.0f} MB > cap {self.memory_mb:.0f} MB",
+                    )
+                continue
+            try:
+                msg = self._conn.recv()
+            except (EOFError, OSError):
+                return self._crash(self._stage())
+            if isinstance(msg, Done):
+                return Outcome(
+                    Status.OK,
+                    None,
+                    msg.outputs,
+                    compile_s=msg.compile_s,
+                    run_s=msg.run_s,
+                    worker_s=msg.worker_s,
+                    started=msg.started,
+                    cpu_s=msg.cpu_s,
+                )
+            return Outcome(
+                Status.UNSUPPORTED if msg.unsupported else Status.ERROR,
+                msg.stage,
+                message=msg.message,
+                trace=msg.trace,
+                compile_s=msg.compile_s,
+                run_s=msg.run_s,
+                started=msg.started,
+                cpu_s=msg.cpu_s,
+            )
+
+
+def _death(code: int | None) -> str:
+    if code is None:
+        return "worker vanished"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"worker exited with status {code}"

@@ -1,0 +1,692 @@
+"""The builder: the one interface a spec talks to.
+
+A spec states its variables in Isra's order through these calls:
+
+* ``arity`` / ``optional``  - how many inputs, which optional ones are present;
+* ``input``                 - an input tensor: type variable, rank, per-axis dims, value domain;
+* ``attr`` / ``draw``       - attributes and other variables, each from a ``Domain``;
+* ``const``                 - a constant input whose values the spec derived (shape, axes, pads);
+* ``output``                - each output's shape, and its value interval.
+
+Two builders implement them. ``GenBuilder`` draws every variable from the choice stream
+and reuses existing tensors (the solver). ``CheckBuilder`` takes every variable from an
+observed node (e.g. an ONNX node test) and raises ``OutOfDomain`` when one lies outside
+the domain the spec offers: the spec-completeness check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.errors import ConfigError, SpecError
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.domains import Domain, Ints, OneOf
+from onnxfuzz.generate.graph import Graph, Node, Tensor
+from onnxfuzz.generate.intervals import ANY, Interval, Values
+from onnxfuzz.generate.spec import OpInfo, OpSpec
+from onnxfuzz.generate.values import sample
+
+MISSING: Any = object()
+DATA = "data"  # fresh -> a graph input (values drawn per test)
+WEIGHT = "weight"  # fresh -> an initializer (values fixed in the model)
+
+DimEntry = int | Domain | None  # None: any dim
+Dims = Sequence[DimEntry] | Callable[[int], Sequence[DimEntry]] | None
+ValuesArg = Values | Callable[[int], Values]  # a domain, or one per element type
+
+FRESH_FLOAT = 4.0  # fresh float tensors are drawn inside [-4, 4] where the domain allows
+FRESH_INT = 8  # fresh integer tensors inside [-8, 8]
+INDEX_TYPES = frozenset({dt.INT32, dt.INT64})
+
+_TYPES_CACHE: dict[tuple, tuple[int, ...]] = {}
+
+
+def restricted_by_dtypes(schema_set: frozenset[int]) -> bool:
+    """--dtypes restricts a type variable unless it is index-only (Gather's Tind) or has a
+    single type (Where's bool condition)."""
+    return len(schema_set) > 1 and not schema_set <= INDEX_TYPES
+
+
+class OutOfDomain(Exception):
+    """Check mode: an observed variable lies outside the spec's domain."""
+
+    def __init__(self, op: str, variable: str, reason: str, bounds: bool = False) -> None:
+        self.op, self.variable, self.reason, self.bounds = op, variable, reason, bounds
+        super().__init__(f"{op}.{variable}: {reason}")
+
+
+class Builder:
+    """What specs see; subclasses decide where values come from."""
+
+    def __init__(self, spec: OpSpec, info: OpInfo, cfg: Config) -> None:
+        self.spec = spec
+        self.info = info
+        self.cfg = cfg
+        self.op = spec.op_type
+        self.opset = cfg.opset
+        self.version = info.version
+        self.bound: dict[str, int] = {}
+        self.attrs: dict[str, Any] = {}
+        self.in_names: dict[int, str] = {}
+        self.outs: list[Tensor] = []
+
+    # --- facts ---------------------------------------------------------------------
+    @property
+    def max_rank(self) -> int:
+        return self.cfg.max_rank
+
+    @property
+    def max_dim(self) -> int:
+        return self.cfg.max_dim
+
+    def types(self, type_var: str) -> tuple[int, ...]:
+        """Element types allowed for ``type_var`` now: the schema's, those ONNX Runtime's
+        CPU kernels register (consistent with type variables already bound), and
+        ``--dtypes`` (see ``restricted_by_dtypes``)."""
+        bound = tuple(sorted(self.bound.items()))
+        key = (self.op, self.version, self.opset, type_var, bound, self.cfg.dtypes)
+        hit = _TYPES_CACHE.get(key)
+        if hit is not None:
+            return hit
+        schema_set = self.info.type_sets.get(type_var)
+        if schema_set is None:
+            raise SpecError(self.op, type_var, "no such type variable in the schema")
+        allowed = set(schema_set)
+        kernels = dt.ort_kernels(self.op, self.version, self.opset)
+        if kernels:
+            union: set[int] = set()
+            for entry in kernels:
+                if all(
+                    self.bound[b] in entry[b] for b in self.bound if b in entry and b != type_var
+                ):
+                    union |= entry.get(type_var, schema_set)
+            allowed &= union
+        if type_var in self.bound:
+            allowed &= {self.bound[type_var]}
+        if restricted_by_dtypes(schema_set):
+            allowed &= self.cfg.dtypes
+        out = tuple(sorted(allowed))
+        _TYPES_CACHE[key] = out
+        return out
+
+    def _formal(self, name: str | int) -> str:
+        """Inputs are named as in the schema, or by position (``b.input(0)``)."""
+        if isinstance(name, int):
+            names = list(self.info.input_pos)
+            if not 0 <= name < len(names):
+                raise SpecError(self.op, f"input {name}", f"the schema has {len(names)} inputs")
+            return names[name]
+        return name
+
+    def _position(self, name: str, index: int) -> int:
+        pos = self.info.input_pos.get(name)
+        if pos is None:
+            raise SpecError(
+                self.op,
+                name,
+                f"no input named {name!r}; the schema's inputs are {list(self.info.input_pos)}",
+            )
+        return pos + index
+
+    def _allowed(self, name: str, dtype: int | Iterable[int] | None) -> tuple[int, ...]:
+        allowed = self.types(self.info.input_type[name])
+        if dtype is not None:
+            want = {dtype} if isinstance(dtype, int) else set(dtype)
+            allowed = tuple(d for d in allowed if d in want)
+        if not allowed:
+            raise ConfigError(f"{self.op}: no element type for input {name!r} under --dtypes")
+        return allowed
+
+    def _rank_range(self, name: str, rank: int | Ints | None, dims: Dims) -> tuple[int, int]:
+        if isinstance(dims, Sequence):
+            if len(dims) > self.cfg.max_rank:
+                raise ConfigError(
+                    f"{self.op}: input {name!r} has rank {len(dims)}, "
+                    f"but --max-rank is {self.cfg.max_rank}"
+                )
+            return len(dims), len(dims)
+        if rank is None:
+            lo, hi = 0, self.cfg.max_rank
+        elif isinstance(rank, int):
+            lo = hi = rank
+        else:
+            lo, hi = rank.lo, rank.hi
+        if lo > hi:
+            raise SpecError(self.op, f"{name}.rank", f"empty domain {lo}..{hi}")
+        hi = min(hi, self.cfg.max_rank)
+        if lo > hi:
+            raise ConfigError(
+                f"{self.op}: input {name!r} needs rank >= {lo}, "
+                f"but --max-rank is {self.cfg.max_rank}"
+            )
+        return lo, hi
+
+    def _bind(self, name: str, t: Tensor, pos: int) -> None:
+        tv = self.info.input_type[name]
+        if tv in self.info.schema_type_vars:
+            self.bound[tv] = t.dtype
+        self.in_names[pos] = t.name
+
+    def _out_dtype(self, dtype: int | None) -> int:
+        if dtype is not None:
+            return dtype
+        k = len(self.outs)
+        types = self.info.output_type
+        if k >= len(types) and not self.info.variadic_output:
+            raise SpecError(self.op, f"output {k}", "more outputs than the schema declares")
+        tv = types[min(k, len(types) - 1)]
+        if tv in self.bound:
+            return self.bound[tv]
+        only = self.info.type_sets.get(tv, frozenset())
+        if len(only) == 1:
+            return next(iter(only))
+        raise SpecError(self.op, f"output {k}", f"type variable {tv} is not bound; pass dtype=")
+
+    def _check_output(
+        self, shape: tuple[int, ...], dtype: int, interval: Interval | None
+    ) -> Interval:
+        k = len(self.outs)
+        if any(d < 1 for d in shape):
+            raise SpecError(self.op, f"output {k}", f"shape {shape} has a dim < 1")
+        if interval is None:
+            if dtype != dt.BOOL:
+                raise SpecError(self.op, f"output {k}", "give the output's value interval")
+            interval = Interval(0, 1)
+        if not interval.lo <= interval.hi:
+            raise SpecError(self.op, f"output {k}", f"empty interval {interval}")
+        lo, hi = dt.value_range(dtype)
+        # Interval arithmetic in Python floats rounds: a spec that fills the bound exactly
+        # (K * bound / K) may land an ulp outside it. That is noise, not unsoundness.
+        slack = 1e-9 * max(abs(lo), abs(hi))
+        if interval.within(lo - slack, hi + slack) and not interval.within(lo, hi):
+            interval = interval.clamp(lo, hi)
+        if not interval.within(lo, hi):
+            raise SpecError(
+                self.op,
+                f"output {k}",
+                f"interval {interval} exceeds the {dt.NAMES[dtype]} bound [{lo:g}, {hi:g}]: "
+                "narrow the inputs' value domains",
+            )
+        if dtype in dt.FLOATS:
+            interval = _rounding_room(interval, dtype, lo, hi)
+        return interval
+
+    @staticmethod
+    def _dims_at(dims: Dims, rank: int) -> Sequence[DimEntry] | None:
+        if dims is None:
+            return None
+        if callable(dims):
+            return dims(rank)
+        return dims
+
+
+class GenBuilder(Builder):
+    """Draws every variable from the choice stream; reuses tensors from the graph."""
+
+    def __init__(
+        self, spec: OpSpec, info: OpInfo, cfg: Config, graph: Graph, stream: ChoiceStream
+    ) -> None:
+        super().__init__(spec, info, cfg)
+        self.g = graph
+        self.s = stream
+        self.name = graph.fresh_name(spec.op_type.lower())
+
+    # --- variables -------------------------------------------------------------------
+    def arity(self, lo: int, hi: int, name: str | int = 0) -> int:
+        if hi < lo:
+            raise SpecError(self.op, f"{name}.count", f"empty domain {lo}..{hi}")
+        return self.s.integer(lo, hi)
+
+    def optional(self, name: str | int, p: float = 0.5) -> bool:
+        """Is the optional input ``name`` present? (Shrinks toward absent.)"""
+        self._position(self._formal(name), 0)
+        return not self.s.chance(1.0 - p)
+
+    def draw(self, name: str, domain: Domain) -> Any:
+        if domain.empty():
+            raise SpecError(self.op, name, f"empty domain {domain!r}")
+        return domain.draw(self.s)
+
+    def attr(self, name: str, domain: Domain, default: Any = MISSING) -> Any:
+        if default is not MISSING and self.s.chance(0.5):
+            return default
+        v = self.draw(name, domain)
+        self.attrs[name] = v
+        return v
+
+    def set_attr(self, name: str, value: Any) -> None:
+        self.attrs[name] = value
+
+    # --- tensors ---------------------------------------------------------------------
+    def input(
+        self,
+        name: str | int,
+        *,
+        index: int = 0,
+        dtype: int | Iterable[int] | None = None,
+        rank: int | Ints | None = None,
+        dims: Dims = None,
+        values: ValuesArg = ANY,
+        kind: str = DATA,
+    ) -> Tensor:
+        name = self._formal(name)
+        pos = self._position(name, index)
+        allowed = self._allowed(name, dtype)
+        lo, hi = self._rank_range(name, rank, dims)
+        t = self._reuse(allowed, lo, hi, dims, values)
+        if t is None:
+            t = self._fresh(name, index, allowed, lo, hi, dims, values, kind)
+        self._bind(name, t, pos)
+        return t
+
+    def _reuse(
+        self, allowed: tuple[int, ...], lo: int, hi: int, dims: Dims, values_arg: ValuesArg
+    ) -> Tensor | None:
+        cands: list[Tensor] = []
+        patterns: dict[int, Sequence[DimEntry]] = {}
+        # The pool has few (dtype, rank) keys; walking them beats probing every pair.
+        for (d, r), bucket in self.g.pool.items():
+            if not lo <= r <= hi or d not in allowed:
+                continue
+            values = values_arg(d) if callable(values_arg) else values_arg
+            if values.fresh_only(d):
+                continue
+            pattern = patterns.get(r)
+            if pattern is None:
+                pattern = patterns[r] = self._dims_at(dims, r) or ()
+            # Every pooled tensor's dims are <= max_reuse_dim and its interval lies in
+            # the dtype's range, so an open pattern and open values admit the bucket.
+            open_values = values.lo is None and values.hi is None and not values.min_abs
+            if not pattern and open_values:
+                cands.extend(bucket)
+                continue
+            vlo, vhi = values.bounds(d)
+            m = values.min_abs
+            for t in bucket:
+                iv = t.interval
+                if iv.lo < vlo or iv.hi > vhi or iv.min_abs < m:
+                    continue
+                if not pattern or _fits(t.shape, pattern):
+                    cands.append(t)
+        if cands and self.s.chance(self.cfg.picking_rate):
+            return cands[self.s.index(len(cands))]
+        return None
+
+    def _fresh(
+        self,
+        name: str,
+        index: int,
+        allowed: tuple[int, ...],
+        lo: int,
+        hi: int,
+        dims: Dims,
+        values_arg: ValuesArg,
+        kind: str,
+    ) -> Tensor:
+        dtype = allowed[self.s.index(len(allowed))]
+        values = values_arg(dtype) if callable(values_arg) else values_arg
+        rank = self.s.integer(lo, hi)
+        pattern = self._dims_at(dims, rank)
+        if pattern is None:
+            shape = tuple(self.s.integer(1, self.cfg.max_dim) for _ in range(rank))
+        else:
+            if len(pattern) != rank:
+                raise SpecError(
+                    self.op, f"{name}.shape", f"dims for rank {rank} has {len(pattern)} entries"
+                )
+            shape = tuple(self._draw_dim(name, i, e) for i, e in enumerate(pattern))
+        iv = _fresh_interval(self.op, name, dtype, values, shape)
+        label = name if index == 0 else f"{name}{index}"
+        if kind == WEIGHT and self.cfg.weights_as_initializers:
+            t = Tensor(f"{self.name}_{label}", dtype, shape, iv, "init")
+            rng = np.random.default_rng(self.s.seed32())
+            self.g.initializers.append((t, sample(rng, dtype, shape, iv, values)))
+            return t
+        t = Tensor(self.g.fresh_name("in"), dtype, shape, iv, "input")
+        self.g.inputs.append(t)
+        self.g.input_values[t.name] = Values(
+            iv.lo,
+            iv.hi,
+            iv.min_abs if iv.lo < 0 < iv.hi else 0.0,
+            values.distinct_axis,
+            values.avoid,
+        )
+        self.g.add_reusable(t)
+        return t
+
+    def _draw_dim(self, name: str, axis: int, e: DimEntry) -> int:
+        if e is None:
+            return self.s.integer(1, self.cfg.max_dim)
+        if isinstance(e, int):
+            if e < 1:
+                raise SpecError(self.op, f"{name}.shape[{axis}]", f"fixed dim {e} < 1")
+            return e
+        if e.empty():
+            raise SpecError(self.op, f"{name}.shape[{axis}]", f"empty domain {e!r}")
+        return int(e.draw(self.s))
+
+    def const(
+        self, name: str | int, value: Any, *, index: int = 0, dtype: int | None = None
+    ) -> Tensor:
+        """A constant input (initializer) with values the spec derived."""
+        name = self._formal(name)
+        pos = self._position(name, index)
+        if dtype is None:
+            allowed = self._allowed(name, None)
+            dtype = dt.INT64 if dt.INT64 in allowed else allowed[0]
+        arr = np.asarray(value, dtype=dt.np_dtype(dtype))
+        label = name if index == 0 else f"{name}{index}"
+        iv = Interval(float(arr.min()), float(arr.max())) if arr.size else Interval(0, 0)
+        t = Tensor(f"{self.name}_{label}", dtype, tuple(arr.shape), iv, "init")
+        self.g.initializers.append((t, arr))
+        self._bind(name, t, pos)
+        return t
+
+    def const_type(self, name: str | int, index: int = 0) -> int:
+        """The element type of a constant input, a choice among its type variable's."""
+        name = self._formal(name)
+        allowed = self._allowed(name, None)
+        return allowed[self.s.index(len(allowed))]
+
+    def output(
+        self, shape: Sequence[int], *, dtype: int | None = None, interval: Interval | None = None
+    ) -> Tensor:
+        dtype = self._out_dtype(dtype)
+        shape = tuple(int(d) for d in shape)
+        interval = self._check_output(shape, dtype, interval)
+        many = len(self.info.output_type) > 1 or self.info.variadic_output
+        suffix = str(len(self.outs)) if many else ""
+        t = Tensor(f"{self.name}_out{suffix}", dtype, shape, interval, "node")
+        self.outs.append(t)
+        return t
+
+    def commit(self) -> Node:
+        if not self.outs:
+            raise SpecError(self.op, "outputs", "the spec declared no output")
+        n = max(self.in_names) + 1 if self.in_names else 0
+        inputs = [self.in_names.get(i, "") for i in range(n)]
+        node = Node(self.op, self.name, inputs, self.outs, self.attrs)
+        self.g.nodes.append(node)
+        self.g.consumed.update(inputs)
+        cap = self.cfg.max_reuse_dim
+        for t in self.outs:
+            if all(d <= cap for d in t.shape):
+                self.g.add_reusable(t)
+        return node
+
+
+# Kernels round: float32 tanh returns -1.0000001 for large inputs (seen in ONNX Runtime),
+# so a float output's interval gets room for a few ulps. A non-negative interval stays
+# non-negative (no kernel rounds exp, sigmoid or relu below zero), so Sqrt and Log can still
+# take such tensors; Asin/Acos (domain [-1, 1]) no longer take a tanh's.
+_ROUNDING = {dt.FLOAT: 1e-6, dt.DOUBLE: 1e-12, dt.FLOAT16: 2e-3, dt.BFLOAT16: 2e-2}
+
+
+def _rounding_room(iv: Interval, dtype: int, lo: float, hi: float) -> Interval:
+    eps = _ROUNDING[dtype] * max(1.0, iv.mag)
+    new_lo = iv.lo if iv.lo >= 0 else max(lo, iv.lo - eps)
+    return Interval(new_lo, min(hi, iv.hi + eps), max(0.0, iv.min_abs - eps))
+
+
+def _fits(shape: tuple[int, ...], pattern: Sequence[DimEntry]) -> bool:
+    for d, e in zip(shape, pattern, strict=True):
+        if e is None:
+            continue
+        if type(e) is int:
+            if d != e:
+                return False
+        elif type(e) is Ints:
+            if not e.lo <= d <= e.hi:
+                return False
+        elif type(e) is OneOf:
+            if d not in e.options:
+                return False
+        elif not e.contains(d):
+            return False
+    return True
+
+
+def _fresh_interval(
+    op: str, name: str, dtype: int, values: Values, shape: tuple[int, ...]
+) -> Interval:
+    """The interval a fresh tensor's values are drawn from: inside the input's value
+    domain, near zero where the domain allows (small values keep chains bounded)."""
+    vlo, vhi = values.bounds(dtype)
+    if vlo > vhi:
+        raise SpecError(op, f"{name}.values", f"empty value domain for {dt.NAMES[dtype]}")
+    if dtype == dt.BOOL:
+        return Interval(vlo, vhi)
+    is_float = dtype in dt.FLOATS
+    f = FRESH_FLOAT if is_float else FRESH_INT
+    lo, hi = max(vlo, -f), min(vhi, f)
+    if lo > hi:
+        lo, hi = (vlo, min(vhi, vlo + f)) if vlo > f else (max(vlo, vhi - f), vhi)
+    if not is_float:
+        lo, hi = math.ceil(lo), math.floor(hi)
+        if values.distinct_axis is not None and shape:
+            need = shape[values.distinct_axis] - 1
+            if hi - lo < need:
+                hi = min(vhi, lo + need)
+                lo = max(vlo, hi - need)
+        if lo > hi:
+            raise SpecError(op, f"{name}.values", f"no integer in [{vlo:g}, {vhi:g}]")
+    m = values.min_abs
+    if m and hi < m and lo > -m:
+        if vhi >= m:
+            hi = min(vhi, 2 * m)
+        elif vlo <= -m:
+            lo = max(vlo, -2 * m)
+        else:
+            raise SpecError(op, f"{name}.values", f"no value with |x| >= {m:g} in the domain")
+    return Interval(lo, hi, m)
+
+
+class CheckBuilder(Builder):
+    """Takes each variable from an observed node; raises ``OutOfDomain`` where the spec's
+    domain does not contain it."""
+
+    def __init__(
+        self,
+        spec: OpSpec,
+        info: OpInfo,
+        cfg: Config,
+        attrs: dict[str, Any],
+        inputs: Sequence[tuple[int, tuple[int, ...], np.ndarray | None] | None],
+        outputs: Sequence[tuple[int, tuple[int, ...]]] | None = None,
+    ) -> None:
+        super().__init__(spec, info, cfg)
+        self.observed_attrs = attrs
+        self.consumed: set[str] = set()  # attributes the spec drew, read or derived
+        self.observed_inputs = list(inputs)
+        self.observed_outputs = list(outputs) if outputs is not None else None
+
+    def check_consumed(self) -> None:
+        """An attribute of the node that the spec never drew or derived is a configuration
+        the spec does not generate."""
+        for name in sorted(set(self.observed_attrs) - self.consumed):
+            raise self._fail(name, "attribute not generated by the spec")
+
+    def _fail(self, variable: str, reason: str, bounds: bool = False) -> OutOfDomain:
+        return OutOfDomain(self.op, variable, reason, bounds)
+
+    def _obs_input(self, pos: int):
+        return self.observed_inputs[pos] if pos < len(self.observed_inputs) else None
+
+    def arity(self, lo: int, hi: int, name: str | int = 0) -> int:
+        first = self._position(self._formal(name), 0)
+        n = sum(1 for o in self.observed_inputs[first:] if o is not None)
+        if not lo <= n <= hi:
+            raise self._fail(f"{name}.count", f"{n} not in {lo}..{hi}")
+        return n
+
+    def optional(self, name: str | int, p: float = 0.5) -> bool:
+        return self._obs_input(self._position(self._formal(name), 0)) is not None
+
+    def _observed(self, name: str) -> Any:
+        base, _, rest = name.partition("[")
+        if base in self.observed_attrs:
+            self.consumed.add(base)
+            v = self.observed_attrs[base]
+        elif base in self.info.input_pos:
+            o = self._obs_input(self.info.input_pos[base])
+            if o is None or o[2] is None:
+                raise self._fail(name, "input has no observed values")
+            v = o[2].tolist()
+        else:
+            raise self._fail(name, "not observable: draw it under an attribute or input name")
+        for part in rest.rstrip("]").split("][") if rest else ():
+            v = v[int(part)]
+        return v
+
+    def draw(self, name: str, domain: Domain) -> Any:
+        v = self._observed(name)
+        if not domain.contains(v):
+            raise self._fail(name, f"{v!r} not in {domain!r}")
+        return v
+
+    def attr(self, name: str, domain: Domain, default: Any = MISSING) -> Any:
+        self.consumed.add(name)
+        if name not in self.observed_attrs:
+            if default is MISSING:
+                raise self._fail(name, "required attribute missing")
+            return default
+        v = self.observed_attrs[name]
+        if not domain.contains(v):
+            raise self._fail(name, f"{v!r} not in {domain!r}")
+        self.attrs[name] = v
+        return v
+
+    def set_attr(self, name: str, value: Any) -> None:
+        self.consumed.add(name)
+        obs = self.observed_attrs.get(name, MISSING)
+        if obs is not MISSING and not _same(obs, value):
+            raise self._fail(name, f"spec derives {value!r}, node has {obs!r}")
+        self.attrs[name] = value
+
+    def input(
+        self,
+        name: str | int,
+        *,
+        index: int = 0,
+        dtype: int | Iterable[int] | None = None,
+        rank: int | Ints | None = None,
+        dims: Dims = None,
+        values: ValuesArg = ANY,
+        kind: str = DATA,
+    ) -> Tensor:
+        name = self._formal(name)
+        pos = self._position(name, index)
+        o = self._obs_input(pos)
+        var = name if index == 0 else f"{name}[{index}]"
+        if o is None:
+            raise self._fail(var, "input absent")
+        odt, shape, data = o
+        if callable(values):
+            values = values(odt)
+        if odt not in self.types(self.info.input_type[name]):
+            raise self._fail(f"{var}.dtype", f"{dt.NAMES.get(odt, odt)} not allowed")
+        if dtype is not None:
+            want = {dtype} if isinstance(dtype, int) else set(dtype)
+            if odt not in want:
+                raise self._fail(f"{var}.dtype", f"{dt.NAMES.get(odt, odt)} not in spec's dtypes")
+        if any(d == 0 for d in shape):
+            raise self._fail(f"{var}.shape", f"{shape} has a zero-size dim", bounds=True)
+        r = len(shape)
+        if isinstance(dims, Sequence):
+            lo = hi = len(dims)
+        elif rank is None:
+            lo, hi = 0, 8
+        elif isinstance(rank, int):
+            lo = hi = rank
+        else:
+            lo, hi = rank.lo, rank.hi
+        if not lo <= r <= hi:
+            raise self._fail(f"{var}.rank", f"{r} not in {lo}..{hi}")
+        if r > self.cfg.max_rank and not isinstance(dims, Sequence):
+            raise self._fail(f"{var}.rank", f"{r} > --max-rank {self.cfg.max_rank}", bounds=True)
+        pattern = self._dims_at(dims, r) or ()
+        for i, d in enumerate(shape):
+            e = pattern[i] if pattern else None
+            if e is None:
+                if d > self.cfg.max_dim:
+                    raise self._fail(
+                        f"{var}.shape[{i}]", f"{d} > --max-dim {self.cfg.max_dim}", bounds=True
+                    )
+            elif isinstance(e, int):
+                if d != e:
+                    raise self._fail(f"{var}.shape[{i}]", f"{d} != {e}")
+            elif not e.contains(d):
+                raise self._fail(f"{var}.shape[{i}]", f"{d} not in {e!r}")
+        # Observed values stand for the tensor's interval where they lie in the spec's
+        # value domain; integer values outside it (indices, divisors) are out of domain,
+        # float values are the test's choice and the spec reasons about its own domain.
+        vlo, vhi = values.bounds(odt)
+        iv = Interval(vlo, vhi, values.min_abs)
+        if data is not None and data.size and odt != dt.BOOL:
+            f = data.astype(np.float64)
+            if np.isfinite(f).all():
+                seen = Interval(float(f.min()), float(f.max()), float(np.abs(f).min()))
+                if seen.within(vlo, vhi) and seen.min_abs >= values.min_abs:
+                    iv = seen
+                elif odt in dt.INTS:
+                    raise self._fail(f"{var}.values", f"{seen} outside [{vlo:g}, {vhi:g}]")
+        t = Tensor(f"in{pos}", odt, tuple(shape), iv, "input")
+        self._bind(name, t, pos)
+        return t
+
+    def const_type(self, name: str | int, index: int = 0) -> int:
+        name = self._formal(name)
+        o = self._obs_input(self._position(name, index))
+        if o is None:
+            raise self._fail(f"{name}.dtype", "constant input absent")
+        if o[0] not in self.types(self.info.input_type[name]):
+            raise self._fail(f"{name}.dtype", f"{dt.NAMES.get(o[0], o[0])} not allowed")
+        return o[0]
+
+    def const(
+        self, name: str | int, value: Any, *, index: int = 0, dtype: int | None = None
+    ) -> Tensor:
+        name = self._formal(name)
+        pos = self._position(name, index)
+        o = self._obs_input(pos)
+        if o is None or o[2] is None:
+            raise self._fail(name, "constant input absent or without values")
+        want = np.asarray(value)
+        if want.shape != o[2].shape or not np.array_equal(want.astype(o[2].dtype), o[2]):
+            raise self._fail(name, f"spec derives {want.tolist()}, node has {o[2].tolist()}")
+        t = Tensor(f"in{pos}", o[0], tuple(o[2].shape), Interval(0, 0), "init")
+        self._bind(name, t, pos)
+        return t
+
+    def output(
+        self, shape: Sequence[int], *, dtype: int | None = None, interval: Interval | None = None
+    ) -> Tensor:
+        dtype = self._out_dtype(dtype)
+        shape = tuple(int(d) for d in shape)
+        k = len(self.outs)
+        if self.observed_outputs is not None and k < len(self.observed_outputs):
+            odt, oshape = self.observed_outputs[k]
+            if (odt, tuple(oshape)) != (dtype, shape):
+                raise SpecError(
+                    self.op,
+                    f"output {k}",
+                    f"spec says {dt.NAMES.get(dtype)}{list(shape)}, the node "
+                    f"produces {dt.NAMES.get(odt)}{list(oshape)}",
+                )
+        t = Tensor(f"out{k}", dtype, shape, interval or Interval(0, 0), "node")
+        self.outs.append(t)
+        return t
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) or isinstance(b, float):
+        return abs(float(a) - float(b)) <= 1e-6
+    return a == b

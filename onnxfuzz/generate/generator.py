@@ -1,0 +1,119 @@
+"""The generator: Isra's backtrack-free instantiation, one op at a time.
+
+For each of N ops (N drawn from the node range): draw the op type uniformly, then let
+its spec state its variables through a ``GenBuilder`` (input count, first input, attributes,
+further inputs, outputs). Each input reuses an existing tensor that fits its pattern with
+probability ``picking_rate`` or becomes a fresh graph input / initializer. Every domain is
+non-empty by construction, so there is no retry, no rejection and no SMT call anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.errors import ConfigError
+from onnxfuzz.generate.builder import GenBuilder
+from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.export import to_model
+from onnxfuzz.generate.graph import Graph
+from onnxfuzz.generate.intervals import Values
+from onnxfuzz.generate.spec import OpSpec, op_info, specs_for
+from onnxfuzz.generate.values import inputs_for
+
+
+@dataclass
+class Case:
+    """One generated test case: the model, how to make its inputs, and its provenance."""
+
+    model: onnx.ModelProto
+    seed: int
+    ops: list[str]
+    choices: list[int] = field(repr=False)
+    inputs: list[tuple[str, int, tuple[int, ...]]] = field(repr=False)
+    input_domains: dict[str, Values] = field(repr=False)
+    spec_calls: int = 0  # builder runs; equals the node count (no retries)
+    op_starts: list[int] = field(default_factory=list, repr=False)  # choice index per op
+
+    @property
+    def dtypes(self) -> list[str]:
+        ts = {vi.type.tensor_type.elem_type for vi in self.model.graph.input}
+        ts |= {i.data_type for i in self.model.graph.initializer}
+        ts |= {vi.type.tensor_type.elem_type for vi in self.model.graph.value_info}
+        ts |= {vi.type.tensor_type.elem_type for vi in self.model.graph.output}
+        return sorted(dt.NAMES[t] for t in ts if t in dt.NAMES)
+
+    def make_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
+        return inputs_for(np.random.default_rng(seed), self.inputs, self.input_domains)
+
+
+class Generator:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        candidates = specs_for(
+            cfg.opset, set(cfg.ops) if cfg.ops is not None else None, set(cfg.exclude_ops)
+        )
+        self.specs: list[OpSpec] = []
+        self.skipped: dict[str, str] = {}
+        for spec in candidates:
+            reason = self._infeasible(spec)
+            if reason:
+                self.skipped[spec.op_type] = reason
+            else:
+                self.specs.append(spec)
+        if not self.specs:
+            why = "; ".join(f"{k}: {v}" for k, v in list(self.skipped.items())[:5])
+            raise ConfigError(f"no op can be generated with these options ({why})")
+        self._infos = [op_info(s.op_type, cfg.opset) for s in self.specs]
+
+    def _infeasible(self, spec: OpSpec) -> str | None:
+        """Options such as --dtypes or --max-rank can rule an op out entirely; find out
+        once, here, instead of failing mid-model."""
+        info = op_info(spec.op_type, self.cfg.opset)
+        assert info is not None
+        try:
+            b = GenBuilder(spec, info, self.cfg, Graph(), ChoiceStream(0))
+            spec.build(b, spec.params)
+        except ConfigError as e:
+            return str(e)
+        return None
+
+    def graph(
+        self, seed: int, prefix: Sequence[int] | None = None, zero_tail: bool = False
+    ) -> tuple[Graph, ChoiceStream, int]:
+        s = ChoiceStream(seed, prefix, zero_tail)
+        g = Graph()
+        cfg = self.cfg
+        specs, infos = self.specs, self._infos
+        n = s.integer(cfg.min_nodes, cfg.max_nodes)
+        calls = 0
+        for _ in range(n):
+            g.op_starts.append(len(s.record))  # where each op's choices begin (shrinking)
+            k = s.index(len(specs))
+            spec = specs[k]
+            b = GenBuilder(spec, infos[k], cfg, g, s)
+            spec.build(b, spec.params)
+            b.commit()
+            calls += 1
+        return g, s, calls
+
+    def generate(
+        self, seed: int, prefix: Sequence[int] | None = None, zero_tail: bool = False
+    ) -> Case:
+        g, s, calls = self.graph(seed, prefix, zero_tail)
+        model = to_model(g, self.cfg.opset, self.cfg.ir, name=f"onnxfuzz_{seed}", seed=seed)
+        return Case(
+            model=model,
+            seed=seed,
+            ops=[n.op_type for n in g.nodes],
+            choices=s.record,
+            inputs=[(t.name, t.dtype, t.shape) for t in g.inputs],
+            input_domains=dict(g.input_values),
+            spec_calls=calls,
+            op_starts=list(g.op_starts),
+        )

@@ -1,0 +1,90 @@
+"""The graph under construction: tensors, nodes, and the index the solver reuses from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnxfuzz.generate.intervals import Interval, Values
+
+
+class Tensor:
+    """A typed, statically shaped tensor with a sound value interval."""
+
+    __slots__ = ("name", "dtype", "shape", "interval", "origin")
+
+    def __init__(
+        self, name: str, dtype: int, shape: tuple[int, ...], interval: Interval, origin: str
+    ) -> None:
+        self.name = name
+        self.dtype = dtype
+        self.shape = shape
+        self.interval = interval
+        self.origin = origin  # "input" | "init" | "node"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, dtype={self.dtype}, shape={self.shape}, {self.interval})"
+
+
+class Node:
+    __slots__ = ("op_type", "name", "inputs", "outputs", "attrs")
+
+    def __init__(
+        self,
+        op_type: str,
+        name: str,
+        inputs: list[str],
+        outputs: list[Tensor],
+        attrs: dict[str, Any],
+    ) -> None:
+        self.op_type = op_type
+        self.name = name
+        self.inputs = inputs
+        self.outputs = outputs
+        self.attrs = attrs
+
+
+class Graph:
+    """Mutable graph state; ``pool`` indexes reusable tensors by (dtype, rank)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.inputs: list[Tensor] = []
+        self.input_values: dict[str, Values] = {}
+        self.initializers: list[tuple[Tensor, np.ndarray]] = []
+        self.pool: dict[tuple[int, int], list[Tensor]] = {}
+        self.consumed: set[str] = set()
+        self.op_starts: list[int] = []
+        self._counts: dict[str, int] = {}
+
+    def fresh_name(self, prefix: str) -> str:
+        n = self._counts.get(prefix, 0)
+        self._counts[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def add_reusable(self, t: Tensor) -> None:
+        key = (t.dtype, len(t.shape))
+        bucket = self.pool.get(key)
+        if bucket is None:
+            self.pool[key] = [t]
+        else:
+            bucket.append(t)
+
+    def outputs(self) -> list[Tensor]:
+        """Node outputs nothing consumes: the graph's outputs."""
+        return [t for n in self.nodes for t in n.outputs if t.name not in self.consumed]
+
+    def intermediates(self) -> list[Tensor]:
+        return [t for n in self.nodes for t in n.outputs if t.name in self.consumed]

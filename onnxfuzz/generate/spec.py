@@ -1,0 +1,171 @@
+"""Operator specs: registration, validation and the static facts of each op.
+
+A spec is a function ``build(b, p)`` that states an op's variables in Isra's order
+(input count, first input's rank and dims, attributes, each further input, outputs)
+through the builder ``b``; ``p`` is the op's row in its family table. The same
+function generates (the builder draws choices) and checks membership (the builder
+compares against an observed node): see ``onnxfuzz.generate.builder``.
+
+    @op("Relu", "Sigmoid", table={...})
+    def unary(b: Builder, p: Unary) -> None:
+        x = b.input("X")
+        b.output(x.shape, interval=p.f(x.interval))
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import onnx
+import onnx.defs
+
+from onnxfuzz.errors import ConfigError, SpecError
+
+if TYPE_CHECKING:
+    from onnxfuzz.generate.builder import Builder
+
+MAX_OPSET = onnx.defs.onnx_opset_version()
+DEFAULT_SINCE = 13  # onnxfuzz targets opsets 13..26
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    op_type: str
+    build: Callable[[Builder, Any], None] = field(repr=False)
+    params: Any = None
+    since: int = DEFAULT_SINCE
+    until: int = MAX_OPSET
+    family: str = ""
+
+    def covers(self, opset: int) -> bool:
+        return self.since <= opset <= self.until and op_info(self.op_type, opset) is not None
+
+
+REGISTRY: dict[str, OpSpec] = {}
+
+
+def op(
+    *names: str,
+    table: Mapping[str, Any] | None = None,
+    since: int = DEFAULT_SINCE,
+    until: int = MAX_OPSET,
+) -> Callable[[Callable[[Builder, Any], None]], Callable[[Builder, Any], None]]:
+    """Register ``build`` as the spec of each named op (or of each key of ``table``,
+    passing the op's row as ``p``)."""
+
+    def register(build: Callable[[Builder, Any], None]) -> Callable[[Builder, Any], None]:
+        ops: dict[str, Any] = {n: None for n in names}
+        if table:
+            ops.update(table)
+        if not ops:
+            raise SpecError(build.__name__, "names", "@op needs at least one op name or a table")
+        family = build.__module__.rsplit(".", 1)[-1]
+        for name, params in ops.items():
+            register_spec(OpSpec(name, build, params, since, until, family))
+        return build
+
+    return register
+
+
+def register_spec(spec: OpSpec) -> None:
+    """Validate a spec and add it to the registry; the error names the op and the fix."""
+    name = spec.op_type
+    if not onnx.defs.has(name):
+        raise SpecError(name, "op_type", "no such operator in the ai.onnx domain")
+    if not callable(spec.build) or len(inspect.signature(spec.build).parameters) != 2:
+        raise SpecError(name, "build", "build must be a function (b, p) -> None")
+    if name in REGISTRY and REGISTRY[name].build is not spec.build:
+        raise SpecError(name, "op_type", f"registered twice (also by {REGISTRY[name].family})")
+    if not 1 <= spec.since <= spec.until:
+        raise SpecError(name, "since", f"empty opset range {spec.since}..{spec.until}")
+    if not any(op_info(name, v) for v in range(spec.since, min(spec.until, MAX_OPSET) + 1)):
+        raise SpecError(name, "since", f"no schema in opsets {spec.since}..{spec.until}")
+    REGISTRY[name] = spec
+
+
+@cache
+def load_specs() -> dict[str, OpSpec]:
+    """Import every module of ``onnxfuzz.specs`` (each registers its ops)."""
+    import onnxfuzz.specs as pkg
+
+    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
+        if not mod.startswith("_"):
+            importlib.import_module(f"onnxfuzz.specs.{mod}")
+    return dict(sorted(REGISTRY.items()))
+
+
+def specs_for(
+    opset: int, include: set[str] | None = None, exclude: set[str] | None = None
+) -> list[OpSpec]:
+    specs = load_specs()
+    for flag, names in (("--ops", include), ("--exclude-ops", exclude)):
+        unknown = sorted(set(names or ()) - set(specs))
+        if unknown:
+            raise ConfigError(
+                f"{flag}: no spec for {', '.join(unknown)}; `onnxfuzz specs` lists the covered ops"
+            )
+    out = [
+        s
+        for name, s in specs.items()
+        if (include is None or name in include) and name not in (exclude or ()) and s.covers(opset)
+    ]
+    if not out:
+        raise ConfigError(f"no op spec covers opset {opset} with the given --ops/--exclude-ops")
+    return out
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """Facts of one op at one opset, from its schema (looked up once)."""
+
+    op_type: str
+    version: int  # the op version in force (schema since_version)
+    schema: onnx.defs.OpSchema = field(repr=False)
+    input_pos: dict[str, int] = field(repr=False)
+    input_type: dict[str, str] = field(repr=False)
+    output_type: tuple[str, ...] = field(repr=False)
+    type_sets: dict[str, frozenset[int]] = field(repr=False)
+    schema_type_vars: frozenset[str] = field(repr=False, default=frozenset())
+    variadic_output: bool = False
+    has_function: bool = False
+
+
+@cache
+def op_info(op_type: str, opset: int) -> OpInfo | None:
+    from onnxfuzz.dtypes import from_schema_str
+
+    try:
+        schema = onnx.defs.get_schema(op_type, opset)
+    except onnx.defs.SchemaError:
+        return None
+    if schema.deprecated:
+        return None
+    type_sets: dict[str, frozenset[int]] = {}
+    type_vars = frozenset(tc.type_param_str for tc in schema.type_constraints)
+    for tc in schema.type_constraints:
+        type_sets[tc.type_param_str] = frozenset(
+            t for s in tc.allowed_type_strs if (t := from_schema_str(s)) is not None
+        )
+    for formal in list(schema.inputs) + list(schema.outputs):
+        if formal.type_str not in type_sets:  # a concrete type such as tensor(int64)
+            t = from_schema_str(formal.type_str)
+            type_sets[formal.type_str] = frozenset({t} if t is not None else ())
+    return OpInfo(
+        op_type=op_type,
+        version=schema.since_version,
+        schema=schema,
+        input_pos={f.name: i for i, f in enumerate(schema.inputs)},
+        input_type={f.name: f.type_str for f in schema.inputs},
+        output_type=tuple(f.type_str for f in schema.outputs),
+        type_sets=type_sets,
+        schema_type_vars=type_vars,
+        variadic_output=bool(schema.outputs)
+        and schema.outputs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic,
+        has_function=schema.has_function or schema.has_context_dependent_function,
+    )

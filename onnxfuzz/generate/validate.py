@@ -1,0 +1,167 @@
+"""Validity gates for generated models: checker, strict shape inference, an ORT run.
+
+``onnx.checker`` alone misses malformed models (onnx #3642, #4705), so a model counts
+as valid only when shape inference in strict mode agrees with every shape the spec
+declared and ONNX Runtime runs it to outputs of exactly those shapes and types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, shape_inference
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.generate.spec import op_info
+
+
+@dataclass
+class Verdict:
+    problems: list[str] = field(default_factory=list)
+    outputs: dict[str, np.ndarray] | None = None
+    finite: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _declared(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...] | None]]:
+    """name -> (element type, shape); shape None where inference left it unknown."""
+    out = {}
+    for vi in list(model.graph.value_info) + list(model.graph.output):
+        tt = vi.type.tensor_type
+        shape = (
+            tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim)
+            if tt.HasField("shape")
+            else None
+        )
+        out[vi.name] = (tt.elem_type, shape)
+    return out
+
+
+def check_static(model: onnx.ModelProto) -> list[str]:
+    """Checker (full) + strict shape inference, compared against declared shapes."""
+    problems = []
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as e:  # noqa: BLE001 - the checker raises several types
+        problems.append(f"checker: {e}")
+        return problems
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    producer = {t: n.op_type for n in model.graph.node for t in n.output}
+    declared = {vi.name: vi for vi in model.graph.value_info}
+
+    def opaque(name: str) -> bool:
+        """ONNX infers nothing through some function bodies (GroupNormalization-21): the
+        ONNX Runtime run checks those shapes, and inference continues from the spec's."""
+        info = op_info(producer[name], opset) if name in producer else None
+        return info is not None and info.has_function
+
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
+    del bare.graph.value_info[:]
+    for o in bare.graph.output:
+        o.type.tensor_type.ClearField("shape")
+    # Where ONNX infers nothing through a function body, a non-strict pass finds out and
+    # the spec's shapes are given as hints, so the strict pass can go on downstream.
+    hints: list[str] = []
+    for _ in range(3):
+        try:
+            loose = shape_inference.infer_shapes(bare, strict_mode=False)
+        except Exception:  # noqa: BLE001 - the strict pass below reports it
+            break
+        seen = {vi.name for vi in loose.graph.value_info}
+        missing = [n for n in declared if n not in seen and n not in hints and opaque(n)]
+        if not missing:
+            break
+        hints += missing
+        bare.graph.value_info.extend(declared[n] for n in missing)
+    try:
+        inferred = shape_inference.infer_shapes(bare, strict_mode=True, data_prop=True)
+    except Exception as e:  # noqa: BLE001
+        problems.append(f"shape inference: {e}")
+        return problems
+    got = _declared(inferred)
+    for name, (et, shape) in _declared(model).items():
+        if name in hints:
+            continue
+        if name not in got:
+            if not opaque(name):
+                problems.append(f"shape inference: no type for {name}")
+            continue
+        get, gshape = got[name]
+        # A dim inference leaves unknown (-1: data-dependent, e.g. after Range) does not
+        # disagree; a known dim or the rank that differs does.
+        differs = gshape is not None and (
+            len(gshape) != len(shape)
+            or any(g != -1 and g != d for g, d in zip(gshape, shape, strict=True))
+        )
+        if get != et or (differs and not opaque(name)):
+            problems.append(
+                f"shape inference: {name} is {dt.NAMES.get(get, get)}{list(gshape)}, "
+                f"spec says {dt.NAMES.get(et, et)}{list(shape)}"
+            )
+    return problems
+
+
+_SESSION_OPTS = None
+
+
+def ort_session(model: onnx.ModelProto | bytes, optimize: bool = False):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if optimize
+        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    opts.log_severity_level = 3
+    opts.intra_op_num_threads = 1
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+def run_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """ONNX Runtime CPU, graph optimizations off: the corpus's reference outputs."""
+    sess = ort_session(model)
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, inputs), strict=True))
+
+
+def all_finite(outputs: dict[str, np.ndarray]) -> bool:
+    bf16 = dt.np_dtype(dt.BFLOAT16)
+    return all(
+        np.isfinite(v.astype(np.float64)).all()
+        for v in outputs.values()
+        if v.dtype.kind == "f" or v.dtype == bf16
+    )
+
+
+def validate(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Verdict:
+    """All gates; on success ``outputs`` holds ORT's reference outputs."""
+    v = Verdict(problems=check_static(model))
+    if v.problems:
+        return v
+    try:
+        outs = run_reference(model, inputs)
+    except Exception as e:  # noqa: BLE001 - ORT raises its own exception types
+        v.problems.append(f"onnxruntime: {e}")
+        return v
+    for o in model.graph.output:
+        tt = o.type.tensor_type
+        want = (tt.elem_type, tuple(d.dim_value for d in tt.shape.dim))
+        arr = outs[o.name]
+        got_shape = tuple(arr.shape)
+        got_et = helper.np_dtype_to_tensor_dtype(arr.dtype)
+        if (got_et, got_shape) != want:
+            v.problems.append(
+                f"onnxruntime: {o.name} is {dt.NAMES.get(got_et, got_et)}{list(got_shape)}, "
+                f"spec says {dt.NAMES.get(want[0], want[0])}{list(want[1])}"
+            )
+    v.outputs = outs
+    v.finite = all_finite(outs)
+    return v

@@ -1,0 +1,107 @@
+"""Who is to blame: with three or more backends, the one that departs from the agreeing
+majority; when the reference is the odd one out, the finding is the reference's.
+
+``blame`` is the policy a campaign applies to a judged test: each backend's verdict, its
+suspect, and the backend a finding of it is reproduced against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+import onnx
+
+from onnxfuzz.execute.sandbox import Outcome, Status
+from onnxfuzz.judge.declared import declared_outputs, departures
+from onnxfuzz.judge.judge import Assessed, Judge
+from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict, compare, precision_dtypes
+
+
+@dataclass
+class Attribution:
+    majority: set[str]  # backends whose outputs agree (more than half of those that ran)
+    reference_odd: bool  # the reference is outside the agreeing majority
+
+
+def attribute(
+    model: onnx.ModelProto, outcomes: dict[str, Outcome], reference: str, cfg: OracleConfig
+) -> Attribution | None:
+    """With three or more backends that ran, which of them agree? None without a majority."""
+    ran = [
+        label for label, o in outcomes.items() if o.status == Status.OK and o.outputs is not None
+    ]
+    # A backend departing from the declared types and shapes where another meets them cannot
+    # be in the majority, however many share its mistake (onnxfuzz.judge.declared).
+    off = departures({k: outcomes[k].outputs or {} for k in ran}, declared_outputs(model))
+    ran = [label for label in ran if label not in off]
+    if len(ran) < 3:
+        return None
+    order = [o.name for o in model.graph.output]
+    tol_dtypes = precision_dtypes(model)
+    agree: dict[str, set[str]] = {label: set() for label in ran}
+    for a, b in combinations(ran, 2):
+        v = compare(
+            a, outcomes[a].outputs or {}, b, outcomes[b].outputs or {}, order, cfg, tol_dtypes
+        )
+        if v.verdict == Verdict.OK:
+            agree[a].add(b)
+            agree[b].add(a)
+    best = max(ran, key=lambda label: (len(agree[label]), label == reference))
+    group = {best} | agree[best]
+    if 2 * len(group) <= len(ran) or any(agree[x] < group - {x} for x in group):
+        return None  # no agreeing majority
+    return Attribution(group, reference not in group)
+
+
+@dataclass
+class Blamed:
+    """One backend's verdict on a test, with the campaign's attribution."""
+
+    assessed: Assessed
+    suspect: str | None  # the backend at fault, where one can be named
+    against: str  # the backend a finding of this one reproduces against
+    odd_one_out: bool  # the reference, departing from an agreeing majority
+
+
+def blame(
+    judge: Judge,
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    outcomes: dict[str, Outcome],
+) -> dict[str, Blamed]:
+    """Judge every backend and attribute the faults: a crash or timeout is its backend's;
+    a mismatch is the backend's that departs from the declaration or from an agreeing
+    majority; when the others agree and the reference departs, the reference is blamed
+    (localized against a backend of the majority) rather than every other backend."""
+    ref_label = judge.reference
+    assessed = judge.assess(model, inputs, outcomes)
+    attribution = None
+    if any(a.judgement.verdict == Verdict.MISMATCH for a in assessed.values()):
+        attribution = attribute(model, outcomes, ref_label, judge.config)
+    anchor = None
+    if attribution is not None and attribution.reference_odd:
+        anchor = sorted(attribution.majority)[0]
+        assessed[ref_label] = judge.against(anchor).assess(model, inputs, outcomes)[ref_label]
+        for label in attribution.majority:
+            if assessed[label].judgement.verdict == Verdict.MISMATCH:
+                assessed[label] = Assessed(
+                    Judgement(Verdict.OK, message=f"agrees with the majority; {ref_label} departs"),
+                    None,
+                )
+    out: dict[str, Blamed] = {}
+    for label, a in assessed.items():
+        v = a.judgement.verdict
+        suspect = None
+        if v in (Verdict.CRASH, Verdict.TIMEOUT) or (v == Verdict.MISMATCH and a.witness):
+            suspect = label
+        elif v == Verdict.MISMATCH and attribution is not None:
+            suspect = label if label not in attribution.majority else None
+        against = ref_label
+        if a.witness is not None:  # departs from the declaration; the witness meets it
+            against = a.witness
+        elif label == ref_label and anchor is not None:
+            against = anchor
+        out[label] = Blamed(a, suspect, against, anchor is not None and label == ref_label)
+    return out

@@ -1,0 +1,212 @@
+"""From the backends' outcomes on one model to a verdict and a signature per backend.
+
+One ``Judge`` serves campaigns, reduction and ``onnxfuzz replay`` so that all reach the
+same signature: the oracle's verdict, then, for a value mismatch, localization to the
+first diverging node and the "not a bug" checks (``onnxfuzz.judge.checks``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+import numpy as np
+import onnx
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.execute.sandbox import Outcome, Stage, Status
+from onnxfuzz.judge.checks import NOT_A_BUG, Check, Mismatch
+from onnxfuzz.judge.declared import declared_outputs, departures
+from onnxfuzz.judge.localize import first_divergence
+from onnxfuzz.judge.oracle import (
+    Judgement,
+    OracleConfig,
+    Verdict,
+    judge,
+    own_verdict,
+    precision_dtypes,
+    with_known,
+)
+from onnxfuzz.judge.signature import signature
+
+
+class Runner(Protocol):
+    """Runs models on backends by label (``onnxfuzz.execute.pool.BackendPool`` is one)."""
+
+    def run_all(
+        self, model_bytes: bytes, inputs: dict[str, np.ndarray], only: Iterable[str] | None = None
+    ) -> dict[str, Outcome]: ...
+
+    def run_one(self, label: str, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome: ...
+
+
+@dataclass
+class Assessed:
+    judgement: Judgement
+    signature: str | None  # for bugs
+    probe_s: float = 0.0  # backend time spent localizing
+    # When the backend departs from the model's declared output types or shapes: a backend
+    # that meets the declaration there (the reference to reproduce the finding against).
+    witness: str | None = None
+
+
+@dataclass
+class Judge:
+    """Judges one model's outcomes against ``reference`` with ``config``'s tolerances.
+
+    With a ``runner``, a value mismatch is localized to its first diverging node (the model
+    run again with every intermediate exposed) and then put through ``checks`` in order:
+    the first that explains it makes it ``unstable``, not a bug. Without one, the outcomes
+    alone decide."""
+
+    reference: str
+    config: OracleConfig
+    runner: Runner | None = None
+    checks: tuple[Check, ...] = NOT_A_BUG
+
+    def against(self, reference: str) -> Judge:
+        return replace(self, reference=reference)
+
+    def assess(
+        self,
+        model: onnx.ModelProto,
+        inputs: dict[str, np.ndarray],
+        outcomes: dict[str, Outcome],
+    ) -> dict[str, Assessed]:
+        reference, cfg = self.reference, self.config
+        ref = outcomes[reference]
+        order = [o.name for o in model.graph.output]
+        tol_dtypes: dict[str, str] | None = None  # computed on the first mismatch
+        ran = {
+            k: o.outputs
+            for k, o in outcomes.items()
+            if o.status == Status.OK and o.outputs is not None
+        }
+        # Outputs departing from the model's declared types and shapes while another backend
+        # meets them are that backend's fault, whatever the reference says (judge.declared).
+        off = departures(ran, declared_outputs(model)) if len(ran) > 1 else {}
+        ref_off = off.get(reference, {})
+        out: dict[str, Assessed] = {}
+        for label, got in outcomes.items():
+            spent: list[float] = []
+            witness = None
+            if label in off and own_verdict(got).verdict == Verdict.OK:
+                # Departing from the declaration is the verdict, wherever the reference
+                # stands; the culprit is the output's producer (no localization: the same
+                # signature whichever backend a reproduction compares against).
+                name, what = next(iter(off[label].items()))
+                witness = next(k for k in ran if k != label and name not in off.get(k, {}))
+                v = with_known(
+                    label,
+                    Judgement(
+                        Verdict.MISMATCH,
+                        Stage.RUN,
+                        what.split()[0],
+                        name,
+                        f"output {name}: {what}; {witness} meets the declaration",
+                    ),
+                    cfg,
+                )
+            elif label == reference:
+                # The reference's own failure is a bug of the reference backend.
+                v = with_known(label, own_verdict(ref), cfg)
+            else:
+                want = _excused(ref, got, ref_off) if ref_off else ref
+                # Upstream float16 only ever loosens a tolerance: what passes without it passes.
+                v = judge(reference, want, label, got, order, cfg, tol_dtypes)
+                if v.verdict == Verdict.MISMATCH and tol_dtypes is None:
+                    tol_dtypes = precision_dtypes(model)
+                    v = judge(reference, want, label, got, order, cfg, tol_dtypes)
+            culprit = v.output
+            if (
+                v.verdict == Verdict.MISMATCH
+                and self.runner is not None
+                and (label != reference or witness is not None)
+            ):
+                # A departure from the declaration is localized against its witness.
+                v, culprit = self._localize(
+                    model,
+                    inputs,
+                    witness or reference,
+                    label,
+                    ref,
+                    got,
+                    v,
+                    witness,
+                    tol_dtypes,
+                    spent,
+                )
+            sig = None
+            if v.is_bug:
+                producers = {t: n.op_type for n in model.graph.node for t in n.output}
+                types = {
+                    vi.name: vi.type.tensor_type.elem_type
+                    for vi in list(model.graph.output) + list(model.graph.value_info)
+                }
+                sig = signature(
+                    label,
+                    v,
+                    producers.get(culprit, ""),
+                    dt.NAMES.get(types.get(culprit, 0), ""),
+                    got.trace,
+                )
+            out[label] = Assessed(v, sig, sum(spent), witness)
+        return out
+
+    def _localize(
+        self,
+        model: onnx.ModelProto,
+        inputs: dict[str, np.ndarray],
+        base: str,
+        label: str,
+        ref: Outcome,
+        got: Outcome,
+        v: Judgement,
+        witness: str | None,
+        tol_dtypes: dict[str, str] | None,
+        spent: list[float],
+    ) -> tuple[Judgement, str]:
+        """The first diverging node of a value mismatch, then the "not a bug" checks."""
+        runner = self.runner
+        assert runner is not None
+
+        def probe(data: bytes) -> dict[str, Outcome]:
+            outs = runner.run_all(data, inputs, only=(base, label))
+            spent.append(max(o.backend_s for o in outs.values()))
+            return outs
+
+        def again(data: bytes, feeds: dict) -> Outcome:
+            o = runner.run_one(base, data, feeds)
+            spent.append(o.backend_s)
+            return o
+
+        culprit = v.output
+        div = first_divergence(model, base, label, probe, self.config, inputs, again, tol_dtypes)
+        if div is not None and div.node is not None:
+            culprit = div.node.output[0]
+            v.message += f"\nfirst diverging node: {div.node.name} ({div.node.op_type})"
+        if witness is not None:
+            return v, culprit  # a departure from the declaration is no rounding matter
+        seen = Mismatch(model, inputs, base, label, ref, got, div, tol_dtypes, self.config, again)
+        for check in self.checks:
+            why = check(seen)
+            if why is not None:
+                return Judgement(
+                    Verdict.UNSTABLE, v.stage, v.kind, culprit, v.message + "\n" + why
+                ), culprit
+        return v, culprit
+
+
+def _excused(ref: Outcome, got: Outcome, ref_off: dict[str, str]) -> Outcome:
+    """The reference's outputs to judge ``got`` by, where the reference departs from the
+    declaration: cast to ``got``'s type when only the type is off, else left out."""
+    mine = dict(ref.outputs or {})
+    theirs = got.outputs or {}
+    for name in ref_off:
+        r, g = mine.get(name), theirs.get(name)
+        if r is not None and g is not None and r.shape == g.shape and r.dtype != g.dtype:
+            mine[name] = r.astype(g.dtype)
+        else:
+            mine.pop(name, None)
+    return replace(ref, outputs=mine)

@@ -1,0 +1,127 @@
+"""Localize a value mismatch, and tell a bug from amplified rounding noise.
+
+The model is run again on both backends with every node output exposed as a graph output
+(as ``polygraphy --onnx-outputs mark all`` does); walking the nodes in topological order,
+the first whose output is outside tolerance is blamed. Exposing outputs can disable the
+fusion that caused the bug: then the mismatch is not localized and the caller falls back
+to the producer of the first mismatching graph output.
+
+The first diverging node's inputs agree within tolerance. If the *reference* backend, fed
+the other backend's values of those inputs, reproduces the other backend's output, the
+node did nothing wrong: sub-tolerance differences were amplified (a comparison or Floor
+flipped near a tie, a cancellation). That is numeric instability, not a bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onnxfuzz.execute.sandbox import Outcome, Status
+from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare
+
+
+@dataclass
+class Divergence:
+    node: onnx.NodeProto | None  # None: every exposed intermediate and output agrees
+    unstable: bool  # explained by sub-tolerance differences of its inputs
+    got_exposed: dict[str, np.ndarray]  # the backend's outputs with everything exposed
+    want_exposed: dict[str, np.ndarray] = field(default_factory=dict)  # the reference's
+
+
+def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    info = {vi.name: vi for vi in m.graph.value_info}
+    for n in m.graph.node:
+        for t in n.output:
+            if t and t not in have and t in info:
+                m.graph.output.append(info[t])
+                have.add(t)
+    return m
+
+
+def single_node(model: onnx.ModelProto, node: onnx.NodeProto) -> onnx.ModelProto:
+    """``node`` alone: its tensor inputs become graph inputs, initializers stay."""
+    infos = {
+        vi.name: vi
+        for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output)
+    }
+    inits = {i.name: i for i in model.graph.initializer}
+    ins = [infos[t] for t in dict.fromkeys(node.input) if t and t not in inits]
+    graph = helper.make_graph(
+        [node],
+        "node",
+        ins,
+        [infos[t] for t in node.output if t in infos],
+        initializer=[inits[t] for t in dict.fromkeys(node.input) if t in inits],
+    )
+    return helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
+
+
+def first_divergence(
+    model: onnx.ModelProto,
+    reference: str,
+    backend: str,
+    run: Callable[[bytes], dict[str, Outcome]],
+    cfg: OracleConfig,
+    feeds: dict[str, np.ndarray] | None = None,
+    run_reference: Callable[[bytes, dict], Outcome] | None = None,
+    tol_dtypes: dict[str, str] | None = None,
+) -> Divergence | None:
+    """The first node (topological order) whose output differs between the backends; a
+    divergence without a node when they agree everywhere once every intermediate is
+    exposed; None when the exposed model did not run on both."""
+    probe = expose_all(model)
+    outcomes = run(probe.SerializeToString())
+    ref, got = outcomes.get(reference), outcomes.get(backend)
+    if ref is None or got is None or ref.status != Status.OK or got.status != Status.OK:
+        return None
+    want: dict[str, np.ndarray] = ref.outputs or {}
+    have: dict[str, np.ndarray] = got.outputs or {}
+    for node in probe.graph.node:
+        names = [t for t in node.output if t in want]
+        if (
+            not names
+            or compare(reference, want, backend, have, names, cfg, tol_dtypes).verdict == Verdict.OK
+        ):
+            continue
+        unstable = False
+        if run_reference is not None and feeds is not None:
+            unstable = _explained_by_inputs(
+                model, node, feeds, have, reference, backend, run_reference, cfg, tol_dtypes
+            )
+        return Divergence(node, unstable, have, want)
+    return Divergence(None, False, have, want)
+
+
+def _explained_by_inputs(
+    model: onnx.ModelProto,
+    node: onnx.NodeProto,
+    feeds: dict[str, np.ndarray],
+    have: dict[str, np.ndarray],
+    reference: str,
+    backend: str,
+    run_reference: Callable[[bytes, dict], Outcome],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None,
+) -> bool:
+    one = single_node(model, node)
+    values = {**feeds, **have}
+    inputs = {i.name: values[i.name] for i in one.graph.input if i.name in values}
+    if len(inputs) != len(one.graph.input):
+        return False
+    again = run_reference(one.SerializeToString(), inputs)
+    if again.status != Status.OK or again.outputs is None:
+        return False
+    names = [t for t in node.output if t in again.outputs and t in have]
+    return (
+        bool(names)
+        and compare(reference, again.outputs, backend, have, names, cfg, tol_dtypes).verdict
+        == Verdict.OK
+    )

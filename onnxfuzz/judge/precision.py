@@ -1,0 +1,183 @@
+"""Tell excess precision from a bug in float16 models.
+
+CPU backends often compute float16 ops in float32 and keep the intermediate in float32
+between ops (ONNX Runtime inserts Casts around kernels it lacks in float16 and removes the
+Cast pairs between them: ORT #22866), while others round every op's output to float16. Both
+are legitimate evaluations of the model, and they differ by more than any tolerance after
+an amplifying op (``Sin`` of a value near 50, a comparison near a tie). Even exposing every
+intermediate does not show it: the rounded copy goes to the graph output, the float32 one
+to the next op.
+
+A second check covers one op computed with float16 internals: a float16 GridSample's
+sampling position (x = (g + 1) / 2 * (W - 1), rounded to float16) is off by a few ulps, so
+its output is off by that times the image's gradient, beyond a tolerance fixed in advance.
+``within_rounding`` measures the op's sensitivity instead: the reference runs the diverging
+node on its own inputs nudged by ``NUDGE_ULPS`` float16 ulps (a few random draws); where
+the two backends differ by no more than those nudges move the output (plus the tolerance),
+the difference is float16 rounding inside the op, not a bug. A wrong kernel is off by far
+more than a few ulps of its inputs can explain, except where the op is ill-conditioned.
+
+The whole-model check runs the model *upcast* (every float16 tensor float32) on the
+reference backend: the float32 evaluation, rounded to float16 at the outputs. A mismatch
+is excess precision, not a bug, when
+
+- the backend's outputs match the float32 evaluation (it computes in float32), or
+- the reference's outputs match it while the backend is consistent with the reference's
+  own materialized values: its outputs do not change when every intermediate is exposed,
+  and with every intermediate exposed the two backends agree everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+from onnxfuzz.execute.sandbox import Outcome, Status
+from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare
+
+_HALF = TensorProto.FLOAT16
+NUDGE_ULPS = 4  # how far float16 inputs are nudged: internal roundings are a few ulps
+NUDGE_DRAWS = 3
+_TYPE_ATTRS = ("to", "dtype")  # attributes that name an element type (Cast, EyeLike, ...)
+
+
+def has_half(model: onnx.ModelProto) -> bool:
+    g = model.graph
+    infos = list(g.input) + list(g.value_info) + list(g.output)
+    return any(vi.type.tensor_type.elem_type == _HALF for vi in infos) or any(
+        i.data_type == _HALF for i in g.initializer
+    )
+
+
+def _upcast_tensor(t: TensorProto) -> TensorProto:
+    return numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
+
+
+def upcast(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every float16 tensor, attribute and type argument made float32."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        tt = vi.type.tensor_type
+        if tt.elem_type == _HALF:
+            tt.elem_type = TensorProto.FLOAT
+    for i, init in enumerate(g.initializer):
+        if init.data_type == _HALF:
+            g.initializer[i].CopyFrom(_upcast_tensor(init))
+    for node in g.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.INT and a.name in _TYPE_ATTRS and a.i == _HALF:
+                a.i = TensorProto.FLOAT
+            elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == _HALF:
+                a.t.CopyFrom(_upcast_tensor(a.t))
+    return m
+
+
+def float32_evaluation(
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    run_reference: Callable[[bytes, dict], Outcome],
+) -> dict[str, np.ndarray] | None:
+    """The reference backend's outputs of the upcast model, rounded back to float16 where
+    the model's outputs are float16. None when the backend cannot run it."""
+    feeds = {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in inputs.items()}
+    o = run_reference(upcast(model).SerializeToString(), feeds)
+    if o.status != Status.OK or o.outputs is None:
+        return None
+    half = {vi.name for vi in model.graph.output if vi.type.tensor_type.elem_type == _HALF}
+    return {
+        k: v.astype(np.float16) if k in half and v.dtype == np.float32 else v
+        for k, v in o.outputs.items()
+    }
+
+
+def excess_precision(
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    reference: str,
+    want: dict[str, np.ndarray],
+    backend: str,
+    got: dict[str, np.ndarray],
+    run_reference: Callable[[bytes, dict], Outcome],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None,
+    got_exposed: dict[str, np.ndarray] | None = None,
+) -> str | None:
+    """Why this float16 mismatch is excess precision (see the module doc), or None."""
+    if not has_half(model):
+        return None
+    loose = float32_evaluation(model, inputs, run_reference)
+    if loose is None:
+        return None
+    order = [o.name for o in model.graph.output]
+
+    def same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+        return compare(reference, a, backend, b, order, cfg, tol_dtypes).verdict == Verdict.OK
+
+    if same(loose, got):
+        return (
+            f"{backend} matches the model computed in float32 on {reference}: it keeps "
+            "float16 intermediates in higher precision (excess precision, not a bug)"
+        )
+    if got_exposed is not None and same(loose, want) and same(got_exposed, got):
+        return (
+            f"{reference} matches the model computed in float32 (it keeps float16 "
+            f"intermediates in higher precision) while {backend} agrees with {reference} on "
+            "every materialized intermediate: excess precision, not a bug"
+        )
+    return None
+
+
+def within_rounding(
+    node_model: onnx.ModelProto,
+    node_inputs: dict[str, np.ndarray],
+    want: dict[str, np.ndarray],
+    got: dict[str, np.ndarray],
+    run_reference: Callable[[bytes, dict], Outcome],
+    tolerance: Callable[[str], tuple[float, float] | None],
+) -> str | None:
+    """Why ``got`` differs from ``want`` on one node by no more than the node's outputs move
+    when its float16 inputs move by NUDGE_ULPS ulps (see the module doc), or None.
+    ``node_model``: the node alone (``localize.single_node``); ``tolerance(output)``: the
+    (atol, rtol) the comparison used, None for exact types."""
+    half = [k for k, v in node_inputs.items() if v.dtype == np.float16 and v.size]
+    names = [o.name for o in node_model.graph.output if o.name in want and o.name in got]
+    if not half or not names:
+        return None
+    rng = np.random.default_rng(0)
+    data = node_model.SerializeToString()
+    reach = {k: np.zeros(want[k].shape) for k in names}
+    for _ in range(NUDGE_DRAWS):
+        feeds = dict(node_inputs)
+        for k in half:
+            x = node_inputs[k].astype(np.float32)
+            step = np.spacing(np.abs(node_inputs[k])).astype(np.float32) * NUDGE_ULPS
+            sign = rng.choice(np.array([-1.0, 1.0], np.float32), size=x.shape)
+            feeds[k] = (x + sign * step).astype(np.float16)
+        o = run_reference(data, feeds)
+        if o.status != Status.OK or o.outputs is None:
+            return None
+        for k in names:
+            moved = o.outputs.get(k)
+            if moved is None or moved.shape != want[k].shape:
+                return None
+            delta = np.abs(moved.astype(np.float64) - want[k].astype(np.float64))
+            reach[k] = np.maximum(reach[k], np.nan_to_num(delta, nan=np.inf))
+    for k in names:
+        w, g = want[k].astype(np.float64), got[k].astype(np.float64)
+        if w.shape != g.shape:
+            return None
+        tol = tolerance(k)
+        atol, rtol = tol if tol is not None else (0.0, 0.0)
+        err = np.abs(g - w)
+        ok = (err <= atol + rtol * np.abs(w) + reach[k]) | (np.isnan(w) & np.isnan(g))
+        if not ok.all():
+            return None
+    return (
+        f"the difference is within what nudging the node's float16 inputs by {NUDGE_ULPS} "
+        "ulps moves its output: float16 rounding inside the op, not a bug"
+    )

@@ -1,0 +1,60 @@
+"""Bug signatures: one bug, one signature, whatever the model, names or numbers.
+
+Error text is normalized (addresses, numbers, tensor and node names, paths, quoted
+values removed) so that hits of one bug fall in one bundle, while the backend, the
+verdict, the stage and the error's own words keep distinct bugs apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from onnxfuzz.judge.oracle import Judgement, Verdict
+
+_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"0x[0-9a-fA-F]+"), "ADDR"),
+    (re.compile(r"(/[\w.\-+]+)+\.(py|cc|cpp|h|hpp|c)(:\d+)?"), "FILE"),
+    (re.compile(r"\b\d{4}-\d\d-\d\d[ T][\d:.]+"), "TIME"),
+    # onnxfuzz's tensor/node names: in3, relu2_out, conv0_W, add1_out0
+    (re.compile(r"\b[a-z][a-z0-9_]*?\d+(_[A-Za-z]\w*)?\b"), "T"),
+    (re.compile(r"'[^']{0,80}'|\"[^\"]{0,80}\""), "S"),
+    (re.compile(r"[-+]?\d+(\.\d+)?([eE][-+]?\d+)?"), "N"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+def normalize(text: str, lines: int = 2) -> str:
+    """The first ``lines`` non-empty lines of ``text`` without incidental detail."""
+    kept = [ln.strip() for ln in text.splitlines() if ln.strip()][:lines]
+    out = " | ".join(kept)
+    for rx, rep in _RULES:
+        out = rx.sub(rep, out)
+    return out.strip()[:300]
+
+
+def _crash_detail(v: Judgement, trace: str) -> str:
+    msg = v.message
+    if msg.startswith("killed by signal") or msg.startswith("worker exited"):
+        # a dying native library often leaves one line on stderr: keep it
+        tail = [ln for ln in trace.splitlines() if ln.strip()][-3:]
+        return normalize(msg + "\n" + "\n".join(tail), lines=4)
+    return normalize(msg)
+
+
+def signature(
+    backend: str, v: Judgement, producer: str = "", dtype: str = "", trace: str = ""
+) -> str:
+    if v.verdict == Verdict.MISMATCH:
+        # Not the dtype: one wrong kernel usually shows in every dtype it serves.
+        detail = f"{v.kind} in {producer or '?'} output"
+    else:
+        detail = _crash_detail(v, trace)
+    return f"{backend}|{v.verdict}|{v.stage or '-'}|{detail}"
+
+
+def bug_id(sig: str) -> str:
+    backend, verdict, stage, _ = sig.split("|", 3)
+    backend = backend.rsplit("/", 1)[-1].replace(".py:", ":")  # path/to/x.py:Cls -> x:Cls
+    safe = re.sub(r"[^A-Za-z0-9]+", "-", backend).strip("-")
+    return f"{safe}-{verdict}-{stage}-{hashlib.sha1(sig.encode()).hexdigest()[:8]}"

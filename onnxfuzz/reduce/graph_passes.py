@@ -1,0 +1,203 @@
+"""Graph reduction passes for any ONNX model (ours or a user's; no recorded choices needed).
+
+- cut outputs: keep one graph output (then each one fewer), dropping what only fed the rest;
+- bypass a node: wire a tensor of the same type and shape that exists earlier in its place;
+- replace a node by a new graph input carrying the reference's values of its output (what
+  the node computed, so the failure downstream usually survives), or fold it to a constant;
+- simplify input values: zeros, then ones.
+
+Every candidate is checked (checker + strict shape inference) before it is tried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxfuzz.generate.validate import check_static
+from onnxfuzz.reduce.measure import Size, size_of
+from onnxfuzz.reduce.passes import Pass, fixed_point
+
+
+@dataclass(frozen=True)
+class State:
+    model: onnx.ModelProto
+    inputs: dict[str, np.ndarray]
+
+    @property
+    def size(self) -> Size:
+        return size_of(self.model, self.inputs)
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    return m
+
+
+def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
+    """Drop nodes no graph output needs, then unused inputs, initializers and value_info."""
+    g = model.graph
+    needed = {o.name for o in g.output}
+    keep = []
+    for node in reversed(g.node):
+        if any(t in needed for t in node.output):
+            keep.append(node)
+            needed.update(t for t in node.input if t)
+    keep.reverse()
+    del g.node[:]
+    g.node.extend(keep)
+    for field_ in (g.input, g.initializer):
+        kept = [x for x in field_ if x.name in needed]
+        del field_[:]
+        field_.extend(kept)
+    produced = {t for n in g.node for t in n.output}
+    vis = [vi for vi in g.value_info if vi.name in produced and vi.name in needed]
+    del g.value_info[:]
+    g.value_info.extend(vis)
+    names = {i.name for i in g.input}
+    return State(model, {k: v for k, v in inputs.items() if k in names})
+
+
+def _types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:
+    g = model.graph
+    out = {
+        vi.name: (
+            vi.type.tensor_type.elem_type,
+            tuple(d.dim_value for d in vi.type.tensor_type.shape.dim),
+        )
+        for vi in list(g.input) + list(g.value_info) + list(g.output)
+    }
+    out.update({i.name: (i.data_type, tuple(i.dims)) for i in g.initializer})
+    return out
+
+
+def cut_outputs(s: State) -> Iterator[State]:
+    outs = [o.name for o in s.model.graph.output]
+    if len(outs) < 2:
+        return
+    for keep in ([o] for o in outs):
+        yield _keep_outputs(s, keep)
+    for drop in outs:
+        yield _keep_outputs(s, [o for o in outs if o != drop])
+
+
+def _keep_outputs(s: State, keep: list[str]) -> State:
+    m = _copy(s.model)
+    kept = [o for o in m.graph.output if o.name in keep]
+    del m.graph.output[:]
+    m.graph.output.extend(kept)
+    return prune(m, s.inputs)
+
+
+def bypass_nodes(s: State) -> Iterator[State]:
+    """Replace a node's output by an earlier tensor of the same type and shape."""
+    g = s.model.graph
+    types = _types(s.model)
+    available = [i.name for i in g.input] + [i.name for i in g.initializer]
+    for k, node in enumerate(g.node):
+        for out in node.output:
+            want = types.get(out)
+            for cand in available:
+                if cand != out and types.get(cand) == want:
+                    yield _rewire(s, k, out, cand)
+        available += list(node.output)
+
+
+def _rewire(s: State, k: int, old: str, new: str) -> State:
+    m = _copy(s.model)
+    g = m.graph
+    for node in g.node[k + 1 :]:
+        for i, t in enumerate(node.input):
+            if t == old:
+                node.input[i] = new
+    for o in g.output:
+        if o.name == old:
+            o.name = new  # an output can be renamed to a tensor it now aliases
+    if sum(1 for o in g.output if o.name == new) > 1:
+        kept = list({o.name: o for o in g.output}.values())
+        del g.output[:]
+        g.output.extend(kept)
+    return prune(m, s.inputs)
+
+
+def replace_nodes(
+    values: Callable[[State], dict[str, np.ndarray] | None], as_constant: bool
+) -> Callable[[State], Iterator[State]]:
+    """A node's outputs become new graph inputs (or initializers) holding the values the
+    reference computed for them: the node goes, and whatever only fed it."""
+
+    def candidates(s: State) -> Iterator[State]:
+        vals = values(s)
+        if vals is None:
+            return
+        nodes = list(s.model.graph.node)
+        for k in reversed(range(len(nodes))):
+            node = nodes[k]
+            if not all(t in vals for t in node.output if t):
+                continue
+            m = _copy(s.model)
+            g = m.graph
+            infos = {vi.name: vi for vi in list(g.value_info) + list(g.output)}
+            del g.node[k]
+            feeds = dict(s.inputs)
+            for t in node.output:
+                if not t:
+                    continue
+                if as_constant:
+                    g.initializer.append(numpy_helper.from_array(np.asarray(vals[t]), t))
+                else:
+                    vi = onnx.ValueInfoProto()
+                    vi.CopyFrom(infos[t])
+                    g.input.append(vi)
+                    feeds[t] = np.asarray(vals[t])
+            vis = [vi for vi in g.value_info if vi.name not in node.output]
+            del g.value_info[:]
+            g.value_info.extend(vis)
+            yield prune(m, feeds)
+
+    return candidates
+
+
+def simplify_values(s: State) -> Iterator[State]:
+    for fill in (0, 1):
+        for name, v in s.inputs.items():
+            if v.size and not (v == fill).all():
+                yield State(s.model, {**s.inputs, name: np.full_like(v, fill)})
+
+
+def reduce_graph(
+    state: State,
+    still_fails: Callable[[State], bool],
+    reference_values: Callable[[State], dict[str, np.ndarray] | None],
+    deadline: float,
+) -> tuple[State, list[Pass], bool]:
+    cache: dict[bytes, dict[str, np.ndarray] | None] = {}
+
+    def values(s: State) -> dict[str, np.ndarray] | None:
+        key = s.model.SerializeToString()
+        if key not in cache:
+            cache[key] = reference_values(s)
+        return cache[key]
+
+    def keep(old: State, new: State) -> State | None:
+        new_size, old_size = new.size, old.size
+        if not new_size.no_larger_than(old_size) or new_size == old_size:
+            return None
+        if check_static(new.model):
+            return None
+        return new if still_fails(new) else None
+
+    passes: list[Pass[State]] = [
+        Pass("cut-outputs", cut_outputs),
+        Pass("bypass-node", bypass_nodes),
+        Pass("node-to-input", replace_nodes(values, as_constant=False)),
+        Pass("node-to-constant", replace_nodes(values, as_constant=True)),
+        Pass("simplify-values", simplify_values),
+    ]
+    final, complete = fixed_point(state, passes, keep, deadline)
+    return final, passes, complete

@@ -1,0 +1,98 @@
+"""Reduce one finding: choice-stream shrinking where the choices are known, then graph
+passes; both keep only candidates that fail with the same signature and grow no measure."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.reduce.choice_passes import shrink_case
+from onnxfuzz.reduce.graph_passes import State, reduce_graph
+from onnxfuzz.reduce.measure import Size, op_pattern, size_of
+from onnxfuzz.reduce.passes import Pass
+from onnxfuzz.reduce.reproduce import Reproducer
+
+
+@dataclass
+class Reduced:
+    model: onnx.ModelProto
+    inputs: dict[str, np.ndarray]
+    before: Size
+    after: Size
+    seconds: float
+    complete: bool  # every pass reached its fixed point within the budget
+    runs: int  # backend runs spent
+    passes: list[Pass] = field(default_factory=list)
+
+    @property
+    def ops(self) -> list[str]:
+        return [n.op_type for n in self.model.graph.node]
+
+    @property
+    def pattern(self) -> str:
+        return op_pattern(self.model)
+
+    def stats(self) -> dict[str, dict[str, float]]:
+        return {
+            p.name: {
+                "tried": p.stats.tried,
+                "kept": p.stats.kept,
+                "seconds": round(p.stats.seconds, 3),
+            }
+            for p in self.passes
+        }
+
+
+def _graph_passes(state: State, rep: Reproducer, deadline: float) -> tuple[State, list[Pass], bool]:
+    return reduce_graph(
+        state,
+        lambda s: rep(s.model, s.inputs),
+        lambda s: rep.reference_values(s.model, s.inputs),
+        deadline,
+    )
+
+
+def reduce_model(
+    model: onnx.ModelProto, inputs: dict[str, np.ndarray], rep: Reproducer, budget_s: float
+) -> Reduced:
+    """Graph passes only: for any model, ours or a user's."""
+    t0, runs0 = time.perf_counter(), rep.runs
+    state = State(model, inputs)
+    final, passes, complete = _graph_passes(state, rep, t0 + budget_s)
+    return Reduced(
+        final.model,
+        final.inputs,
+        state.size,
+        final.size,
+        time.perf_counter() - t0,
+        complete,
+        rep.runs - runs0,
+        passes,
+    )
+
+
+def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) -> Reduced:
+    """Shrink the choices first (most of the budget), then the graph passes."""
+    t0, runs0 = time.perf_counter(), rep.runs
+    before = size_of(case.model, case.make_inputs(case.seed))
+    shrunk = shrink_case(
+        gen, case, lambda c: rep(c.model, c.make_inputs(c.seed)), t0 + 0.7 * budget_s
+    )
+    small = shrunk.case
+    final, passes, complete = _graph_passes(
+        State(small.model, small.make_inputs(small.seed)), rep, t0 + budget_s
+    )
+    return Reduced(
+        final.model,
+        final.inputs,
+        before,
+        final.size,
+        time.perf_counter() - t0,
+        shrunk.complete and complete,
+        rep.runs - runs0,
+        shrunk.passes + passes,
+    )

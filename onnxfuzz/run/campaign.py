@@ -1,0 +1,459 @@
+"""Differential fuzzing campaigns: generate, run on every backend, judge, store, bundle.
+
+Test ``i`` of a campaign with seed ``S`` is always the model of seed ``S + i`` with the
+inputs of that seed, so a campaign is a deterministic function of its options: killed and
+resumed, it ends with the same counts as one that never stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.backend import parse_backend
+from onnxfuzz.errors import UsageError
+from onnxfuzz.execute.pool import BackendPool
+from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
+from onnxfuzz.generate.config import DEFAULT_OPSET, Config
+from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.judge.attribution import blame
+from onnxfuzz.judge.judge import Judge
+from onnxfuzz.judge.oracle import OracleConfig, Verdict
+from onnxfuzz.judge.signature import bug_id
+from onnxfuzz.reduce.reducer import Reduced, reduce_case
+from onnxfuzz.reduce.reproduce import Reproducer, Target
+from onnxfuzz.run.pregen import Made, Pregenerator, make
+from onnxfuzz.run.probe import Support, fully_unsupported, lacking, unsupported_pairs
+from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
+from onnxfuzz.store.db import Result, Store
+from onnxfuzz.store.report import print_summary
+
+MIN_OPSET, MAX_OPSET = 13, 26
+MAX_REDUCED = 3  # hits of one signature that are reduced (their patterns split bugs)
+
+
+@dataclass
+class CampaignOptions:
+    backends: list[str]
+    reference: str | None = None
+    tests: int | None = None
+    seconds: float | None = None
+    seed: int = 0
+    workers: int = 1
+    timeout: float = 30.0
+    memory_mb: float = 8192.0
+    config: str | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    generator: dict[str, Any] = field(default_factory=dict)  # Config fields, opset optional
+    probe: str = "classify"  # classify | exclude | off (see onnxfuzz.run.probe)
+    reduce: bool = True  # reduce findings (and dedup bugs after reduction)
+    reduce_budget: float = 30.0  # seconds per reduction
+    pregen: bool | None = None  # generate in a process of its own (None: when cores allow)
+
+    @property
+    def reference_label(self) -> str:
+        return self.reference or self.backends[0]
+
+
+def negotiate_opset(infos: list[BackendInfo], wanted: int | None) -> int:
+    """An opset inside every backend's supported range (and onnxfuzz's 13..26)."""
+    lo = max([MIN_OPSET] + [i.opsets[0] for i in infos])
+    hi = min([MAX_OPSET] + [i.opsets[1] for i in infos])
+    if lo > hi:
+        ranges = ", ".join(f"{i.label} {i.opsets[0]}..{i.opsets[1]}" for i in infos)
+        raise UsageError(f"--backend: no opset in 13..26 that every backend supports ({ranges})")
+    if wanted is not None:
+        if not lo <= wanted <= hi:
+            narrow = [i.label for i in infos if not i.opsets[0] <= wanted <= i.opsets[1]]
+            raise UsageError(
+                f"--opset {wanted}: outside the range of {', '.join(narrow)}; "
+                f"every selected backend supports {lo}..{hi}"
+            )
+        return wanted
+    preferred = [i.preferred for i in infos if i.preferred is not None]
+    return max(lo, min([DEFAULT_OPSET, hi] + preferred))
+
+
+@dataclass
+class Judged:
+    results: list[Result]
+    findings: list[Finding]
+    probe_s: float = 0.0  # backend compile+run spent localizing mismatches
+
+
+@dataclass
+class Progress:
+    tests: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    verdicts: Counter = field(default_factory=Counter)
+    ops: Counter = field(default_factory=Counter)
+    bugs: int = 0
+    wall: float = 0.0
+    backend: float = 0.0  # wall time during which a backend compiled or ran
+    backend_cpu: float = 0.0  # CPU time of the backends' compile + run
+    reduction: float = 0.0  # seconds spent reducing new bugs
+    last: str = ""
+
+
+class Campaign:
+    def __init__(self, out: Path, opts: CampaignOptions | None, resume: bool) -> None:
+        self.out = out
+        db = out / "campaign.db"
+        if resume:
+            if not db.exists():
+                raise UsageError(f"--resume: {out} holds no campaign (no campaign.db)")
+            self.store = Store(db)
+            stored = self.store.get_meta("options")
+            if opts is not None:  # a new budget may extend the stored one
+                stored["tests"] = opts.tests if opts.tests is not None else stored["tests"]
+                stored["seconds"] = opts.seconds if opts.seconds is not None else stored["seconds"]
+            self.opts = CampaignOptions(**stored)
+        else:
+            if db.exists():
+                raise UsageError(
+                    f"--out: {out} already holds a campaign; pass --resume to "
+                    "continue it or choose another --out"
+                )
+            if opts is None:
+                raise UsageError("no campaign options")
+            out.mkdir(parents=True, exist_ok=True)
+            self.store = Store(db)
+            self.opts = opts
+            self.store.set_meta("options", asdict(opts))
+        o = self.opts
+        if not o.backends:
+            raise UsageError("--backend: name at least two backends (or one with --reference)")
+        self.labels = list(dict.fromkeys([o.reference_label] + o.backends))
+        if len(self.labels) < 2:
+            raise UsageError(
+                "--backend: a differential campaign needs two backends, e.g. "
+                "--backend ort --backend ort:opt=none"
+            )
+        for label in self.labels:
+            parse_backend(label)  # syntax errors before anything starts
+        self.oracle = OracleConfig.load(Path(o.config) if o.config else None, o.atol, o.rtol)
+        self.progress = Progress()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._last_finish: dict[int, float] = {}
+        self.lanes: list[BackendPool] = []
+        self.infos: dict[str, BackendInfo] = {}
+        self.pregen: Pregenerator | None = None
+
+    # --- set-up ----------------------------------------------------------------------
+    def start(self) -> None:
+        o = self.opts
+        for _ in range(max(1, o.workers)):
+            lane = BackendPool(self.labels, o.timeout, o.memory_mb)
+            self.lanes.append(lane)
+            self.infos.update(lane.start())
+        gen = dict(o.generator)
+        opset = negotiate_opset(list(self.infos.values()), gen.pop("opset", None))
+        if "dtypes" in gen and gen["dtypes"] is not None:
+            gen["dtypes"] = frozenset(dt.BY_NAME[n] for n in gen["dtypes"])
+        for key in ("ops", "exclude_ops"):
+            if gen.get(key) is not None:
+                gen[key] = frozenset(gen[key])
+        self.cfg = Config(opset=opset, **{k: v for k, v in gen.items() if v is not None})
+        # What each backend lacks, op by op and type by type (probed once, stored for
+        # --resume): classifies its failures, or leaves ops out with probe="exclude".
+        support = self.store.get_meta("probe_unsupported")
+        if support is None:
+            support = {}
+            if o.probe != "off":
+                for label in self.labels:
+                    support[label] = unsupported_pairs(self.lanes[0], label, self.cfg)
+            self.store.set_meta("probe_unsupported", support)
+        self.support: dict[str, Support] = support
+        excluded = {}
+        if o.probe == "exclude":
+            for label, pairs in support.items():
+                for op_type, why in fully_unsupported(pairs, self.cfg).items():
+                    excluded.setdefault(op_type, f"{label}: {why}")
+        self.excluded = excluded
+        if excluded:
+            self.cfg = replace(self.cfg, exclude_ops=self.cfg.exclude_ops | set(excluded))
+        self.generator = Generator(self.cfg)
+        if self._use_pregen():
+            self.pregen = Pregenerator(self.cfg)
+            self.pregen.start()
+        self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})
+        self.store.set_meta("opset", opset)
+
+    def _use_pregen(self) -> bool:
+        """Generate in a process of its own when there is a core for it: one per worker,
+        one for this process, one for the generator. With fewer, the processes only take
+        turns on the same cores and the extra hand-over costs more than it hides
+        (measured on 2 cores: ORT vs ORT 384 tests/s with it, 434 without)."""
+        if self.opts.pregen is not None:
+            return self.opts.pregen
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+        return cores >= len(self.labels) * len(self.lanes) + 2
+
+    def print_summary(self) -> None:
+        print_summary(self.store, self.out, self.labels, self.opts.reference_label)
+
+    def close(self) -> None:
+        if self.pregen is not None:
+            self.pregen.close()
+        for lane in self.lanes:
+            lane.close()
+        sync_meta(self.out, self.store.bugs())
+        self.store.close()
+
+    # --- the loop --------------------------------------------------------------------
+    def _ids(self) -> Iterator[int]:
+        done = self.store.done_ids()
+        o = self.opts
+        i = 0
+        while o.tests is None or i < o.tests:
+            if i not in done:
+                yield i
+            i += 1
+
+    def run(self, on_update: Callable[[Progress], None] | None = None) -> Progress:
+        o = self.opts
+        deadline = time.perf_counter() + o.seconds if o.seconds else None
+        ids = self._ids()
+        ids_lock = threading.Lock()
+
+        def over() -> bool:
+            return self._stop.is_set() or bool(deadline and time.perf_counter() >= deadline)
+
+        def next_id() -> int | None:
+            if over():
+                return None
+            with ids_lock:
+                return next(ids, None)
+
+        # With a generator process (onnxfuzz.run.pregen) tests are made a few ahead and handed
+        # to the lanes in order; those still owed at a stop are not run (nor stored: a
+        # resumed campaign makes them again). Without, each lane makes its next test while
+        # its backends run the current one.
+        pregen = self.pregen
+        window = 2 + 2 * len(self.lanes)
+        gen_lock = threading.Lock()
+
+        def next_test() -> Made | None:
+            if pregen is None:
+                return self.prepare(i) if (i := next_id()) is not None else None
+            with gen_lock:
+                while len(pregen.owed) < window and (i := next_id()) is not None:
+                    pregen.request(i, o.seed + i)
+                if not pregen.owed or over():
+                    return None
+                m = pregen.receive()
+            return m
+
+        errors: list[BaseException] = []
+
+        def lane_loop(lane: BackendPool) -> None:
+            try:
+                pipelined(lane)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+                errors.append(e)
+                self._stop.set()
+
+        def pipelined(lane: BackendPool) -> None:
+            # Pipelined: while the backends run test i, test i+1 is generated, and test i-1
+            # is judged and stored. A mismatch's localization and a new bug's reduction need
+            # the workers: the lane settles the test in flight first.
+            current = next_test()
+            self._start(lane, current)
+            while current is not None:
+                nxt = next_test()
+                if current.case is None:  # generation failed: nothing ran
+                    self._start(lane, nxt)
+                    self.finish_error(current)
+                    current = nxt
+                    continue
+                outcomes = lane.wait()
+                self._start(lane, nxt)
+                judged = self.judge_all(current.case, current.inputs, outcomes, lane)
+                self.finish(current, outcomes, judged, lane if judged.findings else None)
+                current = nxt
+
+        threads = [
+            threading.Thread(target=lane_loop, args=(lane,), daemon=True) for lane in self.lanes
+        ]
+        for t in threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(0.25)
+                if on_update:
+                    on_update(self.progress)
+        except KeyboardInterrupt:
+            self._stop.set()
+            for t in threads:
+                t.join()
+        if on_update:
+            on_update(self.progress)
+        if errors:
+            raise errors[0]
+        return self.progress
+
+    def prepare(self, i: int) -> Made:
+        return make(self.generator, i, self.opts.seed + i)
+
+    @staticmethod
+    def _start(lane: BackendPool, t: Made | None) -> None:
+        if t is not None and t.case is not None:
+            lane.start_test(t.model_bytes, t.inputs)
+
+    def finish_error(self, t: Made) -> None:
+        """A test whose model could not be generated (a bug in onnxfuzz, reported with its
+        seed): stored with the verdict ``generator-error`` so that it is counted once."""
+        with self._lock:
+            with open(self.out / "generator-errors.log", "a") as log:
+                log.write(f"test {t.index} seed {t.seed}: {t.error}\n")
+            self.store.record(
+                t.index,
+                t.seed,
+                [],
+                self.cfg.opset,
+                0.0,
+                0.0,
+                [Result("onnxfuzz", Verdict.GENERATOR_ERROR, detail=t.error or "")],
+            )
+            self.progress.tests += 1
+            self.progress.verdicts[Verdict.GENERATOR_ERROR] += 1
+
+    def finish(
+        self,
+        t: Made,
+        outcomes: dict[str, Outcome],
+        judged: Judged,
+        lane: BackendPool | None = None,
+    ) -> None:
+        """Store a judged test; reduce and bundle its new bugs first (with ``lane``)."""
+        assert t.case is not None
+        results, findings = judged.results, judged.findings
+        # Backends run in parallel: the test's backend time is the wall time during which
+        # any of them compiled or ran.
+        backend_s = busy_seconds(list(outcomes.values())) + judged.probe_s
+        with self._lock:
+            known = self.store.bug_keys() if findings else set()
+            by_backend = {r.backend: r for r in results}
+            reducing = 0.0  # reduction is its own phase, not fuzz-loop time
+            for f in findings:
+                t_red = time.perf_counter()
+                key, reduced = self.bug_key(f, lane)
+                reducing += time.perf_counter() - t_red
+                r = by_backend[f.backend]
+                r.bug, r.pattern = key, key.rsplit("|", 1)[1]
+                if key not in known:
+                    f.bug_id = bug_id(key)
+                    write_bundle(self.out, f, reduced)  # before the commit: a kill re-runs it
+                    known.add(key)
+            now = time.perf_counter()
+            # A test's wall time runs from the end of the previous one (pipelined lanes
+            # overlap preparation with the backends' work).
+            wall = now - max(t.started, self._last_finish.get(threading.get_ident(), 0.0))
+            wall -= reducing
+            self._last_finish[threading.get_ident()] = now
+            self.progress.reduction += reducing
+            self.store.record(
+                t.index, t.case.seed, t.case.ops, self.cfg.opset, wall, backend_s, results
+            )
+            p = self.progress
+            p.tests += 1
+            p.wall += wall
+            p.backend += backend_s
+            p.backend_cpu += sum(o.cpu_s for o in outcomes.values())
+            p.ops.update(t.case.ops)
+            for r in results:
+                p.verdicts[r.verdict] += 1
+            p.bugs = len(known) if findings else p.bugs
+            p.last = ", ".join(t.case.ops[:6])
+
+    def judge_all(
+        self,
+        case: Case,
+        inputs: dict,
+        outcomes: dict[str, Outcome],
+        lane: BackendPool | None = None,
+    ) -> Judged:
+        ref_label = self.opts.reference_label
+        for label, o in list(outcomes.items()):
+            # A failure on a model with an (op, type) the probe found the backend lacks is
+            # missing support, not a bug.
+            why = (
+                lacking(case.model, self.support.get(label, {}))
+                if o.status == Status.ERROR
+                else None
+            )
+            if why is not None:
+                outcomes[label] = replace(
+                    o, status=Status.UNSUPPORTED, message=f"probe: {why}\n{o.message}"
+                )
+        blamed = blame(Judge(ref_label, self.oracle, lane), case.model, inputs, outcomes)
+        results, findings = [], []
+        for label, b in blamed.items():
+            v = b.assessed.judgement
+            results.append(
+                Result(
+                    label,
+                    v.verdict,
+                    v.stage,
+                    b.assessed.signature,
+                    None,
+                    v.message[:2000],
+                    b.suspect,
+                )
+            )
+            if b.assessed.signature is None:
+                continue
+            reference = b.against
+            findings.append(
+                Finding(
+                    signature=b.assessed.signature,
+                    bug_id=bug_id(b.assessed.signature),
+                    judgement=v,
+                    backend=label,
+                    reference=reference,
+                    seed=case.seed,
+                    opset=self.cfg.opset,
+                    ops=case.ops,
+                    model=case.model,
+                    inputs=inputs,
+                    outcomes={k: outcomes[k] for k in dict.fromkeys([reference, label])},
+                    versions={k: i.version for k, i in self.infos.items()},
+                    tolerance=dict(self.oracle.tolerance),
+                    timeout=self.opts.timeout,
+                    extra={
+                        "suspect": b.suspect,
+                        "backends": list(outcomes),
+                        "odd_one_out": b.odd_one_out,
+                    },
+                    case=case,
+                )
+            )
+        return Judged(results, findings, sum(b.assessed.probe_s for b in blamed.values()))
+
+    # --- bugs: dedup after reduction --------------------------------------------------
+    def bug_key(self, f: Finding, lane: BackendPool | None) -> tuple[str, Reduced | None]:
+        """A finding's bug: its signature and the op pattern its reduced model ends in.
+        The first few hits of a signature are reduced; later ones join its first bug."""
+        hits = self.store.db.execute(
+            "SELECT COUNT(*) FROM results WHERE signature=?", (f.signature,)
+        ).fetchone()[0]
+        if self.opts.reduce and lane is not None and f.case is not None and hits < MAX_REDUCED:
+            lane.settle()  # the reduction uses the workers
+            rep = Reproducer(lane, Target(f.backend, f.reference, f.signature), self.oracle)
+            reduced = reduce_case(self.generator, f.case, rep, self.opts.reduce_budget)
+            return f"{f.signature}|{reduced.pattern}", reduced
+        keys = self.store.keys_of(f.signature)
+        return (keys[0] if keys else f"{f.signature}|unreduced"), None

@@ -1,0 +1,154 @@
+"""Tests generated ahead, in a process of their own.
+
+Generation is the campaign process's largest cost per test (the Python solver), and the
+campaign process is the loop's serial part: while it generates, judges and stores, the
+backends wait. A spawned generator process (``python -m onnxfuzz.run.pregen FD``) builds the
+next tests (model, serialized bytes, inputs) while the campaign process judges and the
+backends run, and hands them over in request order.
+
+Generation is deterministic in (options, seed): a test made here is byte-identical to one
+made in the campaign process, which still regenerates a case when it reduces a bug. If the
+generator process dies, it is started again and the tests it owed are asked for again.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+import onnx
+
+from onnxfuzz.errors import BackendError
+from onnxfuzz.execute.sandbox import kill, process_cpu_seconds, spawn, stop
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Case, Generator
+
+
+@dataclass
+class Made:
+    """Test ``index`` of a campaign, made from ``seed`` (``case`` None: generation failed,
+    ``error`` says why). ``started``: when making it began (``time.perf_counter()``)."""
+
+    index: int
+    seed: int
+    case: Case | None
+    model_bytes: bytes
+    inputs: dict[str, np.ndarray]
+    error: str | None = None
+    started: float = 0.0
+
+
+def make(gen: Generator, index: int, seed: int) -> Made:
+    """One test: the model, its serialized bytes (what the backends take) and inputs."""
+    started = time.perf_counter()
+    try:
+        case = gen.generate(seed)
+        inputs = case.make_inputs(seed)
+        data = case.model.SerializeToString()
+    except Exception as e:  # noqa: BLE001 - a spec bug must not end the campaign
+        return Made(index, seed, None, b"", {}, f"{type(e).__name__}: {e}", started)
+    return Made(index, seed, case, data, inputs, None, started)
+
+
+def serve(conn: Connection) -> None:
+    """The generator process's loop: a Config, then (index, seed) requests."""
+    try:
+        cfg = conn.recv()
+        gen = Generator(cfg)
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            req = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if req is None:
+            return
+        made = make(gen, *req)
+        if made.case is not None:
+            # The case travels without its model: the bytes go anyway (parsed on arrival).
+            made.case.model = None  # type: ignore[assignment]
+        conn.send(made)
+
+
+class Pregenerator:
+    """The campaign side: ``request`` tests ahead, ``receive`` them in order."""
+
+    def __init__(self, cfg: Config, startup_timeout: float = 120.0) -> None:
+        self.cfg = cfg
+        self.startup_timeout = startup_timeout
+        self.owed: deque[tuple[int, int]] = deque()  # requested, not yet received
+        self._proc: Any = None
+        self._conn: Any = None
+        self.restarts = 0
+
+    def start(self) -> None:
+        self._proc, self._conn = spawn("onnxfuzz.run.pregen", [])
+        self._conn.send(self.cfg)
+        deadline = time.monotonic() + self.startup_timeout
+        while not self._conn.poll(0.1):
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise BackendError("the generator process did not start")
+        msg = self._conn.recv()
+        if msg[0] != "ready":
+            self.close()
+            raise BackendError(f"the generator process failed: {msg[1]}")
+        for req in self.owed:  # after a restart: ask again for what the last one owed
+            self._conn.send(req)
+
+    def request(self, index: int, seed: int) -> None:
+        self.owed.append((index, seed))
+        try:
+            self._conn.send((index, seed))
+        except OSError:
+            self._restart()
+
+    def receive(self) -> Made:
+        """The oldest test requested."""
+        assert self.owed, "nothing requested"
+        while True:
+            try:
+                made: Made = self._conn.recv()
+                break
+            except (EOFError, OSError):
+                self._restart()
+        want = self.owed.popleft()
+        got = (made.index, made.seed)
+        assert got == want, f"generator answered {got} for {want}"
+        if made.case is not None:
+            made.case.model = onnx.load_from_string(made.model_bytes)
+        made.started = time.perf_counter()  # the campaign's time for it starts on arrival
+        return made
+
+    def cpu_seconds(self) -> float:
+        """CPU time the generator process has used so far (0 when it is not running)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return 0.0
+        return process_cpu_seconds(self._proc.pid)
+
+    def _restart(self) -> None:
+        self.restarts += 1
+        if self.restarts > 10:
+            raise BackendError("the generator process keeps dying")
+        self._kill()
+        self.start()
+
+    def _kill(self) -> None:
+        kill(self._proc, self._conn)
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        stop(self._proc, self._conn)
+        self._proc = self._conn = None
+
+
+if __name__ == "__main__":
+    serve(Connection(int(sys.argv[1])))

@@ -1,0 +1,144 @@
+"""What each backend supports, op by op and element type by element type: a cached probe.
+
+Before a campaign, every (op, element type) onnxfuzz would generate is tried alone on each
+backend (a single-op model). Pairs the backend reports unsupported are recorded with its
+reason, per backend, version and opset (cached under ``~/.cache/onnxfuzz``).
+
+By default the result *classifies*: when a backend fails on a model containing a pair it is
+known to lack, that failure is an ``unsupported`` verdict — its missing kernel does not
+count as a bug, and the other backends are still tested on that op and type. With
+``--probe exclude`` the ops some backend lacks in every type are left out of generation
+instead (worth it with onnx2torch, which lacks converters for many op versions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import onnx
+
+from onnxfuzz import __version__
+from onnxfuzz import dtypes as dt
+from onnxfuzz.errors import ConfigError
+from onnxfuzz.execute.pool import BackendPool
+from onnxfuzz.execute.sandbox import BackendInfo, Status
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.spec import op_info, specs_for
+
+Support = dict[str, dict[str, str]]  # op -> dtype name -> why unsupported
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("ONNXFUZZ_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "onnxfuzz"
+    )
+    return Path(base)
+
+
+def _cache_file(info: BackendInfo, cfg: Config) -> Path:
+    key = json.dumps(
+        [
+            info.label,
+            info.version,
+            cfg.opset,
+            __version__,
+            cfg.max_rank,
+            cfg.max_dim,
+            sorted(cfg.dtypes),
+            sorted(cfg.ops or ()),
+            sorted(cfg.exclude_ops),
+        ]
+    )
+    return cache_dir() / f"probe-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
+
+
+def unsupported_pairs(pool: BackendPool, label: str, cfg: Config) -> Support:
+    """op -> {dtype: reason} for the (op, element type) pairs backend ``label`` of a started
+    pool reports unsupported on a single-op model."""
+    from onnxfuzz.generate.coverage import main_type_var
+
+    path = _cache_file(pool.infos[label], cfg)
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            pass
+    out: Support = {}
+    ops = set(cfg.ops) if cfg.ops is not None else None
+    for spec in specs_for(cfg.opset, ops, set(cfg.exclude_ops)):
+        info = op_info(spec.op_type, cfg.opset)
+        tv = main_type_var(info) if info is not None else None
+        types = sorted(info.type_sets.get(tv, frozenset()) & cfg.dtypes) if tv else []
+        for d in types or [None]:
+            pinned = (
+                cfg.dtypes if d is None else (frozenset({d}) | (cfg.dtypes - info.type_sets[tv]))
+            )
+            try:
+                gen = Generator(
+                    replace(
+                        cfg,
+                        min_nodes=1,
+                        max_nodes=1,
+                        exclude_ops=frozenset(),
+                        ops=frozenset([spec.op_type]),
+                        dtypes=pinned,
+                    )
+                )
+            except ConfigError:
+                continue  # onnxfuzz does not generate this pair at all
+            case = gen.generate(0)
+            o = pool.run_one(label, case.model.SerializeToString(), case.make_inputs(0))
+            if o.status == Status.UNSUPPORTED:
+                why = o.message.splitlines()[0][:200] if o.message else "unsupported"
+                out.setdefault(spec.op_type, {})[dt.NAMES[d] if d else "*"] = why
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(out, indent=1, sort_keys=True))
+    except OSError:
+        pass  # a read-only home: probe again next time
+    return out
+
+
+def lacking(model: onnx.ModelProto, support: Support) -> str | None:
+    """The reason the backend cannot take ``model``, if it contains a pair it lacks."""
+    if not support:
+        return None
+    types = {
+        vi.name: vi.type.tensor_type.elem_type
+        for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output)
+    }
+    types.update({i.name: i.data_type for i in model.graph.initializer})
+    for node in model.graph.node:
+        missing = support.get(node.op_type)
+        if not missing:
+            continue
+        if "*" in missing:
+            return f"{node.op_type}: {missing['*']}"
+        for t in list(node.input) + list(node.output):
+            name = dt.NAMES.get(types.get(t, 0))
+            if name in missing:
+                return f"{node.op_type}({name}): {missing[name]}"
+    return None
+
+
+def fully_unsupported(support: Support, cfg: Config) -> dict[str, str]:
+    """Ops the backend lacks in every element type onnxfuzz generates for them."""
+    from onnxfuzz.generate.coverage import main_type_var
+
+    out = {}
+    for op, missing in support.items():
+        info = op_info(op, cfg.opset)
+        tv = main_type_var(info) if info is not None else None
+        generated = (
+            {dt.NAMES[t] for t in info.type_sets.get(tv, frozenset()) & cfg.dtypes}
+            if tv and info is not None
+            else set()
+        )
+        if "*" in missing or (generated and generated <= set(missing)):
+            out[op] = next(iter(missing.values()))
+    return out

@@ -1,0 +1,13 @@
+"""Storage: what a campaign keeps and shows.
+
+Owns the campaign database (``db``: tests, per-backend results, bugs, options; one
+transaction per test), bug bundles on disk (``bundle``: model, inputs, outputs, meta.json,
+log.txt, a standalone repro.py) and reports for people (``report``: bug rows, tables, the
+end-of-campaign summary).
+
+May import: ``onnxfuzz.errors``, ``onnxfuzz.dtypes``, ``onnxfuzz.backend``,
+``onnxfuzz.generate``, ``onnxfuzz.execute``, ``onnxfuzz.judge``, ``onnxfuzz.reduce``.
+Nothing here drives a campaign.
+
+Entry points: ``db.Store(path)``, ``bundle.write_bundle``, ``report.print_summary``.
+"""

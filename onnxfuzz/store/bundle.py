@@ -1,0 +1,199 @@
+"""Bug bundles: ``DIR/bugs/<id>/`` with everything needed to see the bug again.
+
+model.onnx
+test_data_set_0/input_<k>.pb                 the inputs
+test_data_set_0/<backend>/output_<k>.pb      each backend's outputs, where it had any
+meta.json                                    signature, verdict, stage, backend, seed, ...
+log.txt                                      the backend's error text / mismatch statistics
+repro.py                                     standalone: exits 1 while the bug reproduces
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxfuzz import __version__
+from onnxfuzz.backend import entry_points, parse_backend
+from onnxfuzz.errors import BackendError
+from onnxfuzz.execute.sandbox import Outcome
+from onnxfuzz.generate.generator import Case
+from onnxfuzz.judge.oracle import Judgement
+from onnxfuzz.reduce.reducer import Reduced
+
+TEMPLATE = Path(__file__).parents[1] / "data" / "repro.py.tmpl"
+
+
+def safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label)
+
+
+@dataclass
+class Finding:
+    signature: str
+    bug_id: str
+    judgement: Judgement
+    backend: str
+    reference: str
+    seed: int
+    opset: int
+    ops: list[str]
+    model: onnx.ModelProto
+    inputs: dict[str, np.ndarray]
+    outcomes: dict[str, Outcome]
+    versions: dict[str, str]
+    tolerance: dict[str, tuple[float, float]]
+    timeout: float
+    extra: dict[str, Any] = field(default_factory=dict)
+    case: Case | None = None  # the generated case (its choices shrink), when there is one
+
+
+@functools.cache
+def adapter_source(label: str) -> tuple[str, str, dict[str, str]]:
+    """The source of the module defining the adapter behind ``label``, its class name and
+    options: repro.py embeds it so that it runs without onnxfuzz. The module is located,
+    not imported: importing an adapter imports its library (seconds for TVM or torch), and
+    the campaign process never needs it."""
+    ref = parse_backend(label)
+    target = ref.target
+    if ":" not in target:
+        eps = entry_points()
+        if target not in eps:
+            raise BackendError(f"--backend {label}: no backend named {target!r}")
+        target = eps[target].value
+    where, _, cls_name = target.rpartition(":")
+    if where.endswith(".py"):
+        return Path(where).read_text(), cls_name, dict(ref.options)
+    spec = importlib.util.find_spec(where)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise BackendError(f"--backend {label}: cannot find the source of {where}")
+    return Path(spec.origin).read_text(), cls_name, dict(ref.options)
+
+
+def _write_inputs(folder: Path, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Path:
+    data = folder / "test_data_set_0"
+    data.mkdir(parents=True)
+    (folder / "model.onnx").write_bytes(model.SerializeToString())
+    for k, name in enumerate(i.name for i in model.graph.input):
+        (data / f"input_{k}.pb").write_bytes(
+            numpy_helper.from_array(inputs[name], name).SerializeToString()
+        )
+    return data
+
+
+def _write_repro(folder: Path, f: Finding, model: onnx.ModelProto) -> None:
+    adapters = {label: adapter_source(label) for label in dict.fromkeys([f.reference, f.backend])}
+    # Plain strings: the script is standalone (the enums' reprs would need onnxfuzz).
+    stage = None if f.judgement.stage is None else str(f.judgement.stage)
+    expect = {
+        "verdict": str(f.judgement.verdict),
+        "stage": stage,
+        "backend": f.backend,
+        "reference": f.reference,
+        "outputs": [o.name for o in model.graph.output],
+        "timeout": f.timeout,
+        "tolerance": {k: list(v) for k, v in f.tolerance.items()},
+    }
+    text = TEMPLATE.read_text().format(
+        bug_id=f.bug_id,
+        verdict=f.judgement.verdict,
+        backend=f.backend,
+        stage=f.judgement.stage,
+        libraries=", ".join(sorted({a[1] for a in adapters.values()})),
+        expect=expect,
+        adapters=adapters,
+    )
+    (folder / "repro.py").write_text(text)
+
+
+def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path:
+    """Write ``DIR/bugs/<id>/`` (into a temporary folder first, renamed into place)."""
+    folder = root / "bugs" / f.bug_id
+    tmp = root / "bugs" / f".tmp_{f.bug_id}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    data = _write_inputs(tmp, f.model, f.inputs)
+    order = [o.name for o in f.model.graph.output]
+    for label, out in f.outcomes.items():
+        if out.outputs is None:
+            continue
+        sub = data / safe(label)
+        sub.mkdir()
+        for k, name in enumerate(order):
+            if name in out.outputs:
+                (sub / f"output_{k}.pb").write_bytes(
+                    numpy_helper.from_array(np.asarray(out.outputs[name]), name).SerializeToString()
+                )
+    meta: dict[str, Any] = {
+        "id": f.bug_id,
+        "signature": f.signature,
+        "verdict": f.judgement.verdict,
+        "stage": f.judgement.stage,
+        "kind": f.judgement.kind,
+        "output": f.judgement.output,
+        "backend": f.backend,
+        "reference": f.reference,
+        "seed": f.seed,
+        "seeds": [f.seed],
+        "opset": f.opset,
+        "ops": f.ops,
+        "nodes": len(f.ops),
+        "versions": f.versions,
+        "onnxfuzz": __version__,
+        "tolerance": f.tolerance,
+        "timeout": f.timeout,
+        **f.extra,
+    }
+    if reduced is not None:
+        _write_inputs(tmp / "reduced", reduced.model, reduced.inputs)
+        _write_repro(tmp / "reduced", f, reduced.model)
+        meta.update(
+            reduced_ops=reduced.ops,
+            reduced_nodes=len(reduced.ops),
+            pattern=reduced.pattern,
+            reduction={
+                "seconds": round(reduced.seconds, 3),
+                "backend_runs": reduced.runs,
+                "fixed_point": reduced.complete,
+                "before": asdict(reduced.before),
+                "after": asdict(reduced.after),
+                "passes": reduced.stats(),
+            },
+        )
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    log = [
+        f"{f.judgement.verdict} in {f.backend} at {f.judgement.stage} stage",
+        "",
+        f.judgement.message,
+        "",
+    ]
+    for label, out in f.outcomes.items():
+        if out.trace:
+            log += [f"--- {label} ---", out.trace, ""]
+    (tmp / "log.txt").write_text("\n".join(log))
+    _write_repro(tmp, f, f.model)
+    if folder.exists():
+        shutil.rmtree(folder)
+    tmp.rename(folder)
+    return folder
+
+
+def sync_meta(root: Path, bugs: list[dict[str, Any]]) -> None:
+    """Bring each bundle's meta.json up to date with the store: hits and every seed."""
+    for b in bugs:
+        path = root / "bugs" / b["id"] / "meta.json"
+        if not path.exists():
+            continue
+        meta = json.loads(path.read_text())
+        meta.update(hits=b["hits"], seeds=json.loads(b["seeds"]))
+        path.write_text(json.dumps(meta, indent=1))

@@ -1,0 +1,173 @@
+"""A campaign's state in one embedded SQLite database (``DIR/campaign.db``).
+
+One transaction per test: the test row, its per-backend results and the bug hit counts
+are committed together, so a campaign killed at any moment (``kill -9`` included) resumes
+with every finished test counted exactly once and the interrupted one run again.
+
+A bug is keyed by its signature and the op pattern of its reduced model: two findings
+with the same signature whose reductions end in different ops are different bugs.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onnxfuzz.judge.signature import bug_id
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tests (
+    id INTEGER PRIMARY KEY, seed INTEGER NOT NULL, ops TEXT NOT NULL, opset INTEGER NOT NULL,
+    seconds REAL NOT NULL, backend_seconds REAL NOT NULL, finished REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+    test_id INTEGER NOT NULL, backend TEXT NOT NULL, verdict TEXT NOT NULL, stage TEXT,
+    signature TEXT, bug TEXT, detail TEXT, PRIMARY KEY (test_id, backend));
+CREATE TABLE IF NOT EXISTS bugs (
+    key TEXT PRIMARY KEY, signature TEXT NOT NULL, id TEXT NOT NULL, verdict TEXT NOT NULL,
+    stage TEXT, backend TEXT NOT NULL, suspect TEXT, pattern TEXT NOT NULL,
+    first_test INTEGER NOT NULL, first_seen REAL NOT NULL, hits INTEGER NOT NULL,
+    seeds TEXT NOT NULL);
+"""
+BUG_COLUMNS = (
+    "key",
+    "signature",
+    "id",
+    "verdict",
+    "stage",
+    "backend",
+    "suspect",
+    "pattern",
+    "first_test",
+    "first_seen",
+    "hits",
+    "seeds",
+)
+MAX_SEEDS = 1000  # seeds kept per bug
+
+
+@dataclass
+class Result:
+    """One backend's verdict on one test; ``bug`` is the bug key for bug verdicts."""
+
+    backend: str
+    verdict: str
+    stage: str | None = None
+    signature: str | None = None
+    bug: str | None = None
+    detail: str = ""
+    suspect: str | None = None
+    pattern: str = ""
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable against process kills
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # --- campaign options ----------------------------------------------------------
+    def get_meta(self, key: str) -> Any:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    # --- tests ---------------------------------------------------------------------
+    def done_ids(self) -> set[int]:
+        return {r[0] for r in self.db.execute("SELECT id FROM tests")}
+
+    def bug_keys(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT key FROM bugs")}
+
+    def keys_of(self, signature: str) -> list[str]:
+        rows = self.db.execute(
+            "SELECT key FROM bugs WHERE signature=? ORDER BY first_test", (signature,)
+        )
+        return [r[0] for r in rows]
+
+    def record(
+        self,
+        test_id: int,
+        seed: int,
+        ops: list[str],
+        opset: int,
+        seconds: float,
+        backend_seconds: float,
+        results: list[Result],
+    ) -> list[str]:
+        """Commit one test; returns the bug keys seen for the first time."""
+        new: list[str] = []
+        now = time.time()
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute(
+                "INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (test_id, seed, json.dumps(ops), opset, seconds, backend_seconds, now),
+            )
+            for r in results:
+                self.db.execute(
+                    "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (test_id, r.backend, r.verdict, r.stage, r.signature, r.bug, r.detail),
+                )
+                if r.bug is None:
+                    continue
+                row = self.db.execute("SELECT seeds FROM bugs WHERE key=?", (r.bug,)).fetchone()
+                if row is None:
+                    self.db.execute(
+                        "INSERT INTO bugs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
+                        (
+                            r.bug,
+                            r.signature,
+                            bug_id(r.bug),
+                            r.verdict,
+                            r.stage,
+                            r.backend,
+                            r.suspect,
+                            r.pattern,
+                            test_id,
+                            now,
+                            json.dumps([seed]),
+                        ),
+                    )
+                    new.append(r.bug)
+                else:
+                    seeds = json.loads(row[0])
+                    if len(seeds) < MAX_SEEDS:
+                        seeds.append(seed)
+                    self.db.execute(
+                        "UPDATE bugs SET hits=hits+1, seeds=? WHERE key=?",
+                        (json.dumps(seeds), r.bug),
+                    )
+        return new
+
+    # --- summaries -----------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT verdict, COUNT(*) FROM results GROUP BY verdict"))
+
+    def counts_by_backend(self) -> dict[tuple[str, str], int]:
+        rows = self.db.execute(
+            "SELECT backend, verdict, COUNT(*) FROM results GROUP BY backend, verdict"
+        )
+        return {(b, v): n for b, v, n in rows}
+
+    def n_tests(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
+
+    def bugs(self) -> list[dict[str, Any]]:
+        rows = self.db.execute(f"SELECT {', '.join(BUG_COLUMNS)} FROM bugs ORDER BY first_test")
+        return [dict(zip(BUG_COLUMNS, r, strict=True)) for r in rows]
+
+    def timing(self) -> tuple[float, float]:
+        row = self.db.execute("SELECT SUM(seconds), SUM(backend_seconds) FROM tests").fetchone()
+        return (row[0] or 0.0, row[1] or 0.0)
