@@ -16,11 +16,11 @@ def _model_inputs(model, folder: Path | None, seed: int) -> dict[str, np.ndarray
     from onnxfuzz import dtypes as dt
     from onnxfuzz.generate.export import INPUTS_KEY
     from onnxfuzz.generate.intervals import Values
+    from onnxfuzz.generate.testdata import read_inputs
     from onnxfuzz.generate.values import inputs_for
-    from onnxfuzz.run.replay import load_inputs
 
     if folder is not None:
-        return load_inputs(folder)
+        return read_inputs(folder)
     meta = {p.key: p.value for p in model.metadata_props}
     domains = json.loads(meta.get(INPUTS_KEY, "{}"))
     inits = {i.name for i in model.graph.initializer}
@@ -127,12 +127,12 @@ def reduce(
         rep.target.signature = first.signature
         click.echo(f"reducing: {first.signature}")
         r = reduce_model(model, feeds, rep, budget)
-    from onnxfuzz.store.bundle import _write_inputs
+    from onnxfuzz.generate.testdata import write_test
 
     dest = out or model_path.with_name(model_path.stem + "-reduced")
     if dest.exists():
         raise UsageError(f"--out: {dest} exists; remove it or choose another --out")
-    _write_inputs(dest, r.model, r.inputs)
+    write_test(dest, r.model, r.inputs)
     click.echo(
         f"{r.before.nodes} -> {r.after.nodes} nodes ({' '.join(r.ops)}) in "
         f"{r.seconds:.1f} s, {r.runs} backend runs"

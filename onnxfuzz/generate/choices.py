@@ -4,16 +4,33 @@ Every decision the generator makes is an integer drawn here and appended to
 ``record``. Replaying a recorded list (``prefix``) reproduces the same model;
 a shrinker can edit the list (smaller numbers mean simpler choices) and replay
 it, because the backtrack-free solver turns *any* choice list into a valid model.
+
+The generator labels runs of choices as spans (``start_span``/``stop_span``, as
+Hypothesis does): the node count, each op, each op's type. A shrinker finds the choices
+it edits with ``spans_by_label`` and never needs to know how the generator lays them out.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class Span(NamedTuple):
+    """Choices ``record[start:end]`` made under one label."""
+
+    label: str
+    start: int
+    end: int
+
+
+def spans_by_label(spans: Sequence[Span], label: str) -> list[Span]:
+    return [s for s in spans if s.label == label]
 
 
 class ChoiceStream:
-    __slots__ = ("_rng", "_prefix", "_n_prefix", "_zero_tail", "record")
+    __slots__ = ("_rng", "_prefix", "_n_prefix", "_zero_tail", "record", "spans", "_open")
 
     def __init__(
         self, seed: int, prefix: Sequence[int] | None = None, zero_tail: bool = False
@@ -25,6 +42,16 @@ class ChoiceStream:
         self._n_prefix = len(self._prefix)
         self._zero_tail = zero_tail
         self.record: list[int] = []
+        self.spans: list[Span] = []  # closed spans, in the order they were opened
+        self._open: list[tuple[int, str, int]] = []  # (slot in spans, label, start)
+
+    def start_span(self, label: str) -> None:
+        self._open.append((len(self.spans), label, len(self.record)))
+        self.spans.append(Span(label, len(self.record), len(self.record)))
+
+    def stop_span(self) -> None:
+        slot, label, start = self._open.pop()
+        self.spans[slot] = Span(label, start, len(self.record))
 
     def _next(self, n: int) -> int:
         """A choice in ``[0, n]``; 0 is the simplest option."""

@@ -38,7 +38,7 @@ class NodeCase:
 
 
 @dataclass
-class Outcome:
+class CaseOutcome:
     case: str
     op: str
     status: str  # "inside" | "excluded" | "outside"
@@ -157,31 +157,31 @@ def deliberate_exclusions() -> dict[str, str]:
     return out
 
 
-def check_case(case: NodeCase, base: Config | None = None) -> Outcome:
+def check_case(case: NodeCase, base: Config | None = None) -> CaseOutcome:
     specs = load_specs()
     spec = specs.get(case.op)
     if spec is None:
-        return Outcome(case.name, case.op, "excluded", "no spec for this op")
+        return CaseOutcome(case.name, case.op, "excluded", "no spec for this op")
     deliberate = deliberate_exclusions().get(case.name)
     if deliberate:
-        return Outcome(case.name, case.op, "excluded", deliberate)
+        return CaseOutcome(case.name, case.op, "excluded", deliberate)
     opset, why = _opset_for(spec, case)
     if opset is None:
-        return Outcome(case.name, case.op, "excluded", why)
+        return CaseOutcome(case.name, case.op, "excluded", why)
     cfg = replace(base or Config(), opset=opset, dtypes=dt.ALL)
     try:
         _run(spec, case, cfg)
-        return Outcome(case.name, case.op, "inside")
+        return CaseOutcome(case.name, case.op, "inside")
     except (OutOfDomain, ConfigError) as first:
         if any(o is not None and 0 in o[1] for o in case.inputs) or any(
             0 in shape for _, shape in case.outputs
         ):
-            return Outcome(case.name, case.op, "excluded", "zero-size tensor (never generated)")
+            return CaseOutcome(case.name, case.op, "excluded", "zero-size tensor (never generated)")
         reason = _unsupported_dtype(spec, case, opset)
         if reason:
-            return Outcome(case.name, case.op, "excluded", reason)
+            return CaseOutcome(case.name, case.op, "excluded", reason)
         try:
             _run(spec, case, replace(cfg, **WIDE))
         except (OutOfDomain, ConfigError) as second:
-            return Outcome(case.name, case.op, "outside", str(second))
-        return Outcome(case.name, case.op, "excluded", f"exceeds rank/dim bounds: {first}")
+            return CaseOutcome(case.name, case.op, "outside", str(second))
+        return CaseOutcome(case.name, case.op, "excluded", f"exceeds rank/dim bounds: {first}")

@@ -22,14 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from onnx import numpy_helper
-
 from onnxfuzz import __version__
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import UsageError
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.generate.testdata import write_outputs, write_test
 from onnxfuzz.generate.validate import all_finite, run_reference
 
 JOURNAL = ".journal.jsonl"
@@ -80,14 +78,8 @@ class Summary:
 
 def write_case(folder: Path, case: Case, reference: bool) -> dict[str, Any]:
     """Write one case's files into ``folder`` (which must not exist yet)."""
-    data = folder / "test_data_set_0"
-    data.mkdir(parents=True)
-    (folder / "model.onnx").write_bytes(case.model.SerializeToString())
     feeds = case.make_inputs(case.seed)
-    for k, (name, _, _) in enumerate(case.inputs):
-        (data / f"input_{k}.pb").write_bytes(
-            numpy_helper.from_array(feeds[name], name).SerializeToString()
-        )
+    data = write_test(folder, case.model, feeds, [name for name, _, _ in case.inputs])
     entry: dict[str, Any] = {
         "seed": case.seed,
         "ops": case.ops,
@@ -101,10 +93,7 @@ def write_case(folder: Path, case: Case, reference: bool) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001 - recorded, never fatal to the corpus
             entry["reference_error"] = str(e).splitlines()[0][:300]
             return entry
-        for k, o in enumerate(case.model.graph.output):
-            (data / f"output_{k}.pb").write_bytes(
-                numpy_helper.from_array(np.asarray(outs[o.name]), o.name).SerializeToString()
-            )
+        write_outputs(data, case.model, outs)
         entry["finite"] = all_finite(outs)
     return entry
 

@@ -18,13 +18,18 @@ import onnx
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.generate.builder import GenBuilder
-from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.choices import ChoiceStream, Span
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.export import to_model
 from onnxfuzz.generate.graph import Graph
 from onnxfuzz.generate.intervals import Values
 from onnxfuzz.generate.spec import OpSpec, op_info, specs_for
 from onnxfuzz.generate.values import inputs_for
+
+# Span labels of the choice stream (see onnxfuzz.generate.choices).
+NODE_COUNT = "node-count"  # the number of ops (no choice when the range is one value)
+OP = "op"  # every choice of one op
+OP_TYPE = "op-type"  # which op
 
 
 @dataclass
@@ -38,7 +43,7 @@ class Case:
     inputs: list[tuple[str, int, tuple[int, ...]]] = field(repr=False)
     input_domains: dict[str, Values] = field(repr=False)
     spec_calls: int = 0  # builder runs; equals the node count (no retries)
-    op_starts: list[int] = field(default_factory=list, repr=False)  # choice index per op
+    spans: list[Span] = field(default_factory=list, repr=False)  # labelled choice runs
 
     @property
     def dtypes(self) -> list[str]:
@@ -90,15 +95,20 @@ class Generator:
         g = Graph()
         cfg = self.cfg
         specs, infos = self.specs, self._infos
+        s.start_span(NODE_COUNT)
         n = s.integer(cfg.min_nodes, cfg.max_nodes)
+        s.stop_span()
         calls = 0
         for _ in range(n):
-            g.op_starts.append(len(s.record))  # where each op's choices begin (shrinking)
+            s.start_span(OP)
+            s.start_span(OP_TYPE)
             k = s.index(len(specs))
+            s.stop_span()
             spec = specs[k]
             b = GenBuilder(spec, infos[k], cfg, g, s)
             spec.build(b, spec.params)
             b.commit()
+            s.stop_span()
             calls += 1
         return g, s, calls
 
@@ -115,5 +125,5 @@ class Generator:
             inputs=[(t.name, t.dtype, t.shape) for t in g.inputs],
             input_domains=dict(g.input_values),
             spec_calls=calls,
-            op_starts=list(g.op_starts),
+            spans=list(s.spans),
         )

@@ -66,7 +66,6 @@ class Graph:
         self.initializers: list[tuple[Tensor, np.ndarray]] = []
         self.pool: dict[tuple[int, int], list[Tensor]] = {}
         self.consumed: set[str] = set()
-        self.op_starts: list[int] = []
         self._counts: dict[str, int] = {}
 
     def fresh_name(self, prefix: str) -> str:

@@ -18,7 +18,7 @@ from onnxfuzz.generate.spec import op_info
 
 
 @dataclass
-class Verdict:
+class Validity:
     problems: list[str] = field(default_factory=list)
     outputs: dict[str, np.ndarray] | None = None
     finite: bool = True
@@ -141,9 +141,9 @@ def all_finite(outputs: dict[str, np.ndarray]) -> bool:
     )
 
 
-def validate(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Verdict:
+def validate(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Validity:
     """All gates; on success ``outputs`` holds ORT's reference outputs."""
-    v = Verdict(problems=check_static(model))
+    v = Validity(problems=check_static(model))
     if v.problems:
         return v
     try:

@@ -17,9 +17,9 @@ the two backends differ by no more than those nudges move the output (plus the t
 the difference is float16 rounding inside the op, not a bug. A wrong kernel is off by far
 more than a few ulps of its inputs can explain, except where the op is ill-conditioned.
 
-The whole-model check runs the model *upcast* (every float16 tensor float32) on the
-reference backend: the float32 evaluation, rounded to float16 at the outputs. A mismatch
-is excess precision, not a bug, when
+The whole-model check (applied by ``onnxfuzz.judge.checks``) runs the model *upcast*
+(every float16 tensor float32) on the reference backend: the float32 evaluation, rounded
+to float16 at the outputs. A mismatch is excess precision, not a bug, when
 
 - the backend's outputs match the float32 evaluation (it computes in float32), or
 - the reference's outputs match it while the backend is consistent with the reference's
@@ -36,7 +36,6 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from onnxfuzz.execute.sandbox import Outcome, Status
-from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare
 
 _HALF = TensorProto.FLOAT16
 NUDGE_ULPS = 4  # how far float16 inputs are nudged: internal roundings are a few ulps
@@ -93,43 +92,6 @@ def float32_evaluation(
         k: v.astype(np.float16) if k in half and v.dtype == np.float32 else v
         for k, v in o.outputs.items()
     }
-
-
-def excess_precision(
-    model: onnx.ModelProto,
-    inputs: dict[str, np.ndarray],
-    reference: str,
-    want: dict[str, np.ndarray],
-    backend: str,
-    got: dict[str, np.ndarray],
-    run_reference: Callable[[bytes, dict], Outcome],
-    cfg: OracleConfig,
-    tol_dtypes: dict[str, str] | None,
-    got_exposed: dict[str, np.ndarray] | None = None,
-) -> str | None:
-    """Why this float16 mismatch is excess precision (see the module doc), or None."""
-    if not has_half(model):
-        return None
-    loose = float32_evaluation(model, inputs, run_reference)
-    if loose is None:
-        return None
-    order = [o.name for o in model.graph.output]
-
-    def same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
-        return compare(reference, a, backend, b, order, cfg, tol_dtypes).verdict == Verdict.OK
-
-    if same(loose, got):
-        return (
-            f"{backend} matches the model computed in float32 on {reference}: it keeps "
-            "float16 intermediates in higher precision (excess precision, not a bug)"
-        )
-    if got_exposed is not None and same(loose, want) and same(got_exposed, got):
-        return (
-            f"{reference} matches the model computed in float32 (it keeps float16 "
-            f"intermediates in higher precision) while {backend} agrees with {reference} on "
-            "every materialized intermediate: excess precision, not a bug"
-        )
-    return None
 
 
 def within_rounding(

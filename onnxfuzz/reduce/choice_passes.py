@@ -12,19 +12,35 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.generate.choices import Span, spans_by_label
+from onnxfuzz.generate.generator import NODE_COUNT, OP, OP_TYPE, Case, Generator
 from onnxfuzz.reduce.measure import Size, size_of
 from onnxfuzz.reduce.passes import Pass, fixed_point
 
 
 @dataclass(frozen=True)
 class Choices:
+    """A choice record and the generator's labelled spans over it."""
+
     record: tuple[int, ...]
-    op_starts: tuple[int, ...]
+    spans: tuple[Span, ...]
+
+    @property
+    def op_spans(self) -> list[Span]:
+        return spans_by_label(self.spans, OP)
 
     @property
     def ops(self) -> int:
-        return len(self.op_starts)
+        return len(self.op_spans)
+
+    def fixed(self) -> set[int]:
+        """Positions the single-choice passes leave alone: the node count (dropping ops
+        changes it) and op types (the op-level passes handle ops)."""
+        return {
+            i
+            for s in spans_by_label(self.spans, NODE_COUNT) + spans_by_label(self.spans, OP_TYPE)
+            for i in range(s.start, s.end)
+        }
 
 
 @dataclass
@@ -34,12 +50,16 @@ class Shrunk:
     complete: bool  # reached the fixed point within the budget
 
 
-def _without(c: Choices, first: int, last: int) -> Choices:
-    """The record without ops ``first..last`` (their blocks), node count lowered."""
-    start = c.op_starts[first]
-    end = c.op_starts[last + 1] if last + 1 < c.ops else len(c.record)
-    rec = list(c.record[:start]) + list(c.record[end:])
-    rec[0] = max(0, rec[0] - (last - first + 1))
+def _without(c: Choices, first: int, last: int) -> Choices | None:
+    """The record without ops ``first..last`` (their spans), the node count lowered to
+    match; None when the node count is not a choice (one possible value)."""
+    count = spans_by_label(c.spans, NODE_COUNT)
+    if not count or count[0].end - count[0].start != 1:
+        return None
+    ops = c.op_spans
+    rec = list(c.record)
+    rec[count[0].start] = max(0, rec[count[0].start] - (last - first + 1))
+    del rec[ops[first].start : ops[last].end]
     return Choices(tuple(rec), ())
 
 
@@ -49,7 +69,8 @@ def _drop_op_chunks(c: Choices) -> Iterator[Choices]:
     size = c.ops // 2
     while size >= 2:
         for first in range(0, c.ops - size + 1, size):
-            yield _without(c, first, first + size - 1)
+            if (fewer := _without(c, first, first + size - 1)) is not None:
+                yield fewer
         size //= 2
 
 
@@ -58,26 +79,27 @@ def _drop_ops(c: Choices) -> Iterator[Choices]:
     if c.ops <= 1:
         return
     for k in reversed(range(c.ops)):
-        yield _without(c, k, k)
+        if (fewer := _without(c, k, k)) is not None:
+            yield fewer
 
 
 def _zero_ops(c: Choices) -> Iterator[Choices]:
     """Every choice of one op but its type set to the simplest."""
-    for k in range(c.ops):
-        start = c.op_starts[k] + 1
-        end = c.op_starts[k + 1] if k + 1 < c.ops else len(c.record)
-        if any(c.record[start:end]):
+    fixed = c.fixed()
+    for op in c.op_spans:
+        free = [i for i in range(op.start, op.end) if i not in fixed]
+        if any(c.record[i] for i in free):
             rec = list(c.record)
-            rec[start:end] = [0] * (end - start)
+            for i in free:
+                rec[i] = 0
             yield Choices(tuple(rec), ())
 
 
 def _lower(c: Choices) -> Iterator[Choices]:
     """Single choices toward zero: to 0, halved, minus one."""
-    types = set(c.op_starts)
-    for i in range(1, len(c.record)):
-        v = c.record[i]
-        if v <= 0 or i in types:
+    fixed = c.fixed()
+    for i, v in enumerate(c.record):
+        if v <= 0 or i in fixed:
             continue
         for w in dict.fromkeys((0, v // 2, v - 1)):
             rec = list(c.record)
@@ -92,9 +114,12 @@ def shrink_case(
     cfg = gen.cfg
     shrinker = gen if cfg.min_nodes == 1 else Generator(replace(cfg, min_nodes=1))
     # Re-encode the node count for a generator whose range starts at 1.
-    n = len(case.ops)
-    counted = cfg.min_nodes < cfg.max_nodes
-    record = [n - 1] + list(case.choices[1 if counted else 0 :])
+    record = list(case.choices)
+    count = spans_by_label(case.spans, NODE_COUNT)
+    at = count[0].start if count else 0
+    del record[at : count[0].end if count else 0]
+    if shrinker.cfg.min_nodes < shrinker.cfg.max_nodes:  # it draws the count
+        record.insert(at, len(case.ops) - 1)
 
     memo: dict[tuple[int, ...], tuple[Case, Size]] = {}
 
@@ -106,7 +131,7 @@ def shrink_case(
         return hit
 
     start_case, _ = realize(Choices(tuple(record), ()))
-    state = Choices(tuple(start_case.choices), tuple(start_case.op_starts))
+    state = Choices(tuple(start_case.choices), tuple(start_case.spans))
     verdicts: dict[tuple[int, ...], bool] = {}
 
     def keep(old: Choices, new: Choices) -> Choices | None:
@@ -122,7 +147,7 @@ def shrink_case(
         if not verdicts[key]:
             return None
         # the state is what was actually drawn, with its op boundaries
-        kept = Choices(key, tuple(made.op_starts))
+        kept = Choices(key, tuple(made.spans))
         memo[kept.record] = (made, size)
         return kept
 

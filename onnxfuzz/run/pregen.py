@@ -151,4 +151,8 @@ class Pregenerator:
 
 
 if __name__ == "__main__":
-    serve(Connection(int(sys.argv[1])))
+    # Served from the module under its own name, not __main__: the ``Made`` records it
+    # sends must unpickle as onnxfuzz.run.pregen.Made in the campaign process.
+    from onnxfuzz.run import pregen
+
+    pregen.serve(Connection(int(sys.argv[1])))

@@ -6,25 +6,14 @@ import json
 from pathlib import Path
 
 import onnx
-from onnx import numpy_helper
 
 from onnxfuzz.errors import ModelError
 from onnxfuzz.execute.pool import BackendPool
+from onnxfuzz.generate.testdata import DATA_SET, read_inputs
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import OracleConfig
 
 REPRODUCES, FIXED, DIFFERENT = 1, 0, 3
-
-
-def load_inputs(folder: Path) -> dict:
-    out = {}
-    k = 0
-    while (folder / f"input_{k}.pb").exists():
-        t = onnx.TensorProto()
-        t.ParseFromString((folder / f"input_{k}.pb").read_bytes())
-        out[t.name] = numpy_helper.to_array(t)
-        k += 1
-    return out
 
 
 def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[int, str]:
@@ -41,7 +30,7 @@ def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[int, str]
             f"{bundle}: not a bug bundle ({type(e).__name__}: {e}); it needs "
             "meta.json, model.onnx and test_data_set_0/"
         ) from None
-    inputs = load_inputs(bundle / "test_data_set_0")
+    inputs = read_inputs(bundle / DATA_SET)
     limit = timeout if timeout is not None else float(meta.get("timeout", 30.0))
     backend, reference = meta["backend"], meta["reference"]
     with BackendPool([reference, backend], timeout=limit) as pool:

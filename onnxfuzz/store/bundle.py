@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from onnxfuzz import __version__
 from onnxfuzz.backend import entry_points, parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.sandbox import Outcome
 from onnxfuzz.generate.generator import Case
+from onnxfuzz.generate.testdata import write_outputs, write_test
 from onnxfuzz.judge.oracle import Judgement
 from onnxfuzz.reduce.reducer import Reduced
 
@@ -80,17 +80,6 @@ def adapter_source(label: str) -> tuple[str, str, dict[str, str]]:
     return Path(spec.origin).read_text(), cls_name, dict(ref.options)
 
 
-def _write_inputs(folder: Path, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Path:
-    data = folder / "test_data_set_0"
-    data.mkdir(parents=True)
-    (folder / "model.onnx").write_bytes(model.SerializeToString())
-    for k, name in enumerate(i.name for i in model.graph.input):
-        (data / f"input_{k}.pb").write_bytes(
-            numpy_helper.from_array(inputs[name], name).SerializeToString()
-        )
-    return data
-
-
 def _write_repro(folder: Path, f: Finding, model: onnx.ModelProto) -> None:
     adapters = {label: adapter_source(label) for label in dict.fromkeys([f.reference, f.backend])}
     # Plain strings: the script is standalone (the enums' reprs would need onnxfuzz).
@@ -122,18 +111,13 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
     tmp = root / "bugs" / f".tmp_{f.bug_id}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    data = _write_inputs(tmp, f.model, f.inputs)
-    order = [o.name for o in f.model.graph.output]
+    data = write_test(tmp, f.model, f.inputs)
     for label, out in f.outcomes.items():
         if out.outputs is None:
             continue
         sub = data / safe(label)
         sub.mkdir()
-        for k, name in enumerate(order):
-            if name in out.outputs:
-                (sub / f"output_{k}.pb").write_bytes(
-                    numpy_helper.from_array(np.asarray(out.outputs[name]), name).SerializeToString()
-                )
+        write_outputs(sub, f.model, out.outputs)
     meta: dict[str, Any] = {
         "id": f.bug_id,
         "signature": f.signature,
@@ -155,7 +139,7 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
         **f.extra,
     }
     if reduced is not None:
-        _write_inputs(tmp / "reduced", reduced.model, reduced.inputs)
+        write_test(tmp / "reduced", reduced.model, reduced.inputs)
         _write_repro(tmp / "reduced", f, reduced.model)
         meta.update(
             reduced_ops=reduced.ops,

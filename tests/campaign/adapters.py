@@ -203,3 +203,9 @@ class PromoteInt32(_OrtWrapper):
             k: v.astype(np.int64) if k in executable[1] and v.dtype == np.int32 else v
             for k, v in outs.items()
         }
+
+
+class HookNotCallable(_OrtWrapper):
+    """``supports`` is an optional hook; here it is a string: refused at load time."""
+
+    supports = "yes"
