@@ -13,6 +13,7 @@ import mmap
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,9 @@ import numpy as np
 from onnxfuzz.backend import BackendRef, is_unsupported, load_adapter, parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.messages import Done, Failed, LoadError, Ready, Test
+
+OUT_OF_MEMORY = "out of memory"  # how a crash for the memory cap begins
+PICKUP_GRACE = 10.0  # seconds a worker may take to receive a test before its clock runs
 
 
 class Status(StrEnum):
@@ -62,6 +66,13 @@ class Outcome:
     def backend_s(self) -> float:
         return self.compile_s + self.run_s
 
+    @property
+    def too_costly(self) -> bool:
+        """Past the time limit or the memory cap (not a failure of its own words)."""
+        return self.status == Status.TIMEOUT or (
+            self.status == Status.CRASH and self.message.startswith(OUT_OF_MEMORY)
+        )
+
 
 @dataclass
 class BackendInfo:
@@ -73,11 +84,22 @@ class BackendInfo:
     preferred: int | None = None  # the opset where the adapter covers the most ops
 
 
-def serve(text: str, conn: Any, stage_flag: Any = None) -> None:
-    """Worker main loop (runs in the spawned process). ``stage_flag``: one shared byte
-    the parent reads after a crash or timeout (0 compile, 1 run), so that the stage costs
-    no message per test."""
-    flag = stage_flag if stage_flag is not None else bytearray(1)
+# The worker's clock for the test in flight, in a small file both processes map: the stage
+# byte (0 compile, 1 run) and when the worker began the test and its run (perf_counter,
+# a system-wide monotonic clock). The parent reads it instead of a message per test: a
+# timeout is measured from when the *worker* started, whatever the parent was doing.
+_CLOCK = struct.Struct("=B7xdd")
+CLOCK_BYTES = _CLOCK.size
+
+
+def _mark(clock: Any, stage: int, began: float, run_began: float) -> None:
+    _CLOCK.pack_into(clock, 0, stage, began, run_began)
+
+
+def serve(text: str, conn: Any, clock: Any = None) -> None:
+    """Worker main loop (runs in the spawned process). ``clock``: the shared test clock
+    (``_CLOCK``) the parent reads for timeouts and for the stage after a crash."""
+    clock = clock if clock is not None else bytearray(CLOCK_BYTES)
     try:
         adapter = load_adapter(parse_backend(text))
         backend = adapter.backend
@@ -107,6 +129,7 @@ def serve(text: str, conn: Any, stage_flag: Any = None) -> None:
             return
         stage = Stage.COMPILE
         t0 = time.perf_counter()
+        _mark(clock, 0, t0, 0.0)
         c0 = time.process_time()
         compile_s = 0.0
         try:
@@ -121,8 +144,8 @@ def serve(text: str, conn: Any, stage_flag: Any = None) -> None:
                 exe = backend.compile(model)
             compile_s = time.perf_counter() - t0
             stage = Stage.RUN
-            flag[0] = 1
             t1 = time.perf_counter()
+            _mark(clock, 1, t0, t1)
             outs = backend.run(exe, req.inputs)
             run_s = time.perf_counter() - t1
             cpu_s = time.process_time() - c0
@@ -232,9 +255,9 @@ class Worker:
         pair; its stderr goes to a file whose tail is kept when it crashes."""
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         stage_file = tempfile.TemporaryFile()  # noqa: SIM115 - mapped, then closed
-        stage_file.write(b"\0")
+        stage_file.write(bytes(CLOCK_BYTES))
         stage_file.flush()
-        self._stage_flag = mmap.mmap(stage_file.fileno(), 1)
+        self._clock = mmap.mmap(stage_file.fileno(), CLOCK_BYTES)
         proc, conn = spawn(
             "onnxfuzz.execute.worker",
             [str(stage_file.fileno()), self.ref.text],
@@ -301,8 +324,45 @@ class Worker:
         """CPU time the worker process has used so far (0 when it is not running)."""
         return process_cpu_seconds(self._proc.pid) if self._alive() else 0.0
 
-    def _stage(self) -> str:
-        return Stage.RUN if self._stage_flag[0] else Stage.COMPILE
+    def _read_clock(self) -> tuple[Stage, float, float]:
+        """The test in flight on the worker's clock: stage, when it began (0: not yet),
+        when its run began (0: still compiling)."""
+        stage, began, run_began = _CLOCK.unpack_from(self._clock, 0)
+        return (Stage.RUN if stage else Stage.COMPILE), began, run_began
+
+    def _stage(self) -> Stage:
+        return self._read_clock()[0]
+
+    def _timed_out(self, now: float) -> Outcome | None:
+        """A timeout, measured from when the worker began the test (not from ``submit``:
+        a parent busy elsewhere must not turn a finished test into a timeout)."""
+        stage, began, run_began = self._read_clock()
+        if began == 0.0:
+            # Not begun: the worker is still receiving it. Only a worker that never picks
+            # the test up (wedged between tests) is timed from the hand-over.
+            if now - self._submitted <= self.timeout + PICKUP_GRACE:
+                return None
+            self._kill()
+            return Outcome(
+                Status.TIMEOUT,
+                Stage.COMPILE,
+                message=f"the worker did not begin the test within "
+                f"{self.timeout + PICKUP_GRACE:g} s of receiving it",
+            )
+        if now - began <= self.timeout:
+            return None
+        compile_s = (run_began or now) - began
+        run_s = now - run_began if run_began else 0.0
+        self._kill()
+        return Outcome(
+            Status.TIMEOUT,
+            stage,
+            message=f"no result within {self.timeout:g} s (on the worker's clock: compile "
+            f"{compile_s:.1f} s, run {run_s:.1f} s)",
+            compile_s=compile_s,
+            run_s=run_s,
+            started=began,
+        )
 
     def execute(self, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome:
         failed = self.submit(model_bytes, inputs)
@@ -316,8 +376,8 @@ class Worker:
                 self.restarts += 1
             self._kill()
             self.start()
-        self._stage_flag[0] = 0  # the worker sets 1 once compiled
-        self._deadline = time.perf_counter() + self.timeout
+        _mark(self._clock, 0, 0.0, 0.0)  # the worker marks when it begins and runs
+        self._submitted = time.perf_counter()
         try:
             self._conn.send(Test(model_bytes, inputs))
         except OSError:
@@ -327,16 +387,16 @@ class Worker:
     def collect(self) -> Outcome:
         """Wait for the submitted test's outcome (timeout and memory cap enforced)."""
         while True:
-            left = self._deadline - time.perf_counter()
-            if left <= 0:
-                stage = self._stage()
-                self._kill()
-                return Outcome(
-                    Status.TIMEOUT, stage, message=f"no result within {self.timeout:g} s"
-                )
+            # A result that arrived counts, however late the parent comes to it.
             ready = False
             with contextlib.suppress(OSError, EOFError):
-                ready = self._conn.poll(min(left, 0.05))
+                ready = self._conn.poll(0)
+            if not ready:
+                timed_out = self._timed_out(time.perf_counter())
+                if timed_out is not None:
+                    return timed_out
+                with contextlib.suppress(OSError, EOFError):
+                    ready = self._conn.poll(0.05)
             if not ready:
                 if not self._alive():
                     return self._crash(self._stage())
@@ -347,7 +407,7 @@ class Worker:
                     return Outcome(
                         Status.CRASH,
                         stage,
-                        message=f"out of memory: resident set "
+                        message=f"{OUT_OF_MEMORY}: resident set "
                         f"{rss:.0f} MB > cap {self.memory_mb:.0f} MB",
                     )
                 continue

@@ -39,6 +39,7 @@ class Verdict(StrEnum):
     KNOWN = "known"
     UNSTABLE = "unstable"  # a mismatch that is no bug (rounding, excess precision)
     GENERATOR_ERROR = "generator-error"  # onnxfuzz failed to build the test's model
+    TOO_COSTLY = "too-costly"  # past the time limit or memory cap in the reference too
 
 
 BUGS = frozenset({Verdict.CRASH, Verdict.TIMEOUT, Verdict.MISMATCH})
@@ -163,6 +164,8 @@ def judge(
     tol_dtypes: dict[str, str] | None = None,
 ) -> Judgement:
     """The verdict for ``backend`` on one test, against ``reference``."""
+    if got.too_costly and ref.too_costly:
+        return too_costly(reference, ref, got)
     v = own_verdict(got)
     if v.verdict == Verdict.UNSUPPORTED:
         return v
@@ -175,6 +178,15 @@ def judge(
             reference, ref.outputs, backend, got.outputs or {}, outputs_order, cfg, tol_dtypes
         )
     return with_known(backend, v, cfg)
+
+
+def too_costly(reference: str, ref: Outcome, got: Outcome) -> Judgement:
+    """A test past the time limit or memory cap in the reference too says nothing."""
+    return Judgement(
+        Verdict.TOO_COSTLY,
+        got.stage,
+        message=f"{got.message}; {reference} too: {ref.message}",
+    )
 
 
 def own_verdict(got: Outcome) -> Judgement:
