@@ -249,6 +249,7 @@ class Worker:
     _proc: Any = field(default=None, repr=False)
     _conn: Any = field(default=None, repr=False)
     restarts: int = 0
+    _test_stderr: int = field(default=0, repr=False)  # stderr offset where the test began
 
     def start(self) -> BackendInfo:
         """Spawn a fresh interpreter (``python -m onnxfuzz.execute.worker``) talking over a socket
@@ -287,17 +288,25 @@ class Worker:
         )
         return self.info
 
-    def stderr_tail(self, limit: int = 2000) -> str:
+    def stderr_tail(self, limit: int = 2000, since: int = 0) -> str:
+        """The last ``limit`` bytes the worker wrote to stderr after byte ``since``. Read
+        with ``pread``: the file's offset is shared with the worker, which appends to it."""
         f = getattr(self, "_stderr", None)
         if f is None:
             return ""
         try:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            return f.read().decode(errors="replace").strip()
+            size = os.fstat(f.fileno()).st_size
+            start = max(since, size - limit)
+            return os.pread(f.fileno(), size - start, start).decode(errors="replace").strip()
         except (OSError, ValueError):
             return ""
+
+    def _stderr_size(self) -> int:
+        f = getattr(self, "_stderr", None)
+        try:
+            return os.fstat(f.fileno()).st_size if f is not None else 0
+        except (OSError, ValueError):
+            return 0
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -318,7 +327,9 @@ class Worker:
             except subprocess.TimeoutExpired:
                 code = None
         self._kill()
-        return Outcome(Status.CRASH, stage, message=_death(code), trace=self.stderr_tail())
+        # Only what this test wrote: earlier tests' log lines are not its evidence.
+        trace = self.stderr_tail(since=self._test_stderr)
+        return Outcome(Status.CRASH, stage, message=_death(code), trace=trace)
 
     def cpu_seconds(self) -> float:
         """CPU time the worker process has used so far (0 when it is not running)."""
@@ -377,6 +388,7 @@ class Worker:
             self._kill()
             self.start()
         _mark(self._clock, 0, 0.0, 0.0)  # the worker marks when it begins and runs
+        self._test_stderr = self._stderr_size()  # this test's stderr begins here
         self._submitted = time.perf_counter()
         try:
             self._conn.send(Test(model_bytes, inputs))

@@ -13,6 +13,7 @@ import re
 from onnxfuzz.judge.oracle import Judgement, Verdict
 
 _RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\x1b\[[0-9;]*[A-Za-z]"), ""),  # terminal colors
     (re.compile(r"0x[0-9a-fA-F]+"), "ADDR"),
     (re.compile(r"(/[\w.\-+]+)+\.(py|cc|cpp|h|hpp|c)(:\d+)?"), "FILE"),
     (re.compile(r"\b\d{4}-\d\d-\d\d[ T][\d:.]+"), "TIME"),

@@ -1,5 +1,6 @@
-"""Timeouts are measured on the worker's clock: a busy campaign process turns no test into
-a timeout, a real hang still is one, and a test too costly for the reference too is no bug."""
+"""Campaign correctness in the sandbox: timeouts are measured on the worker's clock (a busy
+campaign process turns no test into a timeout, a real hang still is one), a test too costly
+for the reference too is no bug, and a crash carries only its own test's stderr."""
 
 from __future__ import annotations
 
@@ -85,3 +86,35 @@ def test_a_hang_only_one_backend_has_is_still_its_bug() -> None:
     alone = judge.assess(_model("Relu"), X, {"ref": _timeout(), "b": _ok()})
     assert alone["ref"].judgement.verdict == Verdict.TIMEOUT and alone["ref"].signature
     assert alone["b"].judgement.verdict == Verdict.INVALID_REFERENCE
+
+
+def _chain(ops: list[str]) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    names = ["x"] + [f"t{i}" for i in range(len(ops) - 1)] + ["y"]
+    nodes = [
+        helper.make_node(op, [a], [b]) for op, a, b in zip(ops, names, names[1:], strict=False)
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_crash_carries_only_its_own_tests_stderr() -> None:
+    label = f"{ADAPTERS}:NoisySegfault:op=Tanh"
+    w = Worker(parse_backend(label), timeout=30)
+    sigs = []
+    try:
+        w.start()
+        for noise in (["Relu"], ["Relu", "Relu"]):  # different log lines before each crash
+            assert w.execute(_chain(noise).SerializeToString(), X).status == Status.OK
+            crash = w.execute(_chain(["Tanh"]).SerializeToString(), X)
+            assert crash.status == Status.CRASH, crash
+            assert "[E:npu]" not in crash.trace, crash.trace
+            ok = Outcome(Status.OK, outputs={"y": np.tanh(X["x"])})
+            got = Judge("ref", OracleConfig()).assess(
+                _chain(["Tanh"]), X, {"ref": ok, label: crash}
+            )
+            sigs.append(got[label].signature)
+    finally:
+        w.close()
+    assert sigs[0] is not None and sigs[0] == sigs[1], sigs
