@@ -10,7 +10,8 @@ kept for ``wait``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 
 import numpy as np
@@ -74,6 +75,22 @@ class BackendPool:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    @contextmanager
+    def time_limit(self, seconds: float | None) -> Iterator[None]:
+        """Every worker's per-test timeout set to ``seconds`` inside (None: unchanged)."""
+        if seconds is None:
+            yield
+            return
+        self.settle()
+        kept = {label: w.timeout for label, w in self.workers.items()}
+        for w in self.workers.values():
+            w.timeout = seconds
+        try:
+            yield
+        finally:
+            for label, w in self.workers.items():
+                w.timeout = kept[label]
 
     # --- running --------------------------------------------------------------------
     def start_test(

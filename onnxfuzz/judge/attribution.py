@@ -7,7 +7,7 @@ suspect, and the backend a finding of it is reproduced against.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 import numpy as np
@@ -17,6 +17,7 @@ from onnxfuzz.execute.sandbox import Outcome, Status
 from onnxfuzz.judge.declared import declared_outputs, departures
 from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict, compare, precision_dtypes
+from onnxfuzz.judge.signature import normalize
 
 
 @dataclass
@@ -63,6 +64,26 @@ class Blamed:
     suspect: str | None  # the backend at fault, where one can be named
     against: str  # the backend a finding of this one reproduces against
     odd_one_out: bool  # the reference, departing from an agreeing majority
+    shared_with: list[str] = field(default_factory=list)  # backends failing the same way
+
+
+def _failure(j: Judgement) -> tuple[str, str | None, str]:
+    return (j.verdict, j.stage, normalize(j.message))
+
+
+def _shared(assessed: dict[str, Assessed], reference: str) -> list[str]:
+    """Backends that fail exactly as the reference does on this test (same verdict, stage
+    and normalized message): one failure of a shared component, not one bug each."""
+    ref = assessed[reference]
+    if ref.signature is None or ref.judgement.verdict not in (Verdict.CRASH, Verdict.TIMEOUT):
+        return []
+    return [
+        label
+        for label, a in assessed.items()
+        if label != reference
+        and a.signature is not None
+        and _failure(a.judgement) == _failure(ref.judgement)
+    ]
 
 
 def blame(
@@ -71,10 +92,12 @@ def blame(
     inputs: dict[str, np.ndarray],
     outcomes: dict[str, Outcome],
 ) -> dict[str, Blamed]:
-    """Judge every backend and attribute the faults: a crash or timeout is its backend's;
-    a mismatch is the backend's that departs from the declaration or from an agreeing
-    majority; when the others agree and the reference departs, the reference is blamed
-    (localized against a backend of the majority) rather than every other backend."""
+    """Judge every backend and attribute the faults. A crash or timeout is its backend's,
+    except that backends failing exactly as the reference does (same verdict, stage and
+    normalized message) make one finding, the reference's, listing them. A mismatch is the
+    backend's that departs from the declaration or from an agreeing majority; when the
+    others agree and the reference departs, the reference is blamed (localized against a
+    backend of the majority) rather than every other backend."""
     ref_label = judge.reference
     assessed = judge.assess(model, inputs, outcomes)
     attribution = None
@@ -90,11 +113,21 @@ def blame(
                     Judgement(Verdict.OK, message=f"agrees with the majority; {ref_label} departs"),
                     None,
                 )
+    shared = _shared(assessed, ref_label)
+    for label in shared:
+        a = assessed[label]
+        assessed[label] = Assessed(
+            replace(a.judgement, message=f"the same failure as {ref_label}: {a.judgement.message}"),
+            None,
+            a.probe_s,
+        )
     out: dict[str, Blamed] = {}
     for label, a in assessed.items():
         v = a.judgement.verdict
         suspect = None
-        if v in (Verdict.CRASH, Verdict.TIMEOUT) or (v == Verdict.MISMATCH and a.witness):
+        if label in shared:
+            pass  # not a finding of its own: the reference's stands for it
+        elif v in (Verdict.CRASH, Verdict.TIMEOUT) or (v == Verdict.MISMATCH and a.witness):
             suspect = label
         elif v == Verdict.MISMATCH and attribution is not None:
             suspect = label if label not in attribution.majority else None
@@ -103,5 +136,11 @@ def blame(
             against = a.witness
         elif label == ref_label and anchor is not None:
             against = anchor
-        out[label] = Blamed(a, suspect, against, anchor is not None and label == ref_label)
+        out[label] = Blamed(
+            a,
+            suspect,
+            against,
+            anchor is not None and label == ref_label,
+            shared if label == ref_label else [],
+        )
     return out

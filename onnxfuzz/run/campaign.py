@@ -37,6 +37,7 @@ from onnxfuzz.store.report import print_summary
 
 MIN_OPSET, MAX_OPSET = 13, 26
 MAX_REDUCED = 3  # hits of one signature that are reduced (their patterns split bugs)
+HANG_TRY_FLOOR, HANG_TRY_FACTOR = 2.0, 4.0  # per-try time limit reducing a hang (seconds, x)
 
 
 @dataclass
@@ -437,6 +438,7 @@ class Campaign:
                         "suspect": b.suspect,
                         "backends": list(outcomes),
                         "odd_one_out": b.odd_one_out,
+                        "shared_with": b.shared_with,
                     },
                     case=case,
                 )
@@ -447,13 +449,24 @@ class Campaign:
     def bug_key(self, f: Finding, lane: BackendPool | None) -> tuple[str, Reduced | None]:
         """A finding's bug: its signature and the op pattern its reduced model ends in.
         The first few hits of a signature are reduced; later ones join its first bug."""
-        hits = self.store.db.execute(
-            "SELECT COUNT(*) FROM results WHERE signature=?", (f.signature,)
-        ).fetchone()[0]
+        hits = self.store.hits_of(f.signature)
         if self.opts.reduce and lane is not None and f.case is not None and hits < MAX_REDUCED:
             lane.settle()  # the reduction uses the workers
             rep = Reproducer(lane, Target(f.backend, f.reference, f.signature), self.oracle)
-            reduced = reduce_case(self.generator, f.case, rep, self.opts.reduce_budget)
+            with lane.time_limit(reduction_timeout(f)):
+                reduced = reduce_case(self.generator, f.case, rep, self.opts.reduce_budget)
             return f"{f.signature}|{reduced.pattern}", reduced
         keys = self.store.keys_of(f.signature)
         return (keys[0] if keys else f"{f.signature}|unreduced"), None
+
+
+def reduction_timeout(f: Finding) -> float | None:
+    """The per-try time limit while reducing a hang or a memory blow-up: a few times what
+    the reference took on the model (floor ``HANG_TRY_FLOOR``), so that each candidate
+    that still hangs costs seconds, not the campaign's ``--timeout``. None: keep it."""
+    o = f.outcomes.get(f.backend)
+    if o is None or not o.too_costly:
+        return None
+    ref = f.outcomes.get(f.reference)
+    took = ref.backend_s if ref is not None and ref.status == Status.OK else 0.0
+    return min(f.timeout, max(HANG_TRY_FLOOR, HANG_TRY_FACTOR * took))

@@ -90,6 +90,11 @@ class Store:
     def bug_keys(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT key FROM bugs")}
 
+    def hits_of(self, signature: str) -> int:
+        """Tests stored with a result of this signature."""
+        row = self.db.execute("SELECT COUNT(*) FROM results WHERE signature=?", (signature,))
+        return row.fetchone()[0]
+
     def keys_of(self, signature: str) -> list[str]:
         rows = self.db.execute(
             "SELECT key FROM bugs WHERE signature=? ORDER BY first_test", (signature,)

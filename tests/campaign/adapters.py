@@ -223,3 +223,15 @@ class NoisySegfault(Segfault):
             line = f"[E:npu] {words[len(model.graph.node) % 3]} in kernel cache\n"
             os.write(2, line.encode())
         return super().compile(model)
+
+
+class PairHang(PairCrash):
+    """Never returns from compiling a model where a ``first`` node feeds a ``then`` node."""
+
+    name = "pair-hang"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            while True:
+                time.sleep(1)
+        return super().compile(model)

@@ -322,3 +322,27 @@ def test_triage_table_in_terminal_and_markdown(tmp_path, capsys) -> None:
     assert bug["id"] in md and "Sigmoid" in md and "Sigmoid" in out
     assert bug["id"].startswith("adapters-WrongOp-op-Sigmoid-mismatch-run-")
     assert "| id | verdict | stage | suspect | reduced ops | hits | first seen |" in md
+
+
+def test_a_two_op_hang_is_one_bundle_reduced_to_its_pair(tmp_path) -> None:
+    # Each hang costs the campaign's --timeout once per hit; the reduction tries candidates
+    # with a short limit (a few times the reference's time, floor 2 s), so it reaches the
+    # trigger within its budget. Every hit is one bug: same signature, same pattern.
+    hang = f"{ADAPTERS}:PairHang:first=Mul,then=Add"
+    c = _campaign(
+        tmp_path,
+        hang,
+        tests=30,
+        seed=3,
+        timeout=4.0,
+        probe="off",
+        reduce_budget=60,
+        generator={"min_nodes": 3, "max_nodes": 6, "ops": ["Add", "Mul", "Relu"]},
+    )
+    timeouts = _verdicts(c, hang).get("timeout", 0)
+    assert timeouts >= 2, _verdicts(c, hang)
+    bugs = _bugs(c)
+    assert len(bugs) == 1, bugs
+    assert bugs[0]["verdict"] == "timeout" and bugs[0]["hits"] == timeouts
+    meta = json.loads((c.out / "bugs" / bugs[0]["id"] / "meta.json").read_text())
+    assert sorted(meta["reduced_ops"]) == ["Add", "Mul"], meta["reduced_ops"]

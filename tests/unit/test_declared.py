@@ -72,3 +72,22 @@ def test_values_are_still_compared_where_only_the_reference_type_is_off() -> Non
     outcomes = {"ref": PROMOTED, "b": Outcome("ok", outputs={"y": np.array(54, np.int32)})}
     got = Judge("ref", OracleConfig()).assess(_model(), X, outcomes)
     assert got["b"].judgement.verdict == Verdict.MISMATCH and got["b"].judgement.kind == "values"
+
+
+def test_a_failure_shared_with_the_reference_is_one_finding() -> None:
+    from onnxfuzz.execute.sandbox import Stage, Status
+    from onnxfuzz.judge.attribution import blame
+
+    def fails(text: str) -> Outcome:
+        return Outcome(Status.ERROR, Stage.COMPILE, message=text)
+
+    outcomes = {
+        "ref": fails("RuntimeError: AffineGrid: size of theta 0x55aa is wrong"),
+        "adapter": fails("RuntimeError: AffineGrid: size of theta 0x7f00 is wrong"),
+        "other": fails("ValueError: no kernel"),
+    }
+    got = blame(Judge("ref", OracleConfig()), _model(), X, outcomes)
+    assert got["ref"].assessed.signature is not None and got["ref"].shared_with == ["adapter"]
+    assert got["adapter"].assessed.signature is None  # the reference's finding stands for it
+    assert "the same failure as ref" in got["adapter"].assessed.judgement.message
+    assert got["other"].assessed.signature is not None  # a failure of its own
