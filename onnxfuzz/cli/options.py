@@ -133,4 +133,7 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> f
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
     if not m:
         raise click.BadParameter(f"expected a duration like 90s, 10m or 2h, got {value!r}")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    seconds = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    if seconds <= 0:
+        raise click.BadParameter(f"a time budget must be positive, e.g. 90s or 10m (got {value!r})")
+    return seconds

@@ -99,3 +99,11 @@ def test_resume_without_a_campaign_and_reuse_of_a_campaign_folder(tmp_path, caps
     assert "already holds a campaign" in capsys.readouterr().err
     meta = json.loads(json.dumps(Store(tmp_path / "c" / "campaign.db").get_meta("options")))
     assert meta["tests"] == 3
+
+
+def test_an_empty_time_budget_is_refused_before_anything_is_written(tmp_path, capsys) -> None:
+    out = tmp_path / "c"
+    argv = ["fuzz", "--backend", "ort", "--backend", "ort:opt=none", "--out", str(out)]
+    assert main([*argv, "--time", "0s"]) == 2
+    assert "a time budget must be positive" in capsys.readouterr().err
+    assert not out.exists()
