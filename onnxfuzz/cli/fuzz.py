@@ -5,10 +5,14 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from onnxfuzz.cli.options import duration, generator_fields, generator_options
+
+if TYPE_CHECKING:
+    from onnxfuzz.run.campaign import Resumed
 
 
 def _render(campaign, p) -> object:
@@ -41,6 +45,45 @@ def _render(campaign, p) -> object:
     t.add_row("op mix", ", ".join(f"{k} {v}" for k, v in p.ops.most_common(8)) or "-")
     t.add_row("last test", p.last)
     return t
+
+
+# --resume: flags that only extend or tune a stored campaign (CampaignOptions fields);
+# any other flag would change what it tests and is refused, naming the flag.
+_RESUME_SETTINGS = {
+    "workers": "workers",
+    "timeout": "timeout",
+    "memory_mb": "memory_mb",
+    "reduce_budget": "reduce_budget",
+}
+_RESUME_OK = {"resume", "out", "tests", "seconds", "no_reduce", *_RESUME_SETTINGS}
+
+
+def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Resumed:
+    """What ``fuzz --resume`` may change, from the flags given on the command line."""
+    from click.core import ParameterSource
+
+    from onnxfuzz.errors import UsageError
+    from onnxfuzz.run.campaign import Resumed
+
+    given = [
+        p
+        for p in ctx.command.params
+        if ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE
+    ]
+    refused = [p.opts[0] for p in given if p.name not in _RESUME_OK]
+    if refused:
+        raise UsageError(
+            f"{', '.join(refused)}: --resume continues the stored campaign as it was made; "
+            "only --tests, --time (more budget), --workers, --timeout, --memory-mb, "
+            "--no-reduce and --reduce-budget may be given. Start a new --out to change it."
+        )
+    names = {p.name for p in given}
+    settings = {
+        field: ctx.params[name] for name, field in _RESUME_SETTINGS.items() if name in names
+    }
+    if "no_reduce" in names:
+        settings["reduce"] = not ctx.params["no_reduce"]
+    return Resumed(more_tests=tests, seconds=seconds, settings=settings)
 
 
 @click.command()
@@ -144,8 +187,10 @@ def fuzz(
     from onnxfuzz.errors import UsageError
     from onnxfuzz.run.campaign import Campaign, CampaignOptions
 
-    opts = None
-    if not resume or backends:
+    opts = changes = None
+    if resume:
+        changes = _resumed(click.get_current_context(), tests, seconds)
+    else:
         if seconds is None and tests is None:
             raise UsageError("--time or --tests: give a budget, e.g. --time 10m or --tests 500")
         opts = CampaignOptions(
@@ -166,7 +211,7 @@ def fuzz(
             reduce_budget=reduce_budget,
             pregen={"auto": None, "on": True, "off": False}[pregen],
         )
-    campaign = Campaign(out, opts, resume)
+    campaign = Campaign(out, opts, resume, changes)
     try:
         campaign.start()
         live = sys.stdout.isatty()

@@ -21,7 +21,7 @@ def triage(campaign_dir: Path) -> None:
     db = campaign_dir / "campaign.db"
     if not db.exists():
         raise UsageError(f"{campaign_dir}: no campaign.db; give a folder made by onnxfuzz fuzz")
-    store = Store(db)
+    store = Store.open_existing(db)
     try:
         rows = summary_rows(store)
         n = store.n_tests()

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz.backend import BackendRef, is_unsupported, load_adapter, parse_backend
-from onnxfuzz.errors import BackendError
+from onnxfuzz.errors import BackendError, OnnxFuzzError
 from onnxfuzz.execute.messages import Done, Failed, LoadError, Ready, Test
 
 OUT_OF_MEMORY = "out of memory"  # how a crash for the memory cap begins
@@ -113,7 +113,8 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
             )
         )
     except BaseException as e:  # noqa: BLE001 - reported to the parent
-        conn.send(LoadError(f"{type(e).__name__}: {e}"))
+        # Our own errors already name the thing and the fix; others need their type.
+        conn.send(LoadError(str(e) if isinstance(e, OnnxFuzzError) else f"{type(e).__name__}: {e}"))
         return
     import onnx
 

@@ -64,6 +64,39 @@ class CampaignOptions:
         return self.reference or self.backends[0]
 
 
+
+# Flags a resumed campaign may change: its budget and how it runs, never what it tests.
+RESUMABLE = ("tests", "seconds", "workers", "timeout", "memory_mb", "reduce", "reduce_budget")
+
+
+@dataclass
+class Resumed:
+    """What a ``--resume`` changes: ``more_tests`` added to the budget (to the tests done
+    when the campaign had only a time budget), a new time budget for this run, and
+    operational settings (``RESUMABLE``)."""
+
+    more_tests: int | None = None
+    seconds: float | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, stored: CampaignOptions, done: int) -> CampaignOptions:
+        opts = replace(stored, **self.settings)
+        if self.more_tests is not None:
+            base = stored.tests if stored.tests is not None else done
+            opts = replace(opts, tests=base + self.more_tests)
+        if self.seconds is not None:
+            opts = replace(opts, seconds=self.seconds)
+        return opts
+
+
+def writable_folder(path: Path, flag: str) -> None:
+    """Refuse a folder that cannot be created or written, before any work starts."""
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag}: cannot create or write {path} ({probe} is not writable)")
+
 def negotiate_opset(infos: list[BackendInfo], wanted: int | None) -> int:
     """An opset inside every backend's supported range (and onnxfuzz's 13..26)."""
     lo = max([MIN_OPSET] + [i.opsets[0] for i in infos])
@@ -105,18 +138,30 @@ class Progress:
 
 
 class Campaign:
-    def __init__(self, out: Path, opts: CampaignOptions | None, resume: bool) -> None:
+    def __init__(
+        self,
+        out: Path,
+        opts: CampaignOptions | None,
+        resume: bool,
+        changes: Resumed | None = None,
+    ) -> None:
+        """A new campaign in ``out`` with ``opts``, or (``resume``) the one stored there,
+        with ``changes`` (a budget to add, operational settings). Nothing is written to
+        ``out`` until ``start`` has validated every option and started every backend."""
         self.out = out
         db = out / "campaign.db"
+        self.store: Store | None = None
         if resume:
             if not db.exists():
                 raise UsageError(f"--resume: {out} holds no campaign (no campaign.db)")
-            self.store = Store(db)
+            self.store = Store.open_existing(db)
             stored = self.store.get_meta("options")
-            if opts is not None:  # a new budget may extend the stored one
-                stored["tests"] = opts.tests if opts.tests is not None else stored["tests"]
-                stored["seconds"] = opts.seconds if opts.seconds is not None else stored["seconds"]
+            if not isinstance(stored, dict):
+                self.store.close()
+                raise UsageError(f"--resume: {db} holds no campaign options (not a campaign)")
             self.opts = CampaignOptions(**stored)
+            if changes is not None:
+                self.opts = changes.apply(self.opts, len(self.store.done_ids()))
         else:
             if db.exists():
                 raise UsageError(
@@ -125,10 +170,8 @@ class Campaign:
                 )
             if opts is None:
                 raise UsageError("no campaign options")
-            out.mkdir(parents=True, exist_ok=True)
-            self.store = Store(db)
+            writable_folder(out, "--out")
             self.opts = opts
-            self.store.set_meta("options", asdict(opts))
         o = self.opts
         if not o.backends:
             raise UsageError("--backend: name at least two backends (or one with --reference)")
@@ -164,6 +207,13 @@ class Campaign:
             if gen.get(key) is not None:
                 gen[key] = frozenset(gen[key])
         self.cfg = Config(opset=opset, **{k: v for k, v in gen.items() if v is not None})
+        self.generator = Generator(self.cfg)  # checks the options against the specs
+        if self.store is None:  # every option is valid and every backend runs: write
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.store = Store(self.out / "campaign.db")
+            self.store.set_meta("options", asdict(o))
+        elif self.store.get_meta("options") != asdict(o):
+            self.store.set_meta("options", asdict(o))  # a resumed budget or settings
         # What each backend lacks, op by op and type by type (probed once, stored for
         # --resume): classifies its failures, or leaves ops out with probe="exclude".
         support = self.store.get_meta("probe_unsupported")
@@ -182,7 +232,7 @@ class Campaign:
         self.excluded = excluded
         if excluded:
             self.cfg = replace(self.cfg, exclude_ops=self.cfg.exclude_ops | set(excluded))
-        self.generator = Generator(self.cfg)
+            self.generator = Generator(self.cfg)
         if self._use_pregen():
             self.pregen = Pregenerator(self.cfg)
             self.pregen.start()
@@ -210,8 +260,9 @@ class Campaign:
             self.pregen.close()
         for lane in self.lanes:
             lane.close()
-        sync_meta(self.out, self.store.bugs())
-        self.store.close()
+        if self.store is not None:
+            sync_meta(self.out, self.store.bugs())
+            self.store.close()
 
     # --- the loop --------------------------------------------------------------------
     def _ids(self) -> Iterator[int]:

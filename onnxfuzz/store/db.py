@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onnxfuzz.errors import UsageError
 from onnxfuzz.judge.signature import bug_id
 
 SCHEMA = """
@@ -71,6 +72,18 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable against process kills
         self.db.executescript(SCHEMA)
+
+    @classmethod
+    def open_existing(cls, path: Path) -> Store:
+        """An existing campaign.db; a clear error for one that is corrupt or locked."""
+        try:
+            store = cls(path)
+            store.db.execute("SELECT COUNT(*) FROM tests").fetchone()
+        except sqlite3.DatabaseError as e:
+            raise UsageError(
+                f"{path}: not a readable campaign database ({e}); restore it or start a new --out"
+            ) from None
+        return store
 
     def close(self) -> None:
         self.db.close()

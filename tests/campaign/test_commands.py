@@ -107,3 +107,73 @@ def test_an_empty_time_budget_is_refused_before_anything_is_written(tmp_path, ca
     assert main([*argv, "--time", "0s"]) == 2
     assert "a time budget must be positive" in capsys.readouterr().err
     assert not out.exists()
+
+
+def _fuzz(out: Path, *extra: str) -> int:
+    return main(
+        [
+            "fuzz",
+            "--backend",
+            "ort",
+            "--backend",
+            "ort:opt=none",
+            "--nodes",
+            "1:3",
+            "--ops",
+            "Relu,Add",
+            "--probe",
+            "off",
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
+
+
+def test_resume_extends_the_budget_and_refuses_what_would_change_the_tests(
+    tmp_path, capsys
+) -> None:
+    out = tmp_path / "c"
+    assert _fuzz(out, "--tests", "4") == 0
+    assert main(["fuzz", "--resume", "--out", str(out), "--tests", "3"]) == 0
+    store = Store(out / "campaign.db")
+    try:
+        assert store.n_tests() == 7  # 4, then 3 more
+    finally:
+        store.close()
+    capsys.readouterr()
+    assert main(["fuzz", "--resume", "--out", str(out), "--tests", "2", "--seed", "9"]) == 2
+    assert "--seed" in capsys.readouterr().err
+    argv = ["fuzz", "--resume", "--out", str(out), "--backend", "tvm", "--tests", "1"]
+    assert main(argv) == 2
+    assert "--backend" in capsys.readouterr().err
+    store = Store(out / "campaign.db")
+    try:
+        assert store.n_tests() == 7  # refused commands ran nothing
+    finally:
+        store.close()
+
+
+def test_a_refused_campaign_writes_nothing(tmp_path, capsys) -> None:
+    out = tmp_path / "c"
+    # Errors only known once the backends start, or once the generator sees the options.
+    assert _fuzz(out, "--tests", "2", "--reference", "no-such-backend") == 2
+    assert not out.exists()
+    assert _fuzz(out, "--tests", "2", "--ops", "NoSuchOp") == 2
+    assert not out.exists()
+    assert "Traceback" not in capsys.readouterr().err
+    assert _fuzz(out, "--tests", "2") == 0  # the corrected command is not refused
+
+
+def test_a_corrupt_campaign_db_and_an_unwritable_out_are_one_line_errors(tmp_path, capsys) -> None:
+    out = tmp_path / "c"
+    out.mkdir()
+    (out / "campaign.db").write_bytes(b"this is not sqlite" * 100)
+    assert main(["fuzz", "--resume", "--out", str(out)]) == 2
+    assert main(["triage", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("not a readable campaign database") == 2 and "Traceback" not in err
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert _fuzz(a_file / "c", "--tests", "1") == 2  # no folder can be made under a file
+    assert "cannot create or write" in capsys.readouterr().err
