@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from onnxfuzz.cli import exits
+
 
 @click.group()
 def backend() -> None:
@@ -50,7 +52,9 @@ def backend_list() -> None:
 def backend_check(
     name: str, ops: str | None, limit: int | None, smoke: int, timeout: float
 ) -> None:
-    """Conformance kit for an adapter: ONNX's node tests through it, then a smoke fuzz."""
+    """Conformance kit for an adapter: ONNX's node tests through it, then a smoke fuzz.
+    Exits 1 when a node test fails (wrong values, error, crash, timeout) or the smoke fuzz
+    finds a bug."""
     from onnxfuzz.run.campaign import Campaign
     from onnxfuzz.run.conformance import node_tests, smoke_fuzz, smoke_reference
 
@@ -61,10 +65,15 @@ def backend_check(
         click.echo(f"{op:<28}" + "".join(f"{report.table[op][c]:>12}" for c in cols))
     totals = report.totals()
     click.echo(f"{'TOTAL':<28}" + "".join(f"{totals[c]:>12}" for c in cols))
+    for why, n in report.skipped.most_common():
+        click.echo(f"  skipped {n}: {why}")
     for line in report.failures[:40]:
         click.echo(f"  {line}")
     if len(report.failures) > 40:
         click.echo(f"  ... {len(report.failures) - 40} more")
+    bugs = 0
     if smoke:
         click.echo(f"\nsmoke fuzz: {smoke} tests, {smoke_reference(name)} (reference) vs {name}")
-        smoke_fuzz(name, smoke, timeout, Campaign.print_summary)
+        bugs = smoke_fuzz(name, smoke, timeout, Campaign.print_summary)
+    failed = bool(report.failures) or bugs > 0
+    raise click.exceptions.Exit(exits.FINDINGS if failed else exits.CLEAN)

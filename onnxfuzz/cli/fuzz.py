@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from onnxfuzz.cli import exits
 from onnxfuzz.cli.options import duration, generator_fields, generator_options
 
 if TYPE_CHECKING:
@@ -231,5 +232,10 @@ def fuzz(
 
             campaign.run(tick)
         campaign.print_summary()
+        found = bool(campaign.store is not None and campaign.store.bugs())
     finally:
         campaign.close()
+    if campaign.progress.interrupted:
+        click.echo(f"interrupted: continue with  onnxfuzz fuzz --resume --out {out}", err=True)
+        raise click.exceptions.Exit(exits.INTERRUPTED)
+    raise click.exceptions.Exit(exits.FINDINGS if found else exits.CLEAN)

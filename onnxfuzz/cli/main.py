@@ -7,6 +7,7 @@ import sys
 import click
 
 from onnxfuzz import __version__
+from onnxfuzz.cli import exits
 from onnxfuzz.cli.backend import backend
 from onnxfuzz.cli.fuzz import fuzz
 from onnxfuzz.cli.generate import generate
@@ -17,7 +18,7 @@ from onnxfuzz.cli.triage import triage
 from onnxfuzz.errors import OnnxFuzzError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=exits.TABLE)
 @click.version_option(__version__, prog_name="onnxfuzz")
 def cli() -> None:
     """Generate valid random ONNX models and test ONNX compilers and runtimes with them."""
@@ -35,16 +36,16 @@ def main(argv: list[str] | None = None) -> int:
             return rv
     except click.exceptions.Exit as e:
         return e.exit_code
-    except click.Abort:
+    except (click.Abort, KeyboardInterrupt):
         click.echo("onnxfuzz: interrupted", err=True)
-        return 130
+        return exits.INTERRUPTED
     except click.ClickException as e:
         click.echo(f"onnxfuzz: error: {e.format_message()}", err=True)
-        return 2
+        return exits.USAGE
     except OnnxFuzzError as e:
         click.echo(f"onnxfuzz: error: {e}", err=True)
-        return 2
-    return 0
+        return exits.USAGE
+    return exits.CLEAN
 
 
 if __name__ == "__main__":

@@ -64,7 +64,6 @@ class CampaignOptions:
         return self.reference or self.backends[0]
 
 
-
 # Flags a resumed campaign may change: its budget and how it runs, never what it tests.
 RESUMABLE = ("tests", "seconds", "workers", "timeout", "memory_mb", "reduce", "reduce_budget")
 
@@ -96,6 +95,7 @@ def writable_folder(path: Path, flag: str) -> None:
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
         raise UsageError(f"{flag}: cannot create or write {path} ({probe} is not writable)")
+
 
 def negotiate_opset(infos: list[BackendInfo], wanted: int | None) -> int:
     """An opset inside every backend's supported range (and onnxfuzz's 13..26)."""
@@ -135,6 +135,7 @@ class Progress:
     backend_cpu: float = 0.0  # CPU time of the backends' compile + run
     reduction: float = 0.0  # seconds spent reducing new bugs
     last: str = ""
+    interrupted: bool = False  # stopped by Ctrl-C: the tests in flight run again on resume
 
 
 class Campaign:
@@ -348,6 +349,7 @@ class Campaign:
                 if on_update:
                     on_update(self.progress)
         except KeyboardInterrupt:
+            self.progress.interrupted = True
             self._stop.set()
             for t in threads:
                 t.join()

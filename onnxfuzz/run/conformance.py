@@ -48,6 +48,7 @@ class Conformance:
 
     table: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     failures: list[str] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)  # why node tests were not run
 
     def totals(self) -> Counter[str]:
         out: Counter[str] = Counter()
@@ -79,8 +80,14 @@ def node_tests(
                 (o.version for o in tc.model.opset_import if o.domain in ("", "ai.onnx")), 0
             )
             ins, outs = tc.data_sets[0]
-            if not all(isinstance(x, np.ndarray) for x in ins) or not lo <= opset <= hi:
+            why = None
+            if not all(isinstance(x, np.ndarray) for x in ins):
+                why = "inputs that are not tensors (sequences, optionals, maps)"
+            elif not lo <= opset <= hi:
+                why = f"opset outside the adapter's {lo}..{hi}"
+            if why is not None:
                 report.table[op]["skipped"] += 1
+                report.skipped[why] += 1
                 continue
             done += 1
             feeds = dict(zip([i.name for i in tc.model.graph.input], ins, strict=False))
@@ -108,9 +115,10 @@ def smoke_reference(name: str) -> str:
     return "ort" if name != "ort" else "ort:opt=none"
 
 
-def smoke_fuzz(name: str, tests: int, timeout: float, report: Callable[[Campaign], None]) -> None:
+def smoke_fuzz(name: str, tests: int, timeout: float, report: Callable[[Campaign], None]) -> int:
     """A short campaign of ``smoke_reference(name)`` vs ``name`` in a temporary folder;
-    ``report`` sees the finished campaign before the folder goes."""
+    ``report`` sees the finished campaign before the folder goes. Returns the number of
+    distinct bugs it found."""
     from onnxfuzz.run.campaign import Campaign, CampaignOptions
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,5 +133,6 @@ def smoke_fuzz(name: str, tests: int, timeout: float, report: Callable[[Campaign
             camp.start()
             camp.run()
             report(camp)
+            return len(camp.store.bugs()) if camp.store is not None else 0
         finally:
             camp.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 
 import onnx
@@ -13,10 +14,14 @@ from onnxfuzz.generate.testdata import DATA_SET, read_inputs
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import OracleConfig
 
-REPRODUCES, FIXED, DIFFERENT = 1, 0, 3
+
+class Replayed(StrEnum):
+    REPRODUCES = "reproduces"  # the same signature recurs
+    FIXED = "fixed"  # the backend no longer fails
+    DIFFERENT = "different"  # it fails, with another signature
 
 
-def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[int, str]:
+def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[Replayed, str]:
     try:
         meta = json.loads((bundle / "meta.json").read_text())
         model = onnx.load(bundle / "model.onnx")
@@ -37,7 +42,9 @@ def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[int, str]
         return _judge(meta, model, inputs, pool)
 
 
-def _judge(meta: dict, model: onnx.ModelProto, inputs: dict, pool: BackendPool) -> tuple[int, str]:
+def _judge(
+    meta: dict, model: onnx.ModelProto, inputs: dict, pool: BackendPool
+) -> tuple[Replayed, str]:
     backend, reference = meta["backend"], meta["reference"]
 
     cfg = OracleConfig(tolerance={k: tuple(v) for k, v in meta.get("tolerance", {}).items()})
@@ -45,7 +52,7 @@ def _judge(meta: dict, model: onnx.ModelProto, inputs: dict, pool: BackendPool) 
     a = Judge(reference, cfg, pool).assess(model, inputs, outcomes)[backend]
     v = a.judgement
     if not v.is_bug:
-        return FIXED, f"does not reproduce: {backend} gives {v.verdict}"
+        return Replayed.FIXED, f"does not reproduce: {backend} gives {v.verdict}"
     if a.signature == meta["signature"]:
-        return REPRODUCES, f"REPRODUCES: {v.verdict} at {v.stage}: {v.message[:300]}"
-    return DIFFERENT, f"fails differently: {a.signature}\n(bundle: {meta['signature']})"
+        return Replayed.REPRODUCES, f"REPRODUCES: {v.verdict} at {v.stage}: {v.message[:300]}"
+    return Replayed.DIFFERENT, f"fails differently: {a.signature}\n(bundle: {meta['signature']})"

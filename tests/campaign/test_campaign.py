@@ -218,7 +218,7 @@ def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(tmp_path, prege
     # generator process too when pregen is on (onnxfuzz.run.pregen): same tests, same counts.
     whole = tmp_path / "whole"
     p = _fuzz(whole, "--pregen", "off")
-    assert p.wait(300) == 0, p.stdout.read()
+    assert p.wait(300) == 1, p.stdout.read()  # 1: it found the planted bug
     killed = tmp_path / "killed"
     p = _fuzz(killed, "--pregen", pregen)
     db = killed / "campaign.db"
@@ -244,7 +244,7 @@ def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(tmp_path, prege
         text=True,
         timeout=300,
     )
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 1, r.stdout + r.stderr  # 1: findings
     assert _state(killed) == _state(whole)
     assert _n(killed) == 300
 

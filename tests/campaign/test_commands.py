@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -177,3 +181,20 @@ def test_a_corrupt_campaign_db_and_an_unwritable_out_are_one_line_errors(tmp_pat
     a_file.write_text("")
     assert _fuzz(a_file / "c", "--tests", "1") == 2  # no folder can be made under a file
     assert "cannot create or write" in capsys.readouterr().err
+
+
+def test_exit_codes_are_documented_and_ctrl_c_says_how_to_resume(tmp_path, capsys) -> None:
+    assert main(["--help"]) == 0
+    assert "Exit codes: 0 clean" in capsys.readouterr().out
+    out = tmp_path / "c"
+    cmd = [sys.executable, "-m", "onnxfuzz", "fuzz", "--backend", "ort"]
+    cmd += ["--backend", "ort:opt=none", "--time", "10m", "--probe", "off", "--out", str(out)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / "campaign.db").exists():
+        time.sleep(0.1)
+    time.sleep(2)  # some tests run
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 3, err
+    assert f"onnxfuzz fuzz --resume --out {out}" in err

@@ -1,0 +1,13 @@
+"""The exit codes of every subcommand: one table, shown in ``--help`` and the README."""
+
+CLEAN = 0  # nothing found; a bug that no longer reproduces (fixed); every check passed
+FINDINGS = 1  # bugs found; a bug that still reproduces; a check that failed
+USAGE = 2  # a bad flag or input, or a set-up error (backend, file, database)
+INTERRUPTED = 3  # stopped by Ctrl-C or a signal: `onnxfuzz fuzz --resume` continues it
+DIFFERENT = 4  # a bug bundle that now fails in another way
+
+TABLE = (
+    "Exit codes: 0 clean (nothing found, fixed, all checks pass); 1 findings (bugs found, "
+    "still reproduces, a check failed); 2 usage or set-up error; 3 interrupted (resume "
+    "with fuzz --resume); 4 fails differently (replay)."
+)
