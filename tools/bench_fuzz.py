@@ -89,7 +89,7 @@ def bench(
             c.close()
     return Measured(
         p.tests / wall,
-        1 - p.backend / wall,
+        max(0.0, 1 - p.busy / wall),
         1 - p.backend_cpu / cpu,
         cpu / wall,
         dict(p.verdicts),

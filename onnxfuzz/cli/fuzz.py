@@ -37,7 +37,7 @@ def _render(campaign, p) -> object:
             + ", ".join(sorted(campaign.excluded)[:10])
             + (" ..." if len(campaign.excluded) > 10 else ""),
         )
-    overhead = 1 - p.backend / p.wall if p.wall else 0.0
+    overhead = p.overhead()
     t.add_row(
         "loop overhead",
         f"{overhead:.1%} of wall time outside backend compile+run "

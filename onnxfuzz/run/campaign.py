@@ -136,6 +136,23 @@ class Progress:
     reduction: float = 0.0  # seconds spent reducing new bugs
     last: str = ""
     interrupted: bool = False  # stopped by Ctrl-C: the tests in flight run again on resume
+    busy: float = 0.0  # wall time in which any backend of any lane compiled or ran
+    _busy_end: float = 0.0
+
+    def add_busy(self, outcomes: list[Outcome], extra: float = 0.0) -> None:
+        """Extend ``busy`` by the part of these outcomes' compile+run intervals not yet
+        covered (lanes and backends overlap; tests arrive roughly in time order), plus
+        ``extra`` backend seconds spent localizing."""
+        for a, b in sorted((o.started, o.started + o.backend_s) for o in outcomes):
+            if b > a:
+                self.busy += max(0.0, b - max(a, self._busy_end))
+                self._busy_end = max(self._busy_end, b)
+        self.busy += extra
+
+    def overhead(self, now: float | None = None) -> float:
+        """Share of this run's wall time (reduction excluded) in which no backend worked."""
+        wall = (now if now is not None else time.perf_counter()) - self.started - self.reduction
+        return max(0.0, 1.0 - self.busy / wall) if wall > 0 else 0.0
 
 
 class Campaign:
@@ -254,7 +271,9 @@ class Campaign:
         return cores >= len(self.labels) * len(self.lanes) + 2
 
     def print_summary(self) -> None:
-        print_summary(self.store, self.out, self.labels, self.opts.reference_label)
+        assert self.store is not None, "start the campaign first"
+        overhead = self.progress.overhead() if self.progress.tests else None
+        print_summary(self.store, self.out, self.labels, self.opts.reference_label, overhead)
 
     def close(self) -> None:
         if self.pregen is not None:
@@ -277,6 +296,7 @@ class Campaign:
 
     def run(self, on_update: Callable[[Progress], None] | None = None) -> Progress:
         o = self.opts
+        self.progress.started = time.perf_counter()  # this run's clock: not the set-up's
         deadline = time.perf_counter() + o.seconds if o.seconds else None
         ids = self._ids()
         ids_lock = threading.Lock()
@@ -426,6 +446,7 @@ class Campaign:
             p.tests += 1
             p.wall += wall
             p.backend += backend_s
+            p.add_busy(list(outcomes.values()), judged.probe_s)
             p.backend_cpu += sum(o.cpu_s for o in outcomes.values())
             p.ops.update(t.case.ops)
             for r in results:

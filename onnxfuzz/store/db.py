@@ -185,7 +185,3 @@ class Store:
     def bugs(self) -> list[dict[str, Any]]:
         rows = self.db.execute(f"SELECT {', '.join(BUG_COLUMNS)} FROM bugs ORDER BY first_test")
         return [dict(zip(BUG_COLUMNS, r, strict=True)) for r in rows]
-
-    def timing(self) -> tuple[float, float]:
-        row = self.db.execute("SELECT SUM(seconds), SUM(backend_seconds) FROM tests").fetchone()
-        return (row[0] or 0.0, row[1] or 0.0)

@@ -50,8 +50,15 @@ def bug_table(rows: list[dict], title: str) -> object:
     return bugs
 
 
-def print_summary(store: Store, out: Path, labels: list[str], reference: str) -> None:
-    """The end-of-campaign summary: verdicts per backend, the bug table, the overhead."""
+# Verdicts of a backend that compiled and ran the test, and was compared.
+COMPARED = ("ok", "mismatch", "unstable")
+
+
+def print_summary(
+    store: Store, out: Path, labels: list[str], reference: str, overhead: float | None = None
+) -> None:
+    """The end-of-campaign summary: verdicts per backend with the share of tests each
+    actually ran and was compared on, the bug table, and this run's loop ``overhead``."""
     from rich.console import Console
     from rich.table import Table
 
@@ -62,14 +69,18 @@ def print_summary(store: Store, out: Path, labels: list[str], reference: str) ->
     table.add_column("backend")
     for v in verdicts:
         table.add_column(v, justify="right")
+    table.add_column("compared", justify="right")
     for label in labels:
         role = " (reference)" if label == reference else ""
-        table.add_row(label + role, *[str(counts.get((label, v), 0)) for v in verdicts])
+        total = sum(counts.get((label, v), 0) for v in verdicts)
+        ran = sum(counts.get((label, v), 0) for v in COMPARED)
+        share = f"{ran / total:.0%}" if total else "-"
+        table.add_row(label + role, *[str(counts.get((label, v), 0)) for v in verdicts], share)
     console.print(table)
     rows = summary_rows(store)
     console.print(bug_table(rows, f"distinct bugs (bundles in {out / 'bugs'})"))
-    wall, backend = store.timing()
-    if wall:
+    if overhead is not None:
         console.print(
-            f"fuzz-loop overhead: {1 - backend / wall:.1%} of wall time outside backend compile+run"
+            f"fuzz-loop overhead: {overhead:.1%} of this run's wall time (reduction excluded) "
+            "in which no backend compiled or ran"
         )
