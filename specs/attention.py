@@ -15,10 +15,10 @@ import numpy as np
 from onnxfuzz.specs.conv import Multiples
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import WEIGHT, Builder
 from onnxfuzz.generate.domains import Floats, Ints, OneOf
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
 
 _TRAINING = "training mode (random dropout and its mask) is not generated: inference only"
 _PAST = "past_key/past_value (a KV cache) and the present outputs are not generated"
@@ -94,7 +94,7 @@ def _sign_kept(iv: Interval) -> Interval:
 
 # --- RMSNormalization ---------------------------------------------------------------------
 @op("RMSNormalization", since=23)
-def rms_norm(b: Builder, p: None) -> None:
+def rms_norm(b: SpecBuilder, p: None) -> None:
     # Y = X / sqrt(mean(X^2 over axes axis..rank-1) + epsilon) * scale.
     x = b.input("X", rank=Ints(1, 5))
     axis = b.attr("axis", Ints(-x.rank, x.rank - 1), -1)
@@ -115,7 +115,7 @@ def rms_norm(b: Builder, p: None) -> None:
 # ONNX Runtime 1.31 has no Swish kernel; it runs the function body at model opset 24 only
 # (opsets 25 and 26: "Could not find an implementation for Swish(24)").
 @op("Swish", since=24, until=24)
-def swish(b: Builder, p: None) -> None:
+def swish(b: SpecBuilder, p: None) -> None:
     # y = x * sigmoid(alpha * x); alpha > 0: y lies between x and 0, and
     # y >= min over x of x * sigmoid(alpha * x) = -0.2785 / alpha.
     x = b.input("X")
@@ -126,7 +126,7 @@ def swish(b: Builder, p: None) -> None:
 
 # --- Dropout --------------------------------------------------------------------------------
 @op("Dropout")
-def dropout(b: Builder, p: None) -> None:
+def dropout(b: SpecBuilder, p: None) -> None:
     # Inference (training_mode absent or false): output = data; the optional mask output
     # is not produced.
     has_ratio = b.optional("ratio")
@@ -145,7 +145,7 @@ LAMBDS = [0.5, 0.0, 1.0, 1.5, 2.0, 2.5, 3.0]
 
 
 @op("Shrink")
-def shrink(b: Builder, p: None) -> None:
+def shrink(b: SpecBuilder, p: None) -> None:
     # y = x - bias if x > lambd, x + bias if x < -lambd, else 0. A float x within float
     # error of +-lambd flips between 0 and +-(lambd - bias): float x is fresh and kept away
     # from whole numbers and halves (avoid="half"), lambd is a multiple of 0.5. Integer x
@@ -167,7 +167,7 @@ def _divisors(n: int) -> list[int]:
 
 
 @op("Attention", since=23)
-def attention(b: Builder, p: None) -> None:
+def attention(b: SpecBuilder, p: None) -> None:
     # Y = softmax(Q K^T * scale + mask) V per head, 4-D (batch, heads, seq, head size) or
     # 3-D (batch, seq, heads * head size) with q_num_heads / kv_num_heads; K and V have
     # kv_heads dividing Q's heads (grouped-query attention). Only Y is produced.

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import OneOf
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.shapes import broadcast, broadcastable
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import SpecBuilder
 
 from .layout import is_int
 
@@ -66,7 +66,7 @@ def _span(*ivs: Interval) -> Interval:
 
 
 @op("BitwiseAnd", "BitwiseOr", "BitwiseXor")
-def bitwise_binary(b: Builder, p: None) -> None:
+def bitwise_binary(b: SpecBuilder, p: None) -> None:
     a = b.input("A", values=_closed)
     y = b.input("B", dims=broadcastable(a.shape), values=_closed(a.dtype))
     iv = _span(a.interval, y.interval)
@@ -76,7 +76,7 @@ def bitwise_binary(b: Builder, p: None) -> None:
 
 
 @op("BitwiseNot")
-def bitwise_not(b: Builder, p: None) -> None:
+def bitwise_not(b: SpecBuilder, p: None) -> None:
     # ~x = -x - 1 (signed), MAX - x (unsigned). uint64's MAX - x lies above the 2**62
     # bound for every x inside it, so uint64 is not generated.
     x = b.input("X", dtype=set(b.types("T")) - {dt.UINT64}, values=_closed)
@@ -90,7 +90,7 @@ def bitwise_not(b: Builder, p: None) -> None:
 
 
 @op("BitShift")
-def bitshift(b: Builder, p: None) -> None:
+def bitshift(b: SpecBuilder, p: None) -> None:
     # Unsigned types only (BitShift-11). Shift amounts lie in [0, bits - 1] (a shift by
     # the width or more is undefined in C); a left shift never pushes a set bit past the
     # dtype's bound: Y <= log2(bound / max(X)).
@@ -155,7 +155,7 @@ class Pow2Divisors:
 
 
 @op("Mod")
-def mod(b: Builder, p: None) -> None:
+def mod(b: SpecBuilder, p: None) -> None:
     def dividend(d: int) -> Values:
         if d in dt.FLOATS:
             return Values(avoid="integer")
@@ -228,7 +228,7 @@ class ToType:
 
 
 @op("BitCast")
-def bitcast(b: Builder, p: None) -> None:
+def bitcast(b: SpecBuilder, p: None) -> None:
     # Bit patterns must stay meaningful: a float read from an integer is kept a normal
     # number inside the float bound (no NaN, Inf or denormal: backends flush denormals
     # differently); an integer read from a float stays inside the integer's bound.

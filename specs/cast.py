@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import WEIGHT, Builder
 from onnxfuzz.generate.domains import Ints, OneOf
 from onnxfuzz.generate.graph import Tensor
 from onnxfuzz.generate.intervals import ANY, Interval, Values
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
 
 # CastLike's function body is one Cast with saturate=1 written out; saturate only matters
 # for float8 targets, which onnxfuzz does not generate, so it is never drawn.
@@ -56,7 +56,7 @@ def _source_values(target: int):
     return at
 
 
-def _output(b: Builder, x: Tensor, target: int) -> None:
+def _output(b: SpecBuilder, x: Tensor, target: int) -> None:
     if target == dt.BOOL:
         b.output(x.shape, dtype=target)
         return
@@ -70,14 +70,14 @@ def _output(b: Builder, x: Tensor, target: int) -> None:
 
 
 @op("Cast")
-def cast(b: Builder, p: None) -> None:
+def cast(b: SpecBuilder, p: None) -> None:
     to = b.attr("to", OneOf(b.types("T2")))
     x = b.input("input", values=_source_values(to))
     _output(b, x, to)
 
 
 @op("CastLike", since=15)
-def cast_like(b: Builder, p: None) -> None:
+def cast_like(b: SpecBuilder, p: None) -> None:
     # target_type only contributes its element type: any existing tensor of a small
     # rank serves, and a fresh one is a small initializer.
     target = b.input("target_type", rank=Ints(0, 2), kind=WEIGHT)

@@ -18,10 +18,10 @@ from onnx import helper, numpy_helper
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.builder import MISSING, Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.intervals import Interval, point
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
 
 from .layout import is_int
 
@@ -118,7 +118,7 @@ class TensorValue:
         return value.ndim <= self.max_rank and all(d <= self.max_dim for d in value.shape)
 
 
-def _types(b: Builder, type_var: str) -> tuple[int, ...]:
+def _types(b: SpecBuilder, type_var: str) -> tuple[int, ...]:
     """The element types a spec may choose itself; none left (by --dtypes) skips the op."""
     types = b.types(type_var)
     if not types:
@@ -156,7 +156,7 @@ class ShapeValues:
 
 
 @op("ConstantOfShape")
-def constant_of_shape(b: Builder, p: None) -> None:
+def constant_of_shape(b: SpecBuilder, p: None) -> None:
     # input: the output's shape, a 1-D int64 constant (an empty one makes a scalar).
     shape = b.draw("input", ShapeValues(b.max_rank, b.max_dim))
     b.const("input", np.asarray(shape, dtype=np.int64).reshape(len(shape)))
@@ -173,7 +173,7 @@ def constant_of_shape(b: Builder, p: None) -> None:
 
 
 @op("Constant")
-def constant(b: Builder, p: None) -> None:
+def constant(b: SpecBuilder, p: None) -> None:
     # No inputs: the `value` attribute is the output (the value_* forms are spellings of
     # the same tensors and are not drawn).
     value = b.attr("value", TensorValue(_types(b, "T"), max_rank=b.max_rank, max_dim=b.max_dim))
@@ -266,7 +266,7 @@ class Limit:
 
 
 @op("Range")
-def range_(b: Builder, p: None) -> None:
+def range_(b: SpecBuilder, p: None) -> None:
     start = b.draw("start", TypedScalar(_types(b, "T")))
     b.const("start", start, dtype=_tensor_dtype(start))
     dtype = b.bound[b.info.input_type["start"]]

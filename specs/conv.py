@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import WEIGHT, Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Domain, Ints, OneOf
 from onnxfuzz.generate.graph import Tensor
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 SAME = ("SAME_UPPER", "SAME_LOWER")
@@ -212,7 +212,7 @@ def conv_interval(x: Interval, w: Interval, fan_in: int, bias: Interval | None) 
 
 
 # --- Conv -----------------------------------------------------------------------------------
-def conv_geometry(b: Builder, x: Tensor) -> tuple[int, list, list, list, str, list[int]]:
+def conv_geometry(b: SpecBuilder, x: Tensor) -> tuple[int, list, list, list, str, list[int]]:
     """Conv's attributes over X (N, C, D1..Dn): group, strides, dilations, pads, auto_pad,
     and the largest kernel dims that keep every output >= 1 (the dilated kernel fits the
     padded input). Shared by Conv, ConvInteger and QLinearConv."""
@@ -253,7 +253,7 @@ def conv_out_shape(x: Tensor, w: Tensor, geometry: tuple) -> list[int]:
 
 
 @op("Conv")
-def conv(b: Builder, p: None) -> None:
+def conv(b: SpecBuilder, p: None) -> None:
     has_bias = b.optional("B")
     x = b.input("X", rank=Ints(3, 5))
     geometry = conv_geometry(b, x)
@@ -279,7 +279,7 @@ def conv(b: Builder, p: None) -> None:
 
 # --- ConvTranspose ----------------------------------------------------------------------------
 @op("ConvTranspose")
-def conv_transpose(b: Builder, p: None) -> None:
+def conv_transpose(b: SpecBuilder, p: None) -> None:
     has_bias = b.optional("B")
     x = b.input("X", rank=Ints(3, 5))
     n, c, spatial = x.rank - 2, x.shape[1], x.shape[2:]

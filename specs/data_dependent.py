@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Ints, OneOf
 from onnxfuzz.generate.intervals import Interval
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import SpecBuilder
 
 
 class Mask:
@@ -78,7 +78,7 @@ class SmallTensor:
 
 
 @op("Compress")
-def compress(b: Builder, p: None) -> None:
+def compress(b: SpecBuilder, p: None) -> None:
     x = b.input("input", rank=Ints(1, 8))
     axis = b.attr("axis", Ints(-x.rank, x.rank - 1), None)
     n = math.prod(x.shape) if axis is None else x.shape[axis % x.rank]
@@ -93,7 +93,7 @@ def compress(b: Builder, p: None) -> None:
     b.output(shape, interval=x.interval)
 
 
-def _constant(b: Builder, name: str, repeats: bool = False) -> np.ndarray:
+def _constant(b: SpecBuilder, name: str, repeats: bool = False) -> np.ndarray:
     dtype = b.const_type(name)
     values = b.draw(name, SmallTensor(b.max_rank, b.max_dim, repeats))
     arr = np.asarray(values).astype(dt.np_dtype(dtype))
@@ -102,14 +102,14 @@ def _constant(b: Builder, name: str, repeats: bool = False) -> np.ndarray:
 
 
 @op("NonZero")
-def nonzero(b: Builder, p: None) -> None:
+def nonzero(b: SpecBuilder, p: None) -> None:
     x = _constant(b, "X")
     nnz = int(np.count_nonzero(x))
     b.output([x.ndim, nnz], interval=Interval(0, max(x.shape) - 1))
 
 
 @op("Unique")
-def unique(b: Builder, p: None) -> None:
+def unique(b: SpecBuilder, p: None) -> None:
     x = _constant(b, "X", repeats=True)
     sorted_ = b.attr("sorted", OneOf([1, 0]), 1)
     axis = b.attr("axis", Ints(-x.ndim, x.ndim - 1), None)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import Builder
 from onnxfuzz.generate.domains import Ints
 from onnxfuzz.generate.intervals import Interval, Values, hull
 from onnxfuzz.generate.shapes import broadcast, broadcastable, unidirectional
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import SpecBuilder
 
 NOT_GENERATED = {
     "test_div_int32_trunc": "integer Div operands are kept non-negative: truncating and "
@@ -34,7 +34,7 @@ def _half(dtype: int) -> Values:
 
 
 @op("Add", "Sub")
-def add_sub(b: Builder, p: None) -> None:
+def add_sub(b: SpecBuilder, p: None) -> None:
     a = b.input("A", values=_half)
     if b.op == "Sub" and a.dtype in dt.UNSIGNED_INTS:
         domain = Values(0, a.interval.lo)  # no unsigned wrap-around
@@ -46,7 +46,7 @@ def add_sub(b: Builder, p: None) -> None:
 
 
 @op("Mul")
-def mul(b: Builder, p: None) -> None:
+def mul(b: SpecBuilder, p: None) -> None:
     a = b.input("A")
     bound = dt.value_range(a.dtype)[1] / max(a.interval.mag, 1.0)
     y = b.input("B", dims=broadcastable(a.shape), values=Values(-bound, bound))
@@ -54,7 +54,7 @@ def mul(b: Builder, p: None) -> None:
 
 
 @op("Div")
-def div(b: Builder, p: None) -> None:
+def div(b: SpecBuilder, p: None) -> None:
     # Integer division: both operands non-negative, so truncation and floor agree.
     a = b.input("A", values=lambda d: Values(lo=0) if d in dt.INTS else Values())
     if a.dtype in dt.INTS:
@@ -69,7 +69,7 @@ def div(b: Builder, p: None) -> None:
 
 
 @op("Pow")
-def pow_(b: Builder, p: None) -> None:
+def pow_(b: SpecBuilder, p: None) -> None:
     x = b.input("X", values=lambda d: Values(0, 8) if d in dt.INTS else Values(0.1, 10))
     out_bound = dt.value_range(x.dtype)[1]
     if x.dtype in dt.INTS:
@@ -87,7 +87,7 @@ def pow_(b: Builder, p: None) -> None:
 
 
 @op("Max", "Min", "Sum", "Mean")
-def variadic(b: Builder, p: None) -> None:
+def variadic(b: SpecBuilder, p: None) -> None:
     n = b.arity(1, 4)
     share = (lambda d: _quarter(d)) if b.op == "Sum" else None
     first = b.input(0, index=0, values=share) if share else b.input(0, index=0)
@@ -120,7 +120,7 @@ def _quarter(dtype: int) -> Values:
 
 
 @op("PRelu")
-def prelu(b: Builder, p: None) -> None:
+def prelu(b: SpecBuilder, p: None) -> None:
     x = b.input("X")
     # slope * x for x < 0 stays inside the bound: |slope| <= bound / |min(x)|.
     k = min(4.0, dt.value_range(x.dtype)[1] / max(-x.interval.lo, 1.0))
@@ -136,14 +136,14 @@ def prelu(b: Builder, p: None) -> None:
 
 
 @op("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor")
-def compare(b: Builder, p: None) -> None:
+def compare(b: SpecBuilder, p: None) -> None:
     a = b.input("A")
     y = b.input("B", dims=broadcastable(a.shape))
     b.output(broadcast(a.shape, y.shape))
 
 
 @op("Where")
-def where(b: Builder, p: None) -> None:
+def where(b: SpecBuilder, p: None) -> None:
     cond = b.input("condition")
     x = b.input("X", dims=broadcastable(cond.shape))
     shape = broadcast(cond.shape, x.shape)
@@ -152,7 +152,7 @@ def where(b: Builder, p: None) -> None:
 
 
 @op("Clip")
-def clip(b: Builder, p: None) -> None:
+def clip(b: SpecBuilder, p: None) -> None:
     x = b.input("input")
     mn, mx = Interval(-math.inf, -math.inf), Interval(math.inf, math.inf)  # absent: no clip
     if b.optional("min"):

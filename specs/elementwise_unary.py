@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import Builder
 from onnxfuzz.generate.domains import Floats, OneOf
 from onnxfuzz.generate.intervals import ANY, Interval, Values
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import SpecBuilder
 
 
 def _symmetric(dtype: int) -> Values:
@@ -126,7 +126,7 @@ TABLE: dict[str, Unary] = {
 
 
 @op(table=TABLE)
-def unary(b: Builder, p: Unary) -> None:
+def unary(b: SpecBuilder, p: Unary) -> None:
     x = b.input(0, values=p.values)
     attrs = {}
     for name, (domain, default) in (p.attrs or {}).items():
@@ -135,26 +135,26 @@ def unary(b: Builder, p: Unary) -> None:
 
 
 @op(table={"Gelu": Unary(_nonneg_tail(-0.17))}, since=20)
-def gelu(b: Builder, p: Unary) -> None:
+def gelu(b: SpecBuilder, p: Unary) -> None:
     x = b.input(0)
     b.attr("approximate", OneOf(["none", "tanh"]), "none")
     b.output(x.shape, interval=p.f(x.interval, {}))
 
 
 @op("Not")
-def logical_not(b: Builder, p: None) -> None:
+def logical_not(b: SpecBuilder, p: None) -> None:
     x = b.input(0)
     b.output(x.shape)
 
 
 @op("IsNaN")
-def isnan(b: Builder, p: None) -> None:
+def isnan(b: SpecBuilder, p: None) -> None:
     x = b.input(0)
     b.output(x.shape)
 
 
 @op("IsInf")
-def isinf(b: Builder, p: None) -> None:
+def isinf(b: SpecBuilder, p: None) -> None:
     x = b.input(0)
     b.attr("detect_negative", OneOf([0, 1]), 1)
     b.attr("detect_positive", OneOf([0, 1]), 1)

@@ -8,14 +8,14 @@ the data's.
 
 from __future__ import annotations
 
-from onnxfuzz.generate.builder import Builder
 from onnxfuzz.generate.domains import Ints
 from onnxfuzz.generate.intervals import Values
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import SpecBuilder
 
 
 @op("Gather")
-def gather(b: Builder, p: None) -> None:
+def gather(b: SpecBuilder, p: None) -> None:
     # output = data.shape[:axis] + indices.shape + data.shape[axis+1:]
     data = b.input("data", rank=Ints(1, b.max_rank))
     axis = b.attr("axis", Ints(-data.rank, data.rank - 1), 0)
@@ -29,7 +29,7 @@ def gather(b: Builder, p: None) -> None:
 
 
 @op("GatherElements")
-def gather_elements(b: Builder, p: None) -> None:
+def gather_elements(b: SpecBuilder, p: None) -> None:
     # indices has data's rank; on every axis but `axis` its dim is at most data's
     # (ONNX Runtime checks this); output has indices' shape.
     data = b.input("data", rank=Ints(1, b.max_rank))

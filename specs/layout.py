@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.builder import MISSING, Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Ints, OneOf, Permutation
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
 
 
 def is_int(v: Any) -> bool:
@@ -39,7 +39,7 @@ def _ints(value: Any) -> list[int] | None:
     return [int(v) for v in vals] if all(is_int(v) for v in vals) else None
 
 
-def rank_from(b: Builder, lo: int) -> Ints:
+def rank_from(b: SpecBuilder, lo: int) -> Ints:
     """Ranks ``lo``..--max-rank. When --max-rank is below ``lo`` the builder reports a
     ConfigError (the op is skipped) instead of an empty domain (a spec bug)."""
     return Ints(lo, max(lo, b.max_rank))
@@ -258,7 +258,7 @@ class ExpandShape:
 
 
 @op("Reshape")
-def reshape(b: Builder, p: None) -> None:
+def reshape(b: SpecBuilder, p: None) -> None:
     x = b.input("data")
     # allowzero (14+): 0 in the target means "copy" when 0, a literal 0 when 1; a literal
     # zero would make an empty output, so with allowzero=1 the target has no zeros.
@@ -270,7 +270,7 @@ def reshape(b: Builder, p: None) -> None:
 
 
 @op("Flatten")
-def flatten(b: Builder, p: None) -> None:
+def flatten(b: SpecBuilder, p: None) -> None:
     x = b.input("input")
     # axis in [-r, r]; the default 1 exists only for rank >= 1.
     axis = b.attr("axis", Ints(-x.rank, x.rank), 1 if x.rank >= 1 else MISSING)
@@ -279,7 +279,7 @@ def flatten(b: Builder, p: None) -> None:
 
 
 @op("Squeeze")
-def squeeze(b: Builder, p: None) -> None:
+def squeeze(b: SpecBuilder, p: None) -> None:
     x = b.input("data")
     ones = [i for i, d in enumerate(x.shape) if d == 1]
     # An axis whose dim is not 1 is an error, so explicit axes come from the 1-dims; with
@@ -294,7 +294,7 @@ def squeeze(b: Builder, p: None) -> None:
 
 
 @op("Unsqueeze")
-def unsqueeze(b: Builder, p: None) -> None:
+def unsqueeze(b: SpecBuilder, p: None) -> None:
     # Room for at least one new axis inside --max-rank.
     if b.max_rank < 1:
         raise ConfigError("Unsqueeze: needs --max-rank >= 1 (its output has a new axis)")
@@ -308,7 +308,7 @@ def unsqueeze(b: Builder, p: None) -> None:
 
 
 @op("Transpose")
-def transpose(b: Builder, p: None) -> None:
+def transpose(b: SpecBuilder, p: None) -> None:
     x = b.input("data")
     reverse = list(range(x.rank))[::-1]
     # perm is optional (default: reverse the axes); a scalar has no perm to write.
@@ -317,7 +317,7 @@ def transpose(b: Builder, p: None) -> None:
 
 
 @op("Expand")
-def expand(b: Builder, p: None) -> None:
+def expand(b: SpecBuilder, p: None) -> None:
     x = b.input("input")
     domain = ExpandShape(x.shape, b.max_rank, b.max_dim)
     target = b.draw("shape", domain)
@@ -326,7 +326,7 @@ def expand(b: Builder, p: None) -> None:
 
 
 @op("Tile")
-def tile(b: Builder, p: None) -> None:
+def tile(b: SpecBuilder, p: None) -> None:
     x = b.input("input")
     # One repeat per axis; small, so tiled dims stay near --max-dim (at least 1..3).
     repeats = b.draw("repeats", Each([Ints(1, max(3, b.max_dim // d)) for d in x.shape]))

@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import MISSING, WEIGHT, Builder
 from onnxfuzz.generate.domains import Ints, Linked, OneOf
 from onnxfuzz.generate.intervals import Interval, Values, point
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import MISSING, WEIGHT, SpecBuilder
 
 _OUTSIDE_II = (
     "a target equal to an ignore_index outside [-1, C]: targets are drawn in [0, C) plus "
@@ -49,7 +49,7 @@ MEAN_WEIGHT_LO = 0.25
 _FINITE = {dt.FLOAT16: 65504.0, dt.BFLOAT16: 3.3e38}
 
 
-def _loss(b: Builder, log_softmax: bool) -> None:
+def _loss(b: SpecBuilder, log_softmax: bool) -> None:
     has_weight = b.optional(2)
     x = b.input(0, rank=Ints(2, 8), values=_score_values if log_softmax else Values())
     n, c = x.shape[0], x.shape[1]
@@ -118,12 +118,12 @@ def _score_values(dtype: int) -> Values:
 
 
 @op("NegativeLogLikelihoodLoss")
-def nll_loss(b: Builder, p: None) -> None:
+def nll_loss(b: SpecBuilder, p: None) -> None:
     _loss(b, log_softmax=False)
 
 
 @op("SoftmaxCrossEntropyLoss")
-def sce_loss(b: Builder, p: None) -> None:
+def sce_loss(b: SpecBuilder, p: None) -> None:
     _loss(b, log_softmax=True)
 
 
@@ -138,7 +138,7 @@ def hadamard(n: int, m: float) -> float:
 
 
 @op("Det")
-def det(b: Builder, p: None) -> None:
+def det(b: SpecBuilder, p: None) -> None:
     # X is (*, M, M). A near-singular matrix amplifies rounding error relative to det, but
     # the absolute error of an LU determinant stays around n * eps * prod ||row_i||, i.e.
     # eps times the Hadamard bound: with M <= 4 and |a_ij| <= 1.5 that bound is <= 81, so the

@@ -12,12 +12,12 @@ import math
 from typing import Any
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import WEIGHT, Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Floats, Ints, OneOf
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.shapes import broadcast, broadcastable, unidirectional
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
 
 NOT_GENERATED = {
     "test_einsum_batch_diagonal": "diagonals (a letter repeated in one operand) and ellipses "
@@ -46,7 +46,7 @@ def _sum_of_products(a: Interval, b: Interval, k: int) -> Interval:
 
 
 @op("MatMul")
-def matmul(b: Builder, p: None) -> None:
+def matmul(b: SpecBuilder, p: None) -> None:
     # numpy matmul: 1-D A is a row vector, 1-D B a column vector (the added axis is
     # removed again); the batch axes (all but the last two) broadcast.
     a = b.input("A", rank=Ints(1, b.max_rank), values=_operand)
@@ -71,7 +71,7 @@ def matmul(b: Builder, p: None) -> None:
 
 
 @op("Gemm")
-def gemm(b: Builder, p: None) -> None:
+def gemm(b: SpecBuilder, p: None) -> None:
     # Y = alpha * A' * B' + beta * C, A' = A or A^T (M x K), B' = B or B^T (K x N);
     # C broadcasts unidirectionally to (M, N).
     has_c = b.optional("C")
@@ -173,7 +173,7 @@ class EinsumEquation:
 
 
 @op("Einsum")
-def einsum(b: Builder, p: None) -> None:
+def einsum(b: SpecBuilder, p: None) -> None:
     n = b.arity(1, 2)
     x = b.input("Inputs", index=0, values=_operand)
     bound = dt.value_range(x.dtype)[1]

@@ -13,11 +13,11 @@ import math
 from typing import Any
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import MISSING, WEIGHT, Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Floats, Ints, OneOf, Subset
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import MISSING, WEIGHT, SpecBuilder
 
 NOT_GENERATED = {
     "test_batchnorm_example_training_mode": "training mode (running-statistics outputs) is "
@@ -58,7 +58,7 @@ def _affine(normalized: float, scale: Interval, bias: Interval | None) -> Interv
 
 # --- BatchNormalization -----------------------------------------------------------------------
 @op("BatchNormalization")
-def batch_norm(b: Builder, p: None) -> None:
+def batch_norm(b: SpecBuilder, p: None) -> None:
     x = b.input("X", rank=Ints(2, 5))
     c = x.shape[1]
     b.attr("epsilon", EPSILON, 1e-5)
@@ -82,7 +82,7 @@ def batch_norm(b: Builder, p: None) -> None:
 
 # --- LayerNormalization -----------------------------------------------------------------------
 @op("LayerNormalization", since=17)
-def layer_norm(b: Builder, p: None) -> None:
+def layer_norm(b: SpecBuilder, p: None) -> None:
     has_bias = b.optional("B")
     x = b.input("X", rank=Ints(1, 5), values=half_precision_spread)
     axis = b.attr("axis", Ints(-x.rank, x.rank - 1), -1)
@@ -103,7 +103,7 @@ def layer_norm(b: Builder, p: None) -> None:
 
 # --- InstanceNormalization / GroupNormalization -----------------------------------------------
 @op("InstanceNormalization")
-def instance_norm(b: Builder, p: None) -> None:
+def instance_norm(b: SpecBuilder, p: None) -> None:
     x = b.input("input", rank=Ints(3, 5), values=half_precision_spread)
     c = x.shape[1]
     b.attr("epsilon", EPSILON, 1e-5)
@@ -117,7 +117,7 @@ def instance_norm(b: Builder, p: None) -> None:
 # since=21: GroupNormalization-18 took per-group scale and bias. ONNX's shape inference
 # (1.23) gives its output only an element type; the ONNX Runtime run checks the shape.
 @op("GroupNormalization", since=21)
-def group_norm(b: Builder, p: None) -> None:
+def group_norm(b: SpecBuilder, p: None) -> None:
     x = b.input("X", rank=Ints(3, 5), values=half_precision_spread)
     c = x.shape[1]
     groups = b.attr("num_groups", OneOf([g for g in range(1, c + 1) if c % g == 0]))
@@ -133,7 +133,7 @@ def group_norm(b: Builder, p: None) -> None:
 
 # --- LpNormalization ----------------------------------------------------------------------------
 @op("LpNormalization")
-def lp_norm(b: Builder, p: None) -> None:
+def lp_norm(b: SpecBuilder, p: None) -> None:
     # A slice with a zero norm (e.g. after Relu) maps to zeros: the ONNX reference defines
     # it so and ONNX Runtime agrees, so any input is fine and no guard narrows reuse.
     x = b.input("input", rank=Ints(1, 5))
@@ -147,7 +147,7 @@ def lp_norm(b: Builder, p: None) -> None:
 
 # --- LRN ------------------------------------------------------------------------------------------
 @op("LRN")
-def lrn(b: Builder, p: None) -> None:
+def lrn(b: SpecBuilder, p: None) -> None:
     x = b.input("X", rank=4)  # (N, C, H, W): ONNX Runtime's kernel is 4-D
     b.attr("alpha", Floats(1e-5, 1e-3), 1e-4)  # ONNX Runtime requires alpha > 0
     b.attr("beta", Floats(0.05, 1.0, 19), 0.75)  # ONNX Runtime requires beta > 0
@@ -187,7 +187,7 @@ class AxesWith:
 
 
 @op("MeanVarianceNormalization")
-def mvn(b: Builder, p: None) -> None:
+def mvn(b: SpecBuilder, p: None) -> None:
     # ONNX Runtime (like the op's function body) computes Var = E[x^2] - E[x]^2, which rounds
     # below zero for a (near-)constant slice: sqrt -> NaN. So the axes always include axis 0,
     # X's first dim is >= 2 and X's values are distinct along axis 0 (a fresh input): no

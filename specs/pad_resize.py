@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import WEIGHT, Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Floats, Ints, OneOf
 from onnxfuzz.generate.intervals import point
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
 
 _NEAR_TIE = (
     "nearest with a non-exact scale, align_corners or an aspect-ratio policy puts "
@@ -99,7 +99,7 @@ def _pad_end(mode: str, d: int, begin: int, most: int) -> Ints:
 
 
 @op("Pad")
-def pad(b: Builder, p: None) -> None:
+def pad(b: SpecBuilder, p: None) -> None:
     # pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over `axes` (all axes before 18).
     data = b.input("data", rank=Ints(1, b.max_rank))
     modes = ["constant", "reflect", "edge"] + (["wrap"] if b.version >= 19 else [])
@@ -187,7 +187,7 @@ CUBIC_GAIN = 2.5  # bound on sum |w| of one axis' cubic weights (a in [-1, -0.5]
 
 
 @op("Resize")
-def resize(b: Builder, p: None) -> None:
+def resize(b: SpecBuilder, p: None) -> None:
     x = b.input("X", rank=Ints(1, b.max_rank))
     r = x.rank
     mode = b.attr("mode", OneOf(_modes(r, x.dtype, x.interval.mag, CUBIC_GAIN)), "nearest")

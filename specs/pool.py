@@ -27,11 +27,11 @@ from onnxfuzz.specs.conv import (
 )
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import MISSING, Builder
 from onnxfuzz.generate.domains import Ints, OneOf
 from onnxfuzz.generate.graph import Tensor
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
 
 LP_P = 4  # largest p of LpPool / GlobalLpPool drawn freely
 
@@ -77,7 +77,7 @@ def _ceil_agrees(
 
 
 def _window(
-    b: Builder,
+    b: SpecBuilder,
     x: Tensor,
     *,
     dilations: bool,
@@ -130,7 +130,7 @@ def _window(
 
 
 @op("MaxPool")
-def max_pool(b: Builder, p: None) -> None:
+def max_pool(b: SpecBuilder, p: None) -> None:
     x = b.input("X", rank=Ints(3, 5))
     _, out = _window(b, x, dilations=True, ceil_mode=True)
     # storage_order only orders the optional Indices output, which is not declared.
@@ -139,7 +139,7 @@ def max_pool(b: Builder, p: None) -> None:
 
 
 @op("AveragePool")
-def average_pool(b: Builder, p: None) -> None:
+def average_pool(b: SpecBuilder, p: None) -> None:
     x = b.input("X", rank=Ints(3, 5))
     # dilations arrived with AveragePool-19.
     _, out = _window(b, x, dilations=b.version >= 19, ceil_mode=True)
@@ -156,7 +156,7 @@ def _lp_window_bound(x: Interval, dtype: int, p: int) -> float:
 
 
 @op("LpPool")
-def lp_pool(b: Builder, p: None) -> None:
+def lp_pool(b: SpecBuilder, p: None) -> None:
     x = b.input("X", rank=Ints(3, 5))
     lp = b.attr("p", Ints(1, LP_P), 2)
     # ceil_mode and dilations arrived with LpPool-18.
@@ -175,7 +175,7 @@ def lp_pool(b: Builder, p: None) -> None:
 
 
 @op("GlobalAveragePool", "GlobalMaxPool")
-def global_pool(b: Builder, p: None) -> None:
+def global_pool(b: SpecBuilder, p: None) -> None:
     x = b.input("X", rank=Ints(3, 5))
     b.output(list(x.shape[:2]) + [1] * (x.rank - 2), interval=x.interval)
 
@@ -183,7 +183,7 @@ def global_pool(b: Builder, p: None) -> None:
 # until=21: ONNX Runtime 1.31 has no GlobalLpPool-22 kernel ("Could not find an
 # implementation"), although onnxfuzz/data/ort_cpu_kernels.json lists one from version 2 on.
 @op("GlobalLpPool", until=21)
-def global_lp_pool(b: Builder, p: None) -> None:
+def global_lp_pool(b: SpecBuilder, p: None) -> None:
     # |X| <= bound / 2 leaves a p with size**(1/p) * |X| <= bound for every spatial size.
     x = b.input(
         "X",

@@ -28,13 +28,13 @@ from onnxfuzz.specs.conv import Multiples, conv_geometry, conv_out_shape
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.builder import MISSING, WEIGHT, Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Ints, OneOf
 from onnxfuzz.generate.graph import Tensor
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.shapes import broadcast, broadcastable
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import MISSING, WEIGHT, SpecBuilder
 
 _NON_POW2 = "a scale that is not a power of two: x / scale is inexact, so values near a "
 _NON_POW2 += "rounding tie flip between backends"
@@ -144,7 +144,7 @@ def _scale_shape(x: Tensor, axis: int | None, block: int) -> list[tuple[int, ...
     return [(), (x.shape[ax],)]
 
 
-def _axis_block(b: Builder, x: Tensor) -> tuple[int | None, int]:
+def _axis_block(b: SpecBuilder, x: Tensor) -> tuple[int | None, int]:
     """The ``axis`` attribute (default 1, meaningful only with a 1-D or blocked scale)
     and, from version 21, ``block_size`` (0: not blocked). Returns (axis or None when
     per-axis scales are impossible, block_size)."""
@@ -164,7 +164,7 @@ def _axis_block(b: Builder, x: Tensor) -> tuple[int | None, int]:
     return axis, block
 
 
-def _types(b: Builder, type_var: str, among: frozenset[int] | None = None) -> list[int]:
+def _types(b: SpecBuilder, type_var: str, among: frozenset[int] | None = None) -> list[int]:
     """The element types ``type_var`` may take (schema, ONNX Runtime, --dtypes); none left
     (e.g. --dtypes float32 for an integer output) rules the op out."""
     out = [t for t in b.types(type_var) if among is None or t in among]
@@ -189,7 +189,7 @@ def _zp_values(dtype: int, q: Interval) -> Values:
 
 # --- QuantizeLinear -----------------------------------------------------------------------
 @op("QuantizeLinear")
-def quantize_linear(b: Builder, p: None) -> None:
+def quantize_linear(b: SpecBuilder, p: None) -> None:
     # y = saturate(round(x / y_scale) + y_zero_point), round half to even.
     has_zp = b.optional("y_zero_point")
     out_tv = b.info.input_type["y_zero_point"]
@@ -252,7 +252,7 @@ class _ScaleChoice:
 
 # --- DequantizeLinear ---------------------------------------------------------------------
 @op("DequantizeLinear")
-def dequantize_linear(b: Builder, p: None) -> None:
+def dequantize_linear(b: SpecBuilder, p: None) -> None:
     # y = (x - x_zero_point) * x_scale.
     has_zp = b.optional("x_zero_point")
     x = b.input("x")
@@ -304,7 +304,7 @@ def dequantize_linear(b: Builder, p: None) -> None:
 
 # --- DynamicQuantizeLinear ----------------------------------------------------------------
 @op("DynamicQuantizeLinear")
-def dynamic_quantize_linear(b: Builder, p: None) -> None:
+def dynamic_quantize_linear(b: SpecBuilder, p: None) -> None:
     # y_scale = (max(x, 0) - min(x, 0)) / 255, y_zero_point = round(-min(x, 0) / y_scale),
     # y = saturate(round(x / y_scale) + y_zero_point): uint8. x is fresh (so every backend
     # sees the same values) and away from x.5.
@@ -333,7 +333,7 @@ def _acc(x: Interval, w: Interval, k: int) -> Interval:
 
 
 @op("MatMulInteger")
-def matmul_integer(b: Builder, p: None) -> None:
+def matmul_integer(b: SpecBuilder, p: None) -> None:
     # Y = (A - a_zero_point) @ (B - b_zero_point) in int32; A and B are 8-bit, so with
     # K <= max_dim the sum stays far inside int32.
     has_azp = b.optional("a_zero_point")
@@ -360,7 +360,7 @@ def _requant_out(acc: Interval, ms: list[float], zp: Interval, dtype: int) -> In
     return _clamp(Interval(lo, hi) + zp, dtype)
 
 
-def _qscale(b: Builder, name: str, shapes: list[tuple[int, ...]] | None = None) -> list[float]:
+def _qscale(b: SpecBuilder, name: str, shapes: list[tuple[int, ...]] | None = None) -> list[float]:
     """A power-of-two scale constant of one of ``shapes`` (default: a scalar); float32,
     or the TS type from QLinearMatMul-21."""
     v = b.draw(name, _ScaleChoice(shapes or [()]))
@@ -370,7 +370,7 @@ def _qscale(b: Builder, name: str, shapes: list[tuple[int, ...]] | None = None) 
 
 
 @op("QLinearMatMul")
-def qlinear_matmul(b: Builder, p: None) -> None:
+def qlinear_matmul(b: SpecBuilder, p: None) -> None:
     # y = saturate(round((a - a_zp) @ (b - b_zp) * a_scale * b_scale / y_scale) + y_zp).
     a = b.input("a", rank=Ints(2, 4))
     a_s = _qscale(b, "a_scale")[0]
@@ -388,7 +388,7 @@ def qlinear_matmul(b: Builder, p: None) -> None:
 
 
 # --- ConvInteger / QLinearConv ------------------------------------------------------------
-def _conv_weight(b: Builder, name: str, x: Tensor, group: int, k_hi: list[int]) -> Tensor:
+def _conv_weight(b: SpecBuilder, name: str, x: Tensor, group: int, k_hi: list[int]) -> Tensor:
     dims = [Multiples(group, b.max_dim), x.shape[1] // group] + [Ints(1, h) for h in k_hi]
     w = b.input(name, dims=dims, kind=WEIGHT)
     b.attr("kernel_shape", OneOf([list(w.shape[2:])]), None)
@@ -396,7 +396,7 @@ def _conv_weight(b: Builder, name: str, x: Tensor, group: int, k_hi: list[int]) 
 
 
 @op("ConvInteger")
-def conv_integer(b: Builder, p: None) -> None:
+def conv_integer(b: SpecBuilder, p: None) -> None:
     # Y = conv(x - x_zero_point, w - w_zero_point) in int32 (padding contributes zeros);
     # |Y| <= fan_in * 255 * 255, far inside int32 for the kernel bounds.
     has_xzp = b.optional("x_zero_point")
@@ -417,7 +417,7 @@ def conv_integer(b: Builder, p: None) -> None:
 
 
 @op("QLinearConv")
-def qlinear_conv(b: Builder, p: None) -> None:
+def qlinear_conv(b: SpecBuilder, p: None) -> None:
     # y = saturate(round((conv(x - x_zp, w - w_zp) + B) * x_scale * w_scale / y_scale) + y_zp),
     # w_scale per tensor or per output channel.
     has_bias = b.optional("B")

@@ -22,10 +22,10 @@ false alarms. W is kept to |W| <= 1 / input for the same reason.
 from __future__ import annotations
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import MISSING, WEIGHT, Builder
 from onnxfuzz.generate.domains import Floats, Ints, OneOf
 from onnxfuzz.generate.intervals import Interval, Values, hull
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import MISSING, WEIGHT, SpecBuilder
 
 _NO_Y = (
     "the node leaves out output Y and keeps Y_h (or Y_c): onnxfuzz always produces the "
@@ -57,7 +57,7 @@ STATE = 1e3  # |initial_h|, |initial_c|: room for the LSTM cell's growth inside 
 
 
 @op("RNN", "GRU", "LSTM")
-def recurrent(b: Builder, p: None) -> None:
+def recurrent(b: SpecBuilder, p: None) -> None:
     g = GATES[b.op]
     has_b = b.optional("B")
     has_lens = b.optional("sequence_lens")

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import OneOf
 from onnxfuzz.generate.intervals import ANY, Interval, Values
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import SpecBuilder
 
 MARGIN = 0.999  # input bounds a little inside the limit, so float rounding cannot cross it
 
@@ -222,7 +222,7 @@ def _reduced_shape(shape: Sequence[int], axes: set[int], keepdims: int) -> list[
 
 # --- the spec -----------------------------------------------------------------------------
 @op(table=TABLE)
-def reduce(b: Builder, p: Reduction) -> None:
+def reduce(b: SpecBuilder, p: Reduction) -> None:
     cap = b.cfg.max_reuse_dim
     x = b.input(
         "data", dtype=dt.FLOATS if p.floats_only else None, values=lambda d: p.values(d, cap)

@@ -29,11 +29,11 @@ from onnxfuzz.specs.conv import (
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.builder import WEIGHT, Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Ints, Linked, OneOf
 from onnxfuzz.generate.intervals import Values, point
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
 
 _NEAR_TIE = (
     "nearest mode with grid positions exactly at x.5 (rounding ties: backends legitimately "
@@ -122,7 +122,7 @@ class NearestGrid:
 
 
 @op("GridSample", since=16)
-def grid_sample(b: Builder, p: None) -> None:
+def grid_sample(b: SpecBuilder, p: None) -> None:
     # X is (N, C, H, W) (GridSample-16) or (N, C, D, H, W) too (from 20; ONNX Runtime's
     # kernel does 4-D and 5-D). grid is (N, H_out, W_out, 2) / (N, D_out, H_out, W_out, 3).
     x = b.input("X", rank=Ints(4, 5 if b.version >= 20 else 4))
@@ -218,7 +218,7 @@ class Rois:
 
 # until=21: ONNX Runtime 1.31 registers RoiAlign 10 and 16 only (no kernel for RoiAlign-22).
 @op("RoiAlign", until=21)
-def roi_align(b: Builder, p: None) -> None:
+def roi_align(b: SpecBuilder, p: None) -> None:
     # X is (N, C, H, W); each roi is pooled to (output_height, output_width) by averaging
     # (or taking the max of) bilinear samples: Y is (num_rois, C, out_h, out_w).
     x = b.input("X", rank=4)
@@ -258,7 +258,7 @@ def _theta_values(dtype: int) -> Values:
 
 
 @op("AffineGrid", since=20)
-def affine_grid(b: Builder, p: None) -> None:
+def affine_grid(b: SpecBuilder, p: None) -> None:
     # theta is (N, 2, 3) (2-D) or (N, 3, 4) (3-D); size is (N, C, H, W) / (N, C, D, H, W);
     # grid[n, ..., :] = theta[n] @ (x, y[, z], 1) over normalized coordinates in [-1, 1].
     def dims(r: int) -> list:
@@ -286,7 +286,7 @@ MASK = 1.0  # |mask|
 
 
 @op("DeformConv", since=19)
-def deform_conv(b: Builder, p: None) -> None:
+def deform_conv(b: SpecBuilder, p: None) -> None:
     # Conv whose kernel taps are moved by per-position offsets (bilinear samples, 0
     # outside the image) and scaled by an optional mask. 2-D: X is (N, C, H, W).
     has_bias = b.optional("B")

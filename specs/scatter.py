@@ -20,12 +20,12 @@ import numpy as np
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.builder import Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Ints, OneOf
 from onnxfuzz.generate.graph import Tensor
 from onnxfuzz.generate.intervals import Interval, Values, hull
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import SpecBuilder
 
 from .layout import Axes, Each, is_int, rank_from
 
@@ -62,7 +62,7 @@ def _ints_array(value: Any) -> np.ndarray | None:
 
 
 # --- reductions shared by ScatterElements and ScatterND -----------------------------------
-def _reductions(b: Builder, data: Tensor) -> list[str]:
+def _reductions(b: SpecBuilder, data: Tensor) -> list[str]:
     dtype = data.dtype
     out = ["none"]
     if b.version >= 16 and dtype != dt.BOOL:
@@ -155,7 +155,7 @@ class ElementIndices:
 
 
 @op("ScatterElements")
-def scatter_elements(b: Builder, p: None) -> None:
+def scatter_elements(b: SpecBuilder, p: None) -> None:
     data = b.input("data", rank=rank_from(b, 1))
     r = data.rank
     axis = b.attr("axis", Ints(-r, r - 1), 0)
@@ -232,7 +232,7 @@ class TupleIndices:
 
 
 @op("ScatterND")
-def scatter_nd(b: Builder, p: None) -> None:
+def scatter_nd(b: SpecBuilder, p: None) -> None:
     data = b.input("data", rank=rank_from(b, 1))
     red = "none"
     if b.version >= 16:
@@ -252,7 +252,7 @@ def scatter_nd(b: Builder, p: None) -> None:
 
 # --- GatherND -----------------------------------------------------------------------------
 @op("GatherND")
-def gather_nd(b: Builder, p: None) -> None:
+def gather_nd(b: SpecBuilder, p: None) -> None:
     data = b.input("data", rank=rank_from(b, 1))
     r = data.rank
     bd = b.attr("batch_dims", Ints(0, r - 1), 0)
@@ -276,7 +276,7 @@ def gather_nd(b: Builder, p: None) -> None:
 
 # --- OneHot -------------------------------------------------------------------------------
 @op("OneHot")
-def one_hot(b: Builder, p: None) -> None:
+def one_hot(b: SpecBuilder, p: None) -> None:
     # Indices outside [-depth, depth-1] give an all-off row (defined), so any integer
     # tensor fits. Float indices are truncated: they are kept non-negative and away from
     # whole numbers, so float error upstream cannot move an index.
@@ -297,7 +297,7 @@ def one_hot(b: Builder, p: None) -> None:
 
 # --- ReverseSequence ----------------------------------------------------------------------
 @op("ReverseSequence")
-def reverse_sequence(b: Builder, p: None) -> None:
+def reverse_sequence(b: SpecBuilder, p: None) -> None:
     x = b.input("input", rank=rank_from(b, 2))
     time_axis = b.attr("time_axis", OneOf([0, 1]), 0)
     if time_axis == 0:
@@ -312,7 +312,7 @@ def reverse_sequence(b: Builder, p: None) -> None:
 
 # --- CenterCropPad ------------------------------------------------------------------------
 @op("CenterCropPad")
-def center_crop_pad(b: Builder, p: None) -> None:
+def center_crop_pad(b: SpecBuilder, p: None) -> None:
     x = b.input("input_data", rank=rank_from(b, 1))
     r = x.rank
     axes = b.attr("axes", Axes(range(r), r, 1, r), None)
@@ -453,7 +453,7 @@ class ImageShape:
 
 
 @op("Col2Im")
-def col2im(b: Builder, p: None) -> None:
+def col2im(b: SpecBuilder, p: None) -> None:
     x = b.input("input", rank=3)  # [N, C * prod(block_shape), L]
     nb, cb, length = x.shape
     bound = dt.value_range(x.dtype)[1]
@@ -517,7 +517,7 @@ class UnpoolIndices:
 
 
 @op("MaxUnpool")
-def max_unpool(b: Builder, p: None) -> None:
+def max_unpool(b: SpecBuilder, p: None) -> None:
     has_shape = b.optional("output_shape")
     x = b.input("X", rank=Ints(3, 5))  # N, C, spatial...
     n = x.rank - 2
@@ -546,7 +546,7 @@ def max_unpool(b: Builder, p: None) -> None:
 
 # --- EyeLike ------------------------------------------------------------------------------
 @op("EyeLike")
-def eye_like(b: Builder, p: None) -> None:
+def eye_like(b: SpecBuilder, p: None) -> None:
     x = b.input("input", rank=2)
     rows, cols = x.shape
     types = b.types("T2")
@@ -564,7 +564,7 @@ def eye_like(b: Builder, p: None) -> None:
 
 # --- CumProd ------------------------------------------------------------------------------
 @op("CumProd")
-def cum_prod(b: Builder, p: None) -> None:
+def cum_prod(b: SpecBuilder, p: None) -> None:
     # Products of up to n = shape[axis] factors: |x| <= 6 (ints) or 1.5 (floats) and
     # every dim at most log(bound) / log(|x|max), so any axis's product stays bounded.
     def values(d: int) -> Values:

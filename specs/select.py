@@ -13,11 +13,11 @@ import math
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.builder import WEIGHT, Builder
 from onnxfuzz.generate.domains import Ints, OneOf
 from onnxfuzz.generate.graph import Tensor
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
 
 NOT_GENERATED = {
     # Ties along the axis: which index wins is implementation-defined for ArgMax/ArgMin
@@ -52,7 +52,7 @@ def _reduced_shape(shape: tuple[int, ...], ax: int, keepdims: int) -> list[int]:
     return [d for i, d in enumerate(shape) if i != ax]
 
 
-def _tie_free(b: Builder, name: str, default_axis: int) -> tuple[Tensor, int]:
+def _tie_free(b: SpecBuilder, name: str, default_axis: int) -> tuple[Tensor, int]:
     """The axis attribute, then a fresh input without ties along it; returns (x, axis >= 0)."""
     r = b.max_rank
     if r < 1:
@@ -73,7 +73,7 @@ def _log_softmax_values(dtype: int) -> Values:
 
 
 @op("Softmax", "LogSoftmax")
-def softmax(b: Builder, p: None) -> None:
+def softmax(b: SpecBuilder, p: None) -> None:
     values = _log_softmax_values if b.op == "LogSoftmax" else Values()
     x = b.input("input", rank=Ints(1, b.max_rank), values=values)
     axis = b.attr("axis", Ints(-x.rank, x.rank - 1), -1)
@@ -87,14 +87,14 @@ def softmax(b: Builder, p: None) -> None:
 
 
 @op("Hardmax")
-def hardmax(b: Builder, p: None) -> None:
+def hardmax(b: SpecBuilder, p: None) -> None:
     x, _ = _tie_free(b, "input", -1)
     b.output(x.shape, interval=Interval(0, 1))
 
 
 # --- ArgMax / ArgMin / TopK ------------------------------------------------------------------
 @op("ArgMax", "ArgMin")
-def arg_extreme(b: Builder, p: None) -> None:
+def arg_extreme(b: SpecBuilder, p: None) -> None:
     x, ax = _tie_free(b, "data", 0)
     keepdims = b.attr("keepdims", OneOf([0, 1]), 1)
     b.attr("select_last_index", OneOf([0, 1]), 0)  # no ties: either picks the same index
@@ -102,7 +102,7 @@ def arg_extreme(b: Builder, p: None) -> None:
 
 
 @op("TopK")
-def top_k(b: Builder, p: None) -> None:
+def top_k(b: SpecBuilder, p: None) -> None:
     x, ax = _tie_free(b, "X", -1)
     b.attr("largest", OneOf([1, 0]), 1)
     # sorted=0 leaves the order of the K results to the implementation.
@@ -118,7 +118,7 @@ def top_k(b: Builder, p: None) -> None:
 
 # --- CumSum --------------------------------------------------------------------------------
 @op("CumSum")
-def cumsum(b: Builder, p: None) -> None:
+def cumsum(b: SpecBuilder, p: None) -> None:
     cap = b.cfg.max_reuse_dim
 
     def values(dtype: int) -> Values:
@@ -148,7 +148,7 @@ def cumsum(b: Builder, p: None) -> None:
 
 # --- Trilu ---------------------------------------------------------------------------------
 @op("Trilu", since=14)
-def trilu(b: Builder, p: None) -> None:
+def trilu(b: SpecBuilder, p: None) -> None:
     x = b.input("input", rank=Ints(2, b.max_rank))
     b.attr("upper", OneOf([1, 0]), 1)
     if b.optional("k"):

@@ -21,11 +21,11 @@ import numpy as np
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.builder import MISSING, Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Ints, OneOf
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
 
 _ONESIDED_DEFAULT = (
     "onesided left at its default: ONNX's shape inference (1.23) reads it as 0, the "
@@ -39,7 +39,7 @@ NOT_GENERATED = {
 SQRT2 = math.sqrt(2.0)
 
 
-def _signal_values(b: Builder) -> Any:
+def _signal_values(b: SpecBuilder) -> Any:
     """|x| <= bound / (sqrt 2 * longest axis): a DFT over any axis stays in the bound."""
     cap = b.cfg.max_reuse_dim
 
@@ -52,7 +52,7 @@ def _signal_values(b: Builder) -> Any:
 
 # --- DFT ----------------------------------------------------------------------------------
 @op("DFT", since=17)
-def dft(b: Builder, p: None) -> None:
+def dft(b: SpecBuilder, p: None) -> None:
     has_length = b.optional("dft_length")
     x = b.input(
         "input",
@@ -108,7 +108,7 @@ def dft(b: Builder, p: None) -> None:
 
 # --- STFT ---------------------------------------------------------------------------------
 @op("STFT", since=17)
-def stft(b: Builder, p: None) -> None:
+def stft(b: SpecBuilder, p: None) -> None:
     has_window = b.optional("window")
     # Without a window the frame length is given (ONNX Runtime 1.31 requires one of them).
     has_frame_length = b.optional("frame_length") if has_window else True
@@ -143,7 +143,7 @@ WINDOW_MAX = 64  # longest window
 
 
 @op("HannWindow", "HammingWindow", "BlackmanWindow", since=17)
-def window(b: Builder, p: None) -> None:
+def window(b: SpecBuilder, p: None) -> None:
     # Generalized cosine windows a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N), N = size
     # (periodic) or size - 1 (symmetric), with values in [0, 1]. The output type is an
     # attribute: any T2 type.
@@ -261,7 +261,7 @@ class UpperEdge:
 
 
 @op("MelWeightMatrix", since=17)
-def mel_weight_matrix(b: Builder, p: None) -> None:
+def mel_weight_matrix(b: SpecBuilder, p: None) -> None:
     # Triangular filters over the linear spectrum's dft_length // 2 + 1 bins, peaks 1:
     # values in [0, 1]. The constants come first, all drawn; the output type is T3.
     bins = b.draw("num_mel_bins", Ints(1, MEL_BINS))

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.builder import Builder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Ints, OneOf, Subset
 from onnxfuzz.generate.graph import Tensor
 from onnxfuzz.generate.intervals import Interval, hull, point
 from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import SpecBuilder
 
 from .layout import Axes, Each, is_int, rank_from
 
@@ -140,7 +140,7 @@ class Composition:
 
 
 @op("Slice")
-def slice_(b: Builder, p: None) -> None:
+def slice_(b: SpecBuilder, p: None) -> None:
     has_axes, has_steps = b.optional("axes"), b.optional("steps")
     x = b.input("data", rank=rank_from(b, 1))
     r = x.rank
@@ -182,14 +182,16 @@ def slice_(b: Builder, p: None) -> None:
     b.output(shape, interval=x.interval)
 
 
-def _outputs(b: Builder, x: Tensor, shapes: Sequence[Sequence[int]], interval: Interval) -> None:
+def _outputs(
+    b: SpecBuilder, x: Tensor, shapes: Sequence[Sequence[int]], interval: Interval
+) -> None:
     """Outputs of a variadic output list (the type variable is bound by the input)."""
     for shape in shapes:
         b.output(shape, interval=interval)
 
 
 @op("Split")
-def split(b: Builder, p: None) -> None:
+def split(b: SpecBuilder, p: None) -> None:
     has_split = b.optional("split")
     x = b.input("input", rank=rank_from(b, 1))
     axis = b.attr("axis", Ints(-x.rank, x.rank - 1), 0)
@@ -214,7 +216,7 @@ def split(b: Builder, p: None) -> None:
 
 
 @op("Concat")
-def concat(b: Builder, p: None) -> None:
+def concat(b: SpecBuilder, p: None) -> None:
     n = b.arity(1, 4)
     x = b.input("inputs", rank=rank_from(b, 1))
     axis = b.attr("axis", Ints(-x.rank, x.rank - 1))
@@ -228,7 +230,7 @@ def concat(b: Builder, p: None) -> None:
 
 
 @op("Shape")
-def shape_(b: Builder, p: None) -> None:
+def shape_(b: SpecBuilder, p: None) -> None:
     # A scalar's shape is empty (a zero-size output), so rank >= 1.
     x = b.input("data", rank=rank_from(b, 1))
     r = x.rank
@@ -242,12 +244,12 @@ def shape_(b: Builder, p: None) -> None:
 
 
 @op("Size")
-def size(b: Builder, p: None) -> None:
+def size(b: SpecBuilder, p: None) -> None:
     x = b.input("data")
     b.output((), interval=point(math.prod(x.shape)))
 
 
-def _need_rank4(b: Builder) -> None:
+def _need_rank4(b: SpecBuilder) -> None:
     # Work-around: the builder takes a dims list's length as the rank without comparing
     # it with --max-rank, so check here.
     if b.max_rank < 4:
@@ -280,7 +282,7 @@ class BlockDim:
 
 
 @op("DepthToSpace")
-def depth_to_space(b: Builder, p: None) -> None:
+def depth_to_space(b: SpecBuilder, p: None) -> None:
     _need_rank4(b)
     c_dim = BlockDim([4, 9], b.max_dim, b.cfg.max_reuse_dim)  # blocksize 2 or 3 fit
     x = b.input("input", dims=[None, c_dim, None, None])  # N, C, H, W
@@ -292,7 +294,7 @@ def depth_to_space(b: Builder, p: None) -> None:
 
 
 @op("SpaceToDepth")
-def space_to_depth(b: Builder, p: None) -> None:
+def space_to_depth(b: SpecBuilder, p: None) -> None:
     _need_rank4(b)
     hw_dim = BlockDim([2, 3], b.max_dim, b.cfg.max_reuse_dim)
     x = b.input("input", dims=[None, None, hw_dim, hw_dim])  # N, C, H, W

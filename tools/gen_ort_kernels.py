@@ -47,7 +47,7 @@ def probe(table: dict) -> dict:
     from onnxfuzz import dtypes as dt
     from onnxfuzz.errors import OnnxFuzzError
     from onnxfuzz.generate import builder
-    from onnxfuzz.generate.config import Config
+    from onnxfuzz.generate.config import MAX_OPSET, MIN_OPSET, Config
     from onnxfuzz.generate.coverage import main_type_var  # noqa: F401 - used in runs()
     from onnxfuzz.generate.generator import Generator
     from onnxfuzz.generate.spec import load_specs, op_info
@@ -112,7 +112,7 @@ def probe(table: dict) -> dict:
     done: dict[tuple, list[int]] = {}
     try:
         for op, spec in load_specs().items():
-            for opset in range(max(spec.since, 13), min(spec.until, 26) + 1):
+            for opset in range(max(spec.since, MIN_OPSET), min(spec.until, MAX_OPSET) + 1):
                 info = op_info(op, opset)
                 if info is None:
                     continue

@@ -7,7 +7,14 @@ import re
 import click
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.config import DEFAULT_OPSET, Config
+from onnxfuzz.generate.config import (
+    DEFAULT_OPSET,
+    MAX_DIM,
+    MAX_OPSET,
+    MAX_RANK,
+    MIN_OPSET,
+    Config,
+)
 
 
 def _nodes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int]:
@@ -53,7 +60,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
         ),
         click.option(
             "--opset",
-            type=click.IntRange(13, 26),
+            type=click.IntRange(MIN_OPSET, MAX_OPSET),
             default=opset_default,
             show_default=opset_default is not None,
             help=opset_help,
@@ -72,8 +79,8 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
             show_default=True,
             help="Chance an input reuses an existing tensor.",
         ),
-        click.option("--max-rank", type=click.IntRange(0, 8), default=5, show_default=True),
-        click.option("--max-dim", type=click.IntRange(1, 65536), default=8, show_default=True),
+        click.option("--max-rank", type=click.IntRange(0, MAX_RANK), default=5, show_default=True),
+        click.option("--max-dim", type=click.IntRange(1, MAX_DIM), default=8, show_default=True),
         click.option(
             "--weights-as-inputs",
             is_flag=True,

@@ -5,11 +5,13 @@ from __future__ import annotations
 import click
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.config import DEFAULT_OPSET
+from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
 
 @click.command("specs")
-@click.option("--opset", type=click.IntRange(13, 26), default=DEFAULT_OPSET, show_default=True)
+@click.option(
+    "--opset", type=click.IntRange(MIN_OPSET, MAX_OPSET), default=DEFAULT_OPSET, show_default=True
+)
 @click.option(
     "--table",
     is_flag=True,

@@ -17,7 +17,7 @@ the domain the spec offers: the spec-completeness check.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,20 +25,13 @@ import numpy as np
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError, SpecError
 from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.config import MAX_RANK, Config
 from onnxfuzz.generate.domains import Domain, Ints, OneOf
 from onnxfuzz.generate.graph import Graph, Node, Tensor
 from onnxfuzz.generate.intervals import ANY, Interval, Values
 from onnxfuzz.generate.spec import OpInfo, OpSpec
+from onnxfuzz.generate.spec_api import DATA, MISSING, WEIGHT, DimEntry, Dims, ValuesArg
 from onnxfuzz.generate.values import sample
-
-MISSING: Any = object()
-DATA = "data"  # fresh -> a graph input (values drawn per test)
-WEIGHT = "weight"  # fresh -> an initializer (values fixed in the model)
-
-DimEntry = int | Domain | None  # None: any dim
-Dims = Sequence[DimEntry] | Callable[[int], Sequence[DimEntry]] | None
-ValuesArg = Values | Callable[[int], Values]  # a domain, or one per element type
 
 FRESH_FLOAT = 4.0  # fresh float tensors are drawn inside [-4, 4] where the domain allows
 FRESH_INT = 8  # fresh integer tensors inside [-8, 8]
@@ -62,7 +55,8 @@ class OutOfDomain(Exception):
 
 
 class Builder:
-    """What specs see; subclasses decide where values come from."""
+    """The shared part of the two ``SpecBuilder``s (``onnxfuzz.generate.spec_api``, what
+    specs see); subclasses decide where values come from."""
 
     def __init__(self, spec: OpSpec, info: OpInfo, cfg: Config) -> None:
         self.spec = spec
@@ -601,7 +595,7 @@ class CheckBuilder(Builder):
         if isinstance(dims, Sequence):
             lo = hi = len(dims)
         elif rank is None:
-            lo, hi = 0, 8
+            lo, hi = 0, MAX_RANK
         elif isinstance(rank, int):
             lo = hi = rank
         else:

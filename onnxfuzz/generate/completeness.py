@@ -20,11 +20,10 @@ from onnx import helper, numpy_helper
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.generate.builder import CheckBuilder, OutOfDomain
-from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.config import MAX_DIM, MAX_OPSET, MAX_RANK, Config
 from onnxfuzz.generate.spec import OpSpec, load_specs, op_info
 
-MAX_SUPPORTED_OPSET = 26
-WIDE = {"max_rank": 8, "max_dim": 1 << 16}
+WIDE = {"max_rank": MAX_RANK, "max_dim": MAX_DIM}
 
 
 @dataclass
@@ -106,7 +105,7 @@ def _opset_for(spec: OpSpec, case: NodeCase) -> tuple[int | None, str]:
     there = op_info(spec.op_type, case.opset)
     if there is None:
         return None, f"no schema for {spec.op_type} at opset {case.opset}"
-    hi = min(MAX_SUPPORTED_OPSET, spec.until)
+    hi = min(MAX_OPSET, spec.until)
     candidates = [case.opset] if spec.since <= case.opset <= hi else []
     candidates += list(range(spec.since, hi + 1))
     for opset in candidates:

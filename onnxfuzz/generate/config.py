@@ -9,7 +9,12 @@ from onnx import helper
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
 
+# The opsets onnxfuzz generates: from 13 (the specs' baseline) to 26 (the newest ONNX
+# Runtime 1.31 runs). The one place this range is stated.
+MIN_OPSET, MAX_OPSET = 13, 26
 DEFAULT_OPSET = 21  # inside ONNX Runtime 1.31's range (<= 26) and TVM Relax's (>= 17)
+MAX_RANK = 8  # the largest --max-rank
+MAX_DIM = 1 << 16  # the largest --max-dim
 
 
 def ir_version_for(opset: int) -> int:
@@ -38,10 +43,10 @@ class Config:
             )
         if not 0.0 <= self.picking_rate <= 1.0:
             raise ConfigError(f"--picking-rate: need 0 <= p <= 1, got {self.picking_rate}")
-        if not 0 <= self.max_rank <= 8:
-            raise ConfigError(f"--max-rank: need 0..8, got {self.max_rank}")
-        if not 1 <= self.max_dim <= 1 << 16:
-            raise ConfigError(f"--max-dim: need 1..65536, got {self.max_dim}")
+        if not 0 <= self.max_rank <= MAX_RANK:
+            raise ConfigError(f"--max-rank: need 0..{MAX_RANK}, got {self.max_rank}")
+        if not 1 <= self.max_dim <= MAX_DIM:
+            raise ConfigError(f"--max-dim: need 1..{MAX_DIM}, got {self.max_dim}")
         if not 7 <= self.opset <= 26:
             raise ConfigError(
                 f"--opset: onnxfuzz exports opsets 7..26 (ONNX Runtime 1.31 stops at 26), "

@@ -7,7 +7,7 @@ function generates (the builder draws choices) and checks membership (the builde
 compares against an observed node): see ``onnxfuzz.generate.builder``.
 
     @op("Relu", "Sigmoid", table={...})
-    def unary(b: Builder, p: Unary) -> None:
+    def unary(b: SpecBuilder, p: Unary) -> None:
         x = b.input("X")
         b.output(x.shape, interval=p.f(x.interval))
 """
@@ -26,21 +26,21 @@ import onnx
 import onnx.defs
 
 from onnxfuzz.errors import ConfigError, SpecError
+from onnxfuzz.generate.config import MIN_OPSET
 
 if TYPE_CHECKING:
-    from onnxfuzz.generate.builder import Builder
+    from onnxfuzz.generate.spec_api import SpecBuilder
 
-MAX_OPSET = onnx.defs.onnx_opset_version()
-DEFAULT_SINCE = 13  # onnxfuzz targets opsets 13..26
+ONNX_OPSET = onnx.defs.onnx_opset_version()  # the newest opset the installed onnx defines
 
 
 @dataclass(frozen=True)
 class OpSpec:
     op_type: str
-    build: Callable[[Builder, Any], None] = field(repr=False)
+    build: Callable[[SpecBuilder, Any], None] = field(repr=False)
     params: Any = None
-    since: int = DEFAULT_SINCE
-    until: int = MAX_OPSET
+    since: int = MIN_OPSET
+    until: int = ONNX_OPSET
     family: str = ""
 
     def covers(self, opset: int) -> bool:
@@ -53,13 +53,13 @@ REGISTRY: dict[str, OpSpec] = {}
 def op(
     *names: str,
     table: Mapping[str, Any] | None = None,
-    since: int = DEFAULT_SINCE,
-    until: int = MAX_OPSET,
-) -> Callable[[Callable[[Builder, Any], None]], Callable[[Builder, Any], None]]:
+    since: int = MIN_OPSET,
+    until: int = ONNX_OPSET,
+) -> Callable[[Callable[[SpecBuilder, Any], None]], Callable[[SpecBuilder, Any], None]]:
     """Register ``build`` as the spec of each named op (or of each key of ``table``,
     passing the op's row as ``p``)."""
 
-    def register(build: Callable[[Builder, Any], None]) -> Callable[[Builder, Any], None]:
+    def register(build: Callable[[SpecBuilder, Any], None]) -> Callable[[SpecBuilder, Any], None]:
         ops: dict[str, Any] = {n: None for n in names}
         if table:
             ops.update(table)
@@ -84,7 +84,7 @@ def register_spec(spec: OpSpec) -> None:
         raise SpecError(name, "op_type", f"registered twice (also by {REGISTRY[name].family})")
     if not 1 <= spec.since <= spec.until:
         raise SpecError(name, "since", f"empty opset range {spec.since}..{spec.until}")
-    if not any(op_info(name, v) for v in range(spec.since, min(spec.until, MAX_OPSET) + 1)):
+    if not any(op_info(name, v) for v in range(spec.since, min(spec.until, ONNX_OPSET) + 1)):
         raise SpecError(name, "since", f"no schema in opsets {spec.since}..{spec.until}")
     REGISTRY[name] = spec
 

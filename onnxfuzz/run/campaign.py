@@ -21,7 +21,7 @@ from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
-from onnxfuzz.generate.config import DEFAULT_OPSET, Config
+from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
 from onnxfuzz.generate.generator import Case, Generator
 from onnxfuzz.judge.attribution import blame
 from onnxfuzz.judge.judge import Judge
@@ -35,7 +35,6 @@ from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
 from onnxfuzz.store.db import Result, Store
 from onnxfuzz.store.report import print_summary
 
-MIN_OPSET, MAX_OPSET = 13, 26
 MAX_REDUCED = 3  # hits of one signature that are reduced (their patterns split bugs)
 HANG_TRY_FLOOR, HANG_TRY_FACTOR = 2.0, 4.0  # per-try time limit reducing a hang (seconds, x)
 
@@ -98,12 +97,15 @@ def writable_folder(path: Path, flag: str) -> None:
 
 
 def negotiate_opset(infos: list[BackendInfo], wanted: int | None) -> int:
-    """An opset inside every backend's supported range (and onnxfuzz's 13..26)."""
+    """An opset inside every backend's supported range and onnxfuzz's (MIN..MAX_OPSET)."""
     lo = max([MIN_OPSET] + [i.opsets[0] for i in infos])
     hi = min([MAX_OPSET] + [i.opsets[1] for i in infos])
     if lo > hi:
         ranges = ", ".join(f"{i.label} {i.opsets[0]}..{i.opsets[1]}" for i in infos)
-        raise UsageError(f"--backend: no opset in 13..26 that every backend supports ({ranges})")
+        raise UsageError(
+            f"--backend: no opset in {MIN_OPSET}..{MAX_OPSET} that every backend supports "
+            f"({ranges})"
+        )
     if wanted is not None:
         if not lo <= wanted <= hi:
             narrow = [i.label for i in infos if not i.opsets[0] <= wanted <= i.opsets[1]]

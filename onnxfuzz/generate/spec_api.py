@@ -1,0 +1,104 @@
+"""The builder API a spec talks to: read this first to write a spec.
+
+A spec states an op's variables in Isra's order through a ``SpecBuilder`` (see
+docs/writing-specs.md). Two builders implement it: ``builder.GenBuilder`` draws every
+variable from the recorded choice stream (generation) and ``builder.CheckBuilder`` takes
+it from an observed node (the spec-completeness check). Specs must use nothing else of a
+builder: a name added here must be implemented by both (a test checks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.domains import Domain, Ints
+from onnxfuzz.generate.graph import Tensor
+from onnxfuzz.generate.intervals import Interval, Values
+
+if TYPE_CHECKING:
+    from onnxfuzz.generate.spec import OpInfo
+
+DimEntry = int | Domain | None  # one axis of an input's dims: fixed, a domain, or any
+Dims = Sequence[DimEntry] | Callable[[int], Sequence[DimEntry]] | None  # or per rank
+ValuesArg = Values | Callable[[int], Values]  # a value domain, or one per element type
+
+MISSING: Any = object()  # ``attr`` without a default: the attribute is always set
+DATA = "data"  # a fresh input becomes a graph input (values drawn per test)
+WEIGHT = "weight"  # a fresh input becomes an initializer (values fixed in the model)
+
+
+class SpecBuilder(Protocol):
+    """What a spec may read and call. Variables are stated in Isra's order: input count
+    and optional inputs, the first input, attributes, further inputs, outputs."""
+
+    # --- facts -------------------------------------------------------------------------
+    op: str  # the op type
+    version: int  # the op's schema version at the model's opset
+    opset: int  # the model's opset
+    cfg: Config  # generator options (max rank and dim, dtypes, ...)
+    info: OpInfo  # the op's schema facts (type sets, input positions)
+    bound: dict[str, int]  # type variables bound so far -> element type
+
+    @property
+    def max_rank(self) -> int: ...
+
+    @property
+    def max_dim(self) -> int: ...
+
+    def types(self, type_var: str) -> tuple[int, ...]:
+        """Element types ``type_var`` may take now (schema, kernels, --dtypes, bound)."""
+        ...
+
+    # --- variables ---------------------------------------------------------------------
+    def arity(self, lo: int, hi: int, name: str | int = 0) -> int:
+        """How many inputs a variadic input has, in ``lo..hi``."""
+        ...
+
+    def optional(self, name: str | int, p: float = 0.5) -> bool:
+        """Is the optional input ``name`` present (with probability ``p``)?"""
+        ...
+
+    def draw(self, name: str, domain: Domain) -> Any:
+        """A variable that is not an attribute (a value the spec derives others from)."""
+        ...
+
+    def attr(self, name: str, domain: Domain, default: Any = MISSING) -> Any:
+        """An attribute from ``domain``; with ``default``, sometimes left out."""
+        ...
+
+    def set_attr(self, name: str, value: Any) -> None:
+        """An attribute whose value the spec derived (no choice)."""
+        ...
+
+    # --- tensors -----------------------------------------------------------------------
+    def input(
+        self,
+        name: str | int,
+        *,
+        index: int = 0,
+        dtype: int | Iterable[int] | None = None,
+        rank: int | Ints | None = None,
+        dims: Dims = None,
+        values: ValuesArg = ...,
+        kind: str = DATA,
+    ) -> Tensor:
+        """An input tensor: an existing one that fits, or a fresh input or initializer."""
+        ...
+
+    def const(
+        self, name: str | int, value: Any, *, index: int = 0, dtype: int | None = None
+    ) -> Tensor:
+        """A constant input with values the spec derived (shape, axes, pads)."""
+        ...
+
+    def const_type(self, name: str | int, index: int = 0) -> int:
+        """The element type of a constant input, among its type variable's."""
+        ...
+
+    def output(
+        self, shape: Sequence[int], *, dtype: int | None = None, interval: Interval | None = None
+    ) -> Tensor:
+        """The next output: its shape and its sound value interval."""
+        ...
