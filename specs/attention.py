@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnxfuzz.specs.conv import Multiples
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.domains import Floats, Ints, OneOf
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
+from onnxfuzz.generate.spec_domains import Multiples, divisors
 
 _TRAINING = "training mode (random dropout and its mask) is not generated: inference only"
 _PAST = "past_key/past_value (a KV cache) and the present outputs are not generated"
@@ -162,10 +162,6 @@ def shrink(b: SpecBuilder, p: None) -> None:
 
 
 # --- Attention ------------------------------------------------------------------------------
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 @op("Attention", since=23)
 def attention(b: SpecBuilder, p: None) -> None:
     # Y = softmax(Q K^T * scale + mask) V per head, 4-D (batch, heads, seq, head size) or
@@ -182,8 +178,8 @@ def attention(b: SpecBuilder, p: None) -> None:
     b.attr("is_causal", OneOf([0, 1]), 0)
     if q.rank == 3:
         length = q.shape[1]
-        heads = b.attr("q_num_heads", OneOf(_divisors(q.shape[2])))
-        kv_heads = b.attr("kv_num_heads", OneOf(_divisors(heads)))
+        heads = b.attr("q_num_heads", OneOf(divisors(q.shape[2])))
+        kv_heads = b.attr("kv_num_heads", OneOf(divisors(heads)))
         size = q.shape[2] // heads
         k = b.input(
             "K",
@@ -196,9 +192,7 @@ def attention(b: SpecBuilder, p: None) -> None:
         y_shape = [batch, length, heads * v_size]
     else:
         heads, length, size = q.shape[1:]
-        k = b.input(
-            "K", dims=[batch, OneOf(_divisors(heads)), None, size], values=Values(-2.0, 2.0)
-        )
+        k = b.input("K", dims=[batch, OneOf(divisors(heads)), None, size], values=Values(-2.0, 2.0))
         kv_heads, seq = k.shape[1], k.shape[2]
         v = b.input("V", dims=[batch, kv_heads, seq, None])
         y_shape = [batch, heads, length, v.shape[3]]

@@ -23,8 +23,7 @@ from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.shapes import broadcast, broadcastable
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import SpecBuilder
-
-from .layout import is_int
+from onnxfuzz.generate.spec_domains import is_int
 
 NOT_GENERATED = {
     "test_bitcast_int32_to_float32": "integer-to-float BitCast is drawn only from integers "

@@ -22,8 +22,7 @@ from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.intervals import Interval, point
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
-
-from .layout import is_int
+from onnxfuzz.generate.spec_domains import is_int
 
 NOT_GENERATED = {
     "test_range_float_type_positive_delta": "(limit - start) / delta is a whole number (2): "

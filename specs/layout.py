@@ -20,90 +20,7 @@ from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Ints, OneOf, Permutation
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
-
-
-def is_int(v: Any) -> bool:
-    """An integer value (Python or numpy), not a bool-like string or a list."""
-    try:
-        return not isinstance(v, str | list | tuple) and int(v) == v
-    except (TypeError, ValueError):
-        return False
-
-
-def _ints(value: Any) -> list[int] | None:
-    """``value`` as a list of Python ints, or None when it is not a list of integers."""
-    try:
-        vals = list(value)
-    except TypeError:
-        return None
-    return [int(v) for v in vals] if all(is_int(v) for v in vals) else None
-
-
-def rank_from(b: SpecBuilder, lo: int) -> Ints:
-    """Ranks ``lo``..--max-rank. When --max-rank is below ``lo`` the builder reports a
-    ConfigError (the op is skipped) instead of an empty domain (a spec bug)."""
-    return Ints(lo, max(lo, b.max_rank))
-
-
-class Each:
-    """A list with one value per element domain, drawn in order (``Tile`` repeats,
-    ``Slice`` starts/ends/steps)."""
-
-    __slots__ = ("elems",)
-
-    def __init__(self, elems: Sequence[Any]) -> None:
-        self.elems = tuple(elems)
-
-    def __repr__(self) -> str:
-        return f"Each({list(self.elems)!r})"
-
-    def empty(self) -> bool:
-        return any(e.empty() for e in self.elems)
-
-    def draw(self, s: ChoiceStream) -> list[Any]:
-        return [e.draw(s) for e in self.elems]
-
-    def contains(self, value: Any) -> bool:
-        vals = list(value)
-        return len(vals) == len(self.elems) and all(
-            e.contains(v) for e, v in zip(self.elems, vals, strict=True)
-        )
-
-
-class Axes:
-    """Distinct axes of a rank-``rank`` tensor taken from ``items`` (non-negative), in any
-    order, each written either as ``i`` or as ``i - rank`` (ONNX accepts [-rank, rank-1])."""
-
-    __slots__ = ("items", "rank", "min_size", "max_size")
-
-    def __init__(
-        self, items: Sequence[int], rank: int, min_size: int = 1, max_size: int | None = None
-    ) -> None:
-        self.items = tuple(items)
-        self.rank = rank
-        self.min_size = min_size
-        self.max_size = len(self.items) if max_size is None else min(max_size, len(self.items))
-
-    def __repr__(self) -> str:
-        return f"Axes({list(self.items)}, rank={self.rank}, {self.min_size}..{self.max_size})"
-
-    def empty(self) -> bool:
-        return self.min_size > self.max_size
-
-    def draw(self, s: ChoiceStream) -> list[int]:
-        k = s.integer(self.min_size, self.max_size)
-        rest = list(self.items)
-        picked = [rest.pop(s.index(len(rest))) for _ in range(k)]
-        return [a - self.rank if s.chance(0.25) else a for a in picked]
-
-    def contains(self, value: Any) -> bool:
-        vals = _ints(value)
-        if vals is None or not self.min_size <= len(vals) <= self.max_size:
-            return False
-        if any(not -self.rank <= v < self.rank for v in vals):
-            return False
-        norm = [v % self.rank for v in vals]
-        return len(set(norm)) == len(norm) and all(a in self.items for a in norm)
+from onnxfuzz.generate.spec_domains import Axes, Each, as_ints, divisors
 
 
 class NewAxes:
@@ -129,17 +46,12 @@ class NewAxes:
         return self._at(s.integer(1, self.max_new)).draw(s)
 
     def contains(self, value: Any) -> bool:
-        vals = _ints(value)
+        vals = as_ints(value)
         return (
             vals is not None
             and 1 <= len(vals) <= self.max_new
             and self._at(len(vals)).contains(vals)
         )
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
 
 
 class ReshapeTarget:
@@ -169,7 +81,7 @@ class ReshapeTarget:
         rank = s.integer(0 if self.size == 1 else 1, self.max_rank)
         dims, rest = [], self.size
         for _ in range(rank - 1):
-            divs = _divisors(rest)
+            divs = divisors(rest)
             d = divs[s.index(len(divs))]
             dims.append(d)
             rest //= d
@@ -194,7 +106,7 @@ class ReshapeTarget:
         return tuple(self.size // known if d == -1 else d for d in dims)
 
     def contains(self, value: Any) -> bool:
-        vals = _ints(value)
+        vals = as_ints(value)
         if vals is None or len(vals) > self.max_rank or vals.count(-1) > 1:
             return False
         for i, v in enumerate(vals):
@@ -236,7 +148,7 @@ class ExpandShape:
         return out
 
     def contains(self, value: Any) -> bool:
-        vals = _ints(value)
+        vals = as_ints(value)
         if vals is None or len(vals) > self.max_rank:
             return False
         for j, v in enumerate(vals):

@@ -7,16 +7,14 @@ output with the exact shape ONNX's formulas give.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Floats, Ints, OneOf
 from onnxfuzz.generate.intervals import point
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
+from onnxfuzz.generate.spec_domains import Axes
 
 _NEAR_TIE = (
     "nearest with a non-exact scale, align_corners or an aspect-ratio policy puts "
@@ -43,37 +41,6 @@ NOT_GENERATED = {
         )
     },
 }
-
-
-class Axes:
-    """A non-empty list of distinct axes of a rank-``rank`` tensor, in any order, each
-    written either way (``i`` or ``i - rank``): Pad's axes input, Resize's axes."""
-
-    def __init__(self, rank: int, negative: bool = True) -> None:
-        self.rank, self.negative = rank, negative
-
-    def __repr__(self) -> str:
-        return f"Axes({self.rank})"
-
-    def empty(self) -> bool:
-        return self.rank < 1
-
-    def draw(self, s: ChoiceStream) -> list[int]:
-        rest = list(range(self.rank))
-        k = s.integer(1, self.rank)
-        out = [rest.pop(s.index(len(rest))) for _ in range(k)]
-        if self.negative:
-            out = [a - self.rank if s.chance(0.3) else a for a in out]
-        return out
-
-    def contains(self, value: Any) -> bool:
-        try:
-            axes = [int(v) for v in value]
-        except (TypeError, ValueError):
-            return False
-        lo = -self.rank if self.negative else 0
-        norm = [a % self.rank for a in axes if lo <= a < self.rank]
-        return len(axes) >= 1 and len(norm) == len(axes) and len(set(norm)) == len(norm)
 
 
 # --- Pad -----------------------------------------------------------------------------
@@ -106,7 +73,7 @@ def pad(b: SpecBuilder, p: None) -> None:
     mode = b.attr("mode", OneOf(modes), "constant")
     axes = list(range(data.rank))
     if b.version >= 18 and b.optional("axes"):
-        axes = b.draw("axes", Axes(data.rank))
+        axes = b.draw("axes", Axes(range(data.rank), data.rank, negative=0.3))
         b.const("axes", axes)
     most = max(1, b.max_dim // 2)  # output dims <= dim + max_dim
     k = len(axes)
@@ -221,7 +188,7 @@ def resize(b: SpecBuilder, p: None) -> None:
 
     axes = list(range(r))
     if b.version >= 18:
-        axes = b.attr("axes", Axes(r), list(range(r)))
+        axes = b.attr("axes", Axes(range(r), r, negative=0.3), list(range(r)))
     # ONNX Runtime 1.31 ignores negative axes under keep_aspect_ratio_policy (the output
     # keeps the input's dim): that policy is drawn only for axes written non-negative.
     negative = any(a < 0 for a in axes)

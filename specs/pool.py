@@ -14,17 +14,7 @@ from __future__ import annotations
 
 import math
 
-from onnxfuzz.specs.conv import (
-    AUTO_PADS,
-    DILATION,
-    SAME,
-    STRIDE,
-    Each,
-    KernelDims,
-    ones,
-    same_out,
-    window_out,
-)
+from onnxfuzz.specs.geometry import AUTO_PADS, DILATION, SAME, STRIDE, ones, same_out, window_out
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.domains import Ints, OneOf
@@ -32,6 +22,7 @@ from onnxfuzz.generate.graph import Tensor
 from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
+from onnxfuzz.generate.spec_domains import Each, KernelDims
 
 LP_P = 4  # largest p of LpPool / GlobalLpPool drawn freely
 

@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 import numpy as np
-from onnxfuzz.specs.conv import Multiples, conv_geometry, conv_out_shape
+from onnxfuzz.specs.geometry import conv_geometry, conv_out_shape
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
@@ -35,6 +35,7 @@ from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.shapes import broadcast, broadcastable
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import MISSING, WEIGHT, SpecBuilder
+from onnxfuzz.generate.spec_domains import Multiples
 
 _NON_POW2 = "a scale that is not a power of two: x / scale is inexact, so values near a "
 _NON_POW2 += "rounding tie flip between backends"

@@ -26,8 +26,7 @@ from onnxfuzz.generate.graph import Tensor
 from onnxfuzz.generate.intervals import Interval, Values, hull
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import SpecBuilder
-
-from .layout import Axes, Each, is_int, rank_from
+from onnxfuzz.generate.spec_domains import Axes, Each, PadPairs, divisors, is_int, rank_from
 
 NOT_GENERATED: dict[str, str] = {}
 
@@ -328,10 +327,6 @@ def center_crop_pad(b: SpecBuilder, p: None) -> None:
 
 
 # --- Col2Im -------------------------------------------------------------------------------
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 class BlockShape:
     """Col2Im's block_shape: 1..``max_n`` kernel sizes whose product divides C * prod(block)
     (the input's dim 1) and stays <= ``max_prod`` (each output pixel sums at most
@@ -352,7 +347,7 @@ class BlockShape:
         n = s.integer(1, self.max_n)
         out, rest, room = [], self.cb, self.max_prod
         for _ in range(n):
-            opts = [d for d in _divisors(rest) if d <= min(4, room)]
+            opts = [d for d in divisors(rest) if d <= min(4, room)]
             k = opts[s.index(len(opts))]
             out.append(k)
             rest //= k
@@ -365,42 +360,6 @@ class BlockShape:
             return False
         p = math.prod(int(v) for v in vals)
         return self.cb % p == 0 and p <= self.max_prod
-
-
-class PadPairs:
-    """Begin/end pads (ONNX layout: all begins, then all ends), each end bounded by
-    ``room[i] - begin`` and each begin by ``begin_max[i]``."""
-
-    __slots__ = ("begin_max", "room")
-
-    def __init__(self, begin_max: Sequence[int], room: Sequence[int]) -> None:
-        self.begin_max, self.room = tuple(begin_max), tuple(room)
-
-    def __repr__(self) -> str:
-        return f"PadPairs(begin<={list(self.begin_max)}, sum<={list(self.room)})"
-
-    def empty(self) -> bool:
-        return any(m < 0 for m in self.begin_max) or any(r < 0 for r in self.room)
-
-    def draw(self, s: ChoiceStream) -> list[int]:
-        begins = [s.integer(0, min(m, r)) for m, r in zip(self.begin_max, self.room, strict=True)]
-        ends = [
-            s.integer(0, min(m, r - pb))
-            for m, r, pb in zip(self.begin_max, self.room, begins, strict=True)
-        ]
-        return begins + ends
-
-    def contains(self, value: Any) -> bool:
-        vals = list(value)
-        n = len(self.room)
-        if len(vals) != 2 * n or not all(is_int(v) and v >= 0 for v in vals):
-            return False
-        return all(
-            vals[i] <= self.begin_max[i]
-            and vals[n + i] <= self.begin_max[i]
-            and vals[i] + vals[n + i] <= self.room[i]
-            for i in range(n)
-        )
 
 
 class ImageShape:
@@ -434,7 +393,7 @@ class ImageShape:
         n = len(self.eff)
         out, rest = [], self.length
         for i in range(n):
-            opts = _divisors(rest) if i < n - 1 else [rest]
+            opts = divisors(rest) if i < n - 1 else [rest]
             c = opts[s.index(len(opts))]
             rest //= c
             st = self.strides[i]

@@ -23,8 +23,7 @@ from onnxfuzz.generate.graph import Tensor
 from onnxfuzz.generate.intervals import Interval, hull, point
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import SpecBuilder
-
-from .layout import Axes, Each, is_int, rank_from
+from onnxfuzz.generate.spec_domains import Axes, Each, is_int, rank_from
 
 NOT_GENERATED = {
     "test_slice_start_out_of_bounds": "an empty slice (zero-size output): slices are drawn "
