@@ -103,7 +103,8 @@ def generator_fields(
     max_dim: int,
     weights_as_inputs: bool,
 ) -> dict:
-    """Generator options as plain data (stored with a campaign)."""
+    """The generator flags as ``Config.to_record`` data (None: the default, or for the
+    opset, the one every backend of a campaign supports)."""
     return {
         "min_nodes": nodes[0],
         "max_nodes": nodes[1],
@@ -119,19 +120,7 @@ def generator_fields(
 
 
 def make_config(**gen: object) -> Config:
-    f = generator_fields(**gen)  # type: ignore[arg-type]
-    return Config(
-        min_nodes=f["min_nodes"],
-        max_nodes=f["max_nodes"],
-        opset=f["opset"],
-        ops=frozenset(f["ops"]) if f["ops"] is not None else None,
-        exclude_ops=frozenset(f["exclude_ops"]),
-        dtypes=frozenset(dt.BY_NAME[n] for n in f["dtypes"]) if f["dtypes"] else dt.DEFAULT,
-        picking_rate=f["picking_rate"],
-        max_rank=f["max_rank"],
-        max_dim=f["max_dim"],
-        weights_as_initializers=f["weights_as_initializers"],
-    )
+    return Config.from_record(generator_fields(**gen))  # type: ignore[arg-type]
 
 
 def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from onnx import helper
 
@@ -47,11 +48,42 @@ class Config:
             raise ConfigError(f"--max-rank: need 0..{MAX_RANK}, got {self.max_rank}")
         if not 1 <= self.max_dim <= MAX_DIM:
             raise ConfigError(f"--max-dim: need 1..{MAX_DIM}, got {self.max_dim}")
-        if not 7 <= self.opset <= 26:
+        if not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise ConfigError(
-                f"--opset: onnxfuzz exports opsets 7..26 (ONNX Runtime 1.31 stops at 26), "
-                f"got {self.opset}"
+                f"--opset: onnxfuzz exports opsets {MIN_OPSET}..{MAX_OPSET} (ONNX Runtime 1.31 "
+                f"stops at {MAX_OPSET}), got {self.opset}"
             )
+
+    # --- as plain data (stored with a campaign and a corpus, compared on --resume) ------
+    def to_record(self) -> dict[str, Any]:
+        """The options as JSON-able data: sorted names for sets, dtype names."""
+        return {
+            "min_nodes": self.min_nodes,
+            "max_nodes": self.max_nodes,
+            "opset": self.opset,
+            "ops": sorted(self.ops) if self.ops is not None else None,
+            "exclude_ops": sorted(self.exclude_ops),
+            "dtypes": sorted(dt.NAMES[d] for d in self.dtypes),
+            "picking_rate": self.picking_rate,
+            "max_rank": self.max_rank,
+            "max_dim": self.max_dim,
+            "weights_as_initializers": self.weights_as_initializers,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], **override: Any) -> Config:
+        """A Config from ``to_record``'s data (a None value or a missing key: the default),
+        with ``override``s (e.g. the opset a campaign negotiated)."""
+        d = {k: v for k, v in {**record, **override}.items() if v is not None}
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown generator options {sorted(unknown)}")
+        if "dtypes" in d:
+            d["dtypes"] = frozenset(dt.BY_NAME[n] if isinstance(n, str) else n for n in d["dtypes"])
+        for key in ("ops", "exclude_ops"):
+            if key in d:
+                d[key] = frozenset(d[key])
+        return cls(**d)
 
     @property
     def ir(self) -> int:

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from onnxfuzz import __version__
-from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import UsageError
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.generator import Case, Generator
@@ -36,7 +35,8 @@ INDEX = "index.json"
 # option name in index.json -> the flag that sets it (for error messages)
 FLAGS = {
     "seed": "--seed",
-    "nodes": "--nodes",
+    "min_nodes": "--nodes",
+    "max_nodes": "--nodes",
     "opset": "--opset",
     "ops": "--ops",
     "exclude_ops": "--exclude-ops",
@@ -50,19 +50,7 @@ FLAGS = {
 
 
 def options_record(cfg: Config, seed: int, reference: bool) -> dict[str, Any]:
-    return {
-        "seed": seed,
-        "nodes": f"{cfg.min_nodes}:{cfg.max_nodes}",
-        "opset": cfg.opset,
-        "ops": sorted(cfg.ops) if cfg.ops is not None else None,
-        "exclude_ops": sorted(cfg.exclude_ops),
-        "dtypes": sorted(dt.NAMES[d] for d in cfg.dtypes),
-        "picking_rate": cfg.picking_rate,
-        "max_rank": cfg.max_rank,
-        "max_dim": cfg.max_dim,
-        "reference": reference,
-        "weights_as_initializers": cfg.weights_as_initializers,
-    }
+    return {"seed": seed, **cfg.to_record(), "reference": reference}
 
 
 @dataclass
@@ -109,7 +97,10 @@ def _load_state(out: Path, options: dict[str, Any]) -> dict[str, dict[str, Any]]
                 f"--out: {index} is not valid JSON ({e}); move it away to "
                 "rebuild the index from the journal"
             ) from None
-        old = data.get("options", {})
+        old = dict(data.get("options", {}))
+        if "nodes" in old:  # written before options were Config records: "MIN:MAX"
+            lo, _, hi = str(old.pop("nodes")).partition(":")
+            old.update(min_nodes=int(lo), max_nodes=int(hi or lo))
         for key, value in options.items():
             if key in old and old[key] != value:
                 raise UsageError(

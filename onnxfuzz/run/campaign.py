@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from onnxfuzz import dtypes as dt
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.pool import BackendPool
@@ -219,14 +218,8 @@ class Campaign:
             lane = BackendPool(self.labels, o.timeout, o.memory_mb)
             self.lanes.append(lane)
             self.infos.update(lane.start())
-        gen = dict(o.generator)
-        opset = negotiate_opset(list(self.infos.values()), gen.pop("opset", None))
-        if "dtypes" in gen and gen["dtypes"] is not None:
-            gen["dtypes"] = frozenset(dt.BY_NAME[n] for n in gen["dtypes"])
-        for key in ("ops", "exclude_ops"):
-            if gen.get(key) is not None:
-                gen[key] = frozenset(gen[key])
-        self.cfg = Config(opset=opset, **{k: v for k, v in gen.items() if v is not None})
+        opset = negotiate_opset(list(self.infos.values()), o.generator.get("opset"))
+        self.cfg = Config.from_record(o.generator, opset=opset)
         self.generator = Generator(self.cfg)  # checks the options against the specs
         if self.store is None:  # every option is valid and every backend runs: write
             self.out.mkdir(parents=True, exist_ok=True)
