@@ -129,16 +129,11 @@ def cumsum(b: SpecBuilder, p: None) -> None:
     x = b.input("x", rank=Ints(1, b.max_rank), values=values)
     exclusive = b.attr("exclusive", OneOf([0, 1]), 0)
     b.attr("reverse", OneOf([0, 1]), 0)
-    # The axis: a 0-D or 1-element int32/int64 tensor in [-r, r-1]. It is an input like any
+    # The axis: "A 0-D tensor", int32/int64 in [-r, r-1] (a 1-element 1-D one is outside
+    # the standard: the reference evaluator rightly rejects it). It is an input like any
     # other (ONNX's own tests feed it at run time); a fresh one is a constant initializer.
     # The spec does not see its value, so the sum may run along the longest axis.
-    b.input(
-        "axis",
-        rank=Ints(0, 1),
-        dims=lambda r: [1] * r,
-        values=Values(-x.rank, x.rank - 1),
-        kind=WEIGHT,
-    )
+    b.input("axis", dims=[], values=Values(-x.rank, x.rank - 1), kind=WEIGHT)
     d = max(x.shape)
     terms = (0, d - 1) if exclusive else (1, d)  # fewest and most terms in a running sum
     lo = min(k * x.interval.lo for k in terms)

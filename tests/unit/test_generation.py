@@ -137,3 +137,15 @@ def test_options_bound_ranks_dims_dtypes_and_ops() -> None:
             shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
             assert len(shape) <= 2 and all(d <= 3 for d in shape)
             assert vi.type.tensor_type.elem_type in (dt.FLOAT, dt.BOOL, dt.INT64, dt.INT32)
+
+
+def test_cumsum_axis_is_a_0d_tensor_as_onnx_requires() -> None:
+    gen = Generator(Config(min_nodes=1, max_nodes=1, ops=frozenset({"CumSum"})))
+    for seed in range(30):
+        model = gen.generate(seed).model
+        axis = model.graph.node[0].input[1]
+        dims = {i.name: list(i.dims) for i in model.graph.initializer}
+        dims.update(
+            {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+        )
+        assert dims[axis] == [], (seed, dims[axis])
