@@ -12,7 +12,7 @@ import re
 
 from onnxfuzz.judge.oracle import Judgement, Verdict
 
-_RULES: list[tuple[re.Pattern[str], str]] = [
+RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\x1b\[[0-9;]*[A-Za-z]"), ""),  # terminal colors
     (re.compile(r"0x[0-9a-fA-F]+"), "ADDR"),
     (re.compile(r"(/[\w.\-+]+)+\.(py|cc|cpp|h|hpp|c)(:\d+)?"), "FILE"),
@@ -29,7 +29,7 @@ def normalize(text: str, lines: int = 2) -> str:
     """The first ``lines`` non-empty lines of ``text`` without incidental detail."""
     kept = [ln.strip() for ln in text.splitlines() if ln.strip()][:lines]
     out = " | ".join(kept)
-    for rx, rep in _RULES:
+    for rx, rep in RULES:
         out = rx.sub(rep, out)
     return out.strip()[:300]
 

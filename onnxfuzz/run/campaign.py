@@ -503,6 +503,7 @@ class Campaign:
                     versions={k: i.version for k, i in self.infos.items()},
                     tolerance=dict(self.oracle.tolerance),
                     timeout=self.opts.timeout,
+                    memory_mb=self.opts.memory_mb,
                     extra={
                         "suspect": b.suspect,
                         "backends": list(outcomes),

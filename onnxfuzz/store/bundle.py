@@ -5,7 +5,8 @@ test_data_set_0/input_<k>.pb                 the inputs
 test_data_set_0/<backend>/output_<k>.pb      each backend's outputs, where it had any
 meta.json                                    signature, verdict, stage, backend, seed, ...
 log.txt                                      the backend's error text / mismatch statistics
-repro.py                                     standalone: exits 1 while the bug reproduces
+repro.py                                     standalone: 1 REPRODUCES, 0 FIXED, 4 DIFFERENT,
+                                             2 SETUP ERROR (see the template)
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from onnxfuzz.backend import entry_points, parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.sandbox import Outcome
 from onnxfuzz.generate.generator import Case
-from onnxfuzz.generate.testdata import write_outputs, write_test
+from onnxfuzz.generate.testdata import DATA_SET, write_outputs, write_test
 from onnxfuzz.judge.oracle import Judgement
+from onnxfuzz.judge.signature import RULES, normalize
 from onnxfuzz.reduce.reducer import Reduced
 
 TEMPLATE = Path(__file__).parents[1] / "data" / "repro.py.tmpl"
@@ -55,6 +57,7 @@ class Finding:
     tolerance: dict[str, tuple[float, float]]
     timeout: float
     extra: dict[str, Any] = field(default_factory=dict)
+    memory_mb: float = 8192.0
     case: Case | None = None  # the generated case (its choices shrink), when there is one
 
 
@@ -80,27 +83,38 @@ def adapter_source(label: str) -> tuple[str, str, dict[str, str]]:
     return Path(spec.origin).read_text(), cls_name, dict(ref.options)
 
 
-def _write_repro(folder: Path, f: Finding, model: onnx.ModelProto) -> None:
+def _write_repro(
+    folder: Path, f: Finding, model: onnx.ModelProto, reference_outputs: str | None
+) -> None:
+    """``repro.py``: standalone, it says REPRODUCES only for the same normalized signature
+    (see the template). ``reference_outputs``: the folder, relative to ``folder``, of the
+    reference's stored outputs (None: the script runs the reference)."""
     adapters = {label: adapter_source(label) for label in dict.fromkeys([f.reference, f.backend])}
-    # Plain strings: the script is standalone (the enums' reprs would need onnxfuzz).
-    stage = None if f.judgement.stage is None else str(f.judgement.stage)
+    j = f.judgement
+    # Plain data: the script is standalone (the enums' reprs would need onnxfuzz).
     expect = {
-        "verdict": str(f.judgement.verdict),
-        "stage": stage,
+        "verdict": str(j.verdict),
+        "stage": None if j.stage is None else str(j.stage),
+        "kind": j.kind,
+        "output": j.output,
+        "message": normalize(j.message),
         "backend": f.backend,
         "reference": f.reference,
+        "reference_outputs": reference_outputs,
         "outputs": [o.name for o in model.graph.output],
         "timeout": f.timeout,
+        "memory_mb": f.memory_mb,
         "tolerance": {k: list(v) for k, v in f.tolerance.items()},
     }
     text = TEMPLATE.read_text().format(
         bug_id=f.bug_id,
-        verdict=f.judgement.verdict,
+        verdict=j.verdict,
         backend=f.backend,
-        stage=f.judgement.stage,
+        stage=j.stage,
         libraries=", ".join(sorted({a[1] for a in adapters.values()})),
         expect=expect,
         adapters=adapters,
+        rules=[(rx.pattern, rep) for rx, rep in RULES],
     )
     (folder / "repro.py").write_text(text)
 
@@ -140,7 +154,7 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
     }
     if reduced is not None:
         write_test(tmp / "reduced", reduced.model, reduced.inputs)
-        _write_repro(tmp / "reduced", f, reduced.model)
+        _write_repro(tmp / "reduced", f, reduced.model, None)
         meta.update(
             reduced_ops=reduced.ops,
             reduced_nodes=len(reduced.ops),
@@ -165,7 +179,9 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
         if out.trace:
             log += [f"--- {label} ---", out.trace, ""]
     (tmp / "log.txt").write_text("\n".join(log))
-    _write_repro(tmp, f, f.model)
+    stored = f.outcomes.get(f.reference)
+    has_ref = f.reference != f.backend and stored is not None and stored.outputs is not None
+    _write_repro(tmp, f, f.model, f"{DATA_SET}/{safe(f.reference)}" if has_ref else None)
     if folder.exists():
         shutil.rmtree(folder)
     tmp.rename(folder)
