@@ -16,6 +16,21 @@ if TYPE_CHECKING:
     from onnxfuzz.run.campaign import Resumed
 
 
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def _progress(p, elapsed: float) -> str:
+    """``45/300 tests (12.3/s, 14s, ETA 21s)``: done, budget, rate, time, time left."""
+    done = f"{p.tests}/{p.total}" if p.total is not None else f"{p.tests}"
+    rate = p.tests / elapsed if elapsed > 0 else 0.0
+    eta = p.eta()
+    left = f", ETA {_clock(eta)}" if eta is not None else ""
+    return f"{done} tests ({rate:.1f}/s, {_clock(elapsed)}{left})"
+
+
 def _render(campaign, p) -> object:
     from rich.table import Table
 
@@ -27,7 +42,7 @@ def _render(campaign, p) -> object:
         "campaign",
         f"{campaign.out}  (reference {campaign.opts.reference_label}, opset {campaign.cfg.opset})",
     )
-    t.add_row("tests", f"{p.tests}  ({p.tests / elapsed if elapsed else 0:.1f}/s, {elapsed:.0f} s)")
+    t.add_row("tests", _progress(p, elapsed))
     t.add_row("verdicts", "  ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items())) or "-")
     t.add_row("distinct bugs", str(p.bugs))
     if campaign.excluded:
@@ -225,8 +240,9 @@ def fuzz(
             def tick(p) -> None:
                 if time.perf_counter() - last[0] > 10:
                     last[0] = time.perf_counter()
+                    elapsed = time.perf_counter() - p.started
                     click.echo(
-                        f"{p.tests} tests, {p.bugs} bugs, "
+                        f"{_progress(p, elapsed)}, {p.bugs} bugs, "
                         + " ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items()))
                     )
 

@@ -138,6 +138,8 @@ class Progress:
     last: str = ""
     interrupted: bool = False  # stopped by Ctrl-C: the tests in flight run again on resume
     busy: float = 0.0  # wall time in which any backend of any lane compiled or ran
+    total: int | None = None  # tests this run has to do (None: a time budget only)
+    seconds: float | None = None  # this run's time budget
     _busy_end: float = 0.0
 
     def add_busy(self, outcomes: list[Outcome], extra: float = 0.0) -> None:
@@ -149,6 +151,16 @@ class Progress:
                 self.busy += max(0.0, b - max(a, self._busy_end))
                 self._busy_end = max(self._busy_end, b)
         self.busy += extra
+
+    def eta(self, now: float | None = None) -> float | None:
+        """Seconds until the budget is spent, at the rate so far (None: not known yet)."""
+        elapsed = (now if now is not None else time.perf_counter()) - self.started
+        left = []
+        if self.total is not None and self.tests and elapsed > 0:
+            left.append(max(0, self.total - self.tests) * elapsed / self.tests)
+        if self.seconds is not None:
+            left.append(max(0.0, self.seconds - elapsed))
+        return min(left) if left else None
 
     def overhead(self, now: float | None = None) -> float:
         """Share of this run's wall time (reduction excluded) in which no backend worked."""
@@ -283,6 +295,8 @@ class Campaign:
     def _ids(self) -> Iterator[int]:
         done = self.store.done_ids()
         o = self.opts
+        self.progress.total = sum(1 for i in range(o.tests) if i not in done) if o.tests else None
+        self.progress.seconds = o.seconds
         i = 0
         while o.tests is None or i < o.tests:
             if i not in done:

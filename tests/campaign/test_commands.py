@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -198,3 +199,10 @@ def test_exit_codes_are_documented_and_ctrl_c_says_how_to_resume(tmp_path, capsy
     _, err = p.communicate(timeout=120)
     assert p.returncode == 3, err
     assert f"onnxfuzz fuzz --resume --out {out}" in err
+
+
+def test_plain_progress_lines_show_the_budget_and_an_eta(tmp_path, capsys) -> None:
+    assert _fuzz(tmp_path / "c", "--tests", "3") == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if " tests (" in ln)
+    assert re.match(r"\d+/3 tests \(\d+\.\d/s, \d+s(, ETA \d+s)?\)", line), line
