@@ -36,7 +36,6 @@ class Done:
     outputs: dict[str, np.ndarray]
     compile_s: float
     run_s: float
-    worker_s: float  # the worker's whole handling of the test (parse, check, convert)
     started: float  # time.perf_counter() when compile began (a system-wide clock)
     cpu_s: float  # the worker's CPU time in compile + run (all its threads)
 

@@ -58,7 +58,6 @@ class Outcome:
     trace: str = ""
     compile_s: float = 0.0
     run_s: float = 0.0
-    worker_s: float = 0.0  # the worker's whole handling of the test (parse, check, convert)
     started: float = 0.0  # time.perf_counter() when compile began (a system-wide clock)
     cpu_s: float = 0.0  # the worker's CPU time in compile + run (all its threads)
 
@@ -151,7 +150,7 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
             run_s = time.perf_counter() - t1
             cpu_s = time.process_time() - c0
             outs = {k: np.asarray(v) for k, v in outs.items()}
-            conn.send(Done(outs, compile_s, run_s, time.perf_counter() - t0, t0, cpu_s))
+            conn.send(Done(outs, compile_s, run_s, t0, cpu_s))
         except BaseException as e:  # noqa: BLE001 - every failure is a verdict
             if isinstance(e, KeyboardInterrupt):
                 return
@@ -435,7 +434,6 @@ class Worker:
                     msg.outputs,
                     compile_s=msg.compile_s,
                     run_s=msg.run_s,
-                    worker_s=msg.worker_s,
                     started=msg.started,
                     cpu_s=msg.cpu_s,
                 )

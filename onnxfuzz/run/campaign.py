@@ -131,8 +131,6 @@ class Progress:
     verdicts: Counter = field(default_factory=Counter)
     ops: Counter = field(default_factory=Counter)
     bugs: int = 0
-    wall: float = 0.0
-    backend: float = 0.0  # wall time during which a backend compiled or ran
     backend_cpu: float = 0.0  # CPU time of the backends' compile + run
     reduction: float = 0.0  # seconds spent reducing new bugs
     last: str = ""
@@ -453,8 +451,6 @@ class Campaign:
             )
             p = self.progress
             p.tests += 1
-            p.wall += wall
-            p.backend += backend_s
             p.add_busy(list(outcomes.values()), judged.probe_s)
             p.backend_cpu += sum(o.cpu_s for o in outcomes.values())
             p.ops.update(t.case.ops)
