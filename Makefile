@@ -14,9 +14,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The main job: a short differential campaign, ONNX Runtime vs TVM vs PyTorch, on the CPU.
+# Its exit 1 means "found bugs": the expected outcome of the main job, not a failure of it.
 run: $(STAMP)
 	rm -rf runs/demo
-	# exit 1 means "found bugs": the expected outcome of the main job, not a failure of it
 	.venv/bin/onnxfuzz fuzz --backend ort --backend tvm --backend torch --tests 150 \
 		--seed 0 --nodes 3:12 --out runs/demo; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 

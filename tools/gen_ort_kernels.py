@@ -48,7 +48,6 @@ def probe(table: dict) -> dict:
     from onnxfuzz.errors import OnnxFuzzError
     from onnxfuzz.generate import builder
     from onnxfuzz.generate.config import MAX_OPSET, MIN_OPSET, Config
-    from onnxfuzz.generate.coverage import main_type_var  # noqa: F401 - used in runs()
     from onnxfuzz.generate.generator import Generator
     from onnxfuzz.generate.spec import load_specs, op_info
     from onnxfuzz.generate.validate import validate
@@ -69,7 +68,7 @@ def probe(table: dict) -> dict:
         builder._TYPES_CACHE.clear()
         info = op_info(op, opset)
         try:
-            others = dt.DEFAULT - info.type_sets[main_type_var(info)]  # other vars free
+            others = dt.DEFAULT - info.type_sets[info.main_type_var]  # other vars free
             cfg = Config(
                 min_nodes=1,
                 max_nodes=1,
@@ -116,7 +115,7 @@ def probe(table: dict) -> dict:
                 info = op_info(op, opset)
                 if info is None:
                     continue
-                tv = main_type_var(info)
+                tv = info.main_type_var
                 if tv is None:
                     continue
                 kern = dt.ort_kernels(op, info.version, opset) or []

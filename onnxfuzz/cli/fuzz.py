@@ -154,11 +154,13 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
 @click.option("--resume", is_flag=True, help="Continue the campaign in --out.")
 @click.option(
     "--probe",
-    type=click.Choice(["classify", "exclude", "off"]),
-    default="classify",
+    type=click.Choice(["steer", "classify", "exclude", "off"]),
+    default="steer",
     show_default=True,
-    help="Probe what each backend supports per op and type: classify its failures there as "
-    "unsupported, or exclude ops a backend lacks in every type, or off.",
+    help="Probe what each backend supports per op and type first. steer: generate only "
+    "(op, type) pairs every backend supports, so that tests compare all backends; classify: "
+    "generate everything, a failure on a pair a backend lacks is unsupported; exclude: leave "
+    "out only ops a backend lacks in every type; off: no probe.",
 )
 @click.option("--no-reduce", is_flag=True, help="Do not reduce findings.")
 @click.option(

@@ -29,21 +29,13 @@ from onnxfuzz.generate.config import MAX_RANK, Config
 from onnxfuzz.generate.domains import Domain, Ints, OneOf
 from onnxfuzz.generate.graph import Graph, Node, Tensor
 from onnxfuzz.generate.intervals import ANY, Interval, Values
-from onnxfuzz.generate.spec import OpInfo, OpSpec
+from onnxfuzz.generate.spec import OpInfo, OpSpec, restricted_by_dtypes
 from onnxfuzz.generate.spec_api import DATA, MISSING, WEIGHT, DimEntry, Dims, ValuesArg
 from onnxfuzz.generate.values import sample
 
 FRESH_FLOAT = 4.0  # fresh float tensors are drawn inside [-4, 4] where the domain allows
 FRESH_INT = 8  # fresh integer tensors inside [-8, 8]
-INDEX_TYPES = frozenset({dt.INT32, dt.INT64})
-
 _TYPES_CACHE: dict[tuple, tuple[int, ...]] = {}
-
-
-def restricted_by_dtypes(schema_set: frozenset[int]) -> bool:
-    """--dtypes restricts a type variable unless it is index-only (Gather's Tind) or has a
-    single type (Where's bool condition)."""
-    return len(schema_set) > 1 and not schema_set <= INDEX_TYPES
 
 
 class OutOfDomain(Exception):
@@ -84,7 +76,7 @@ class Builder:
         CPU kernels register (consistent with type variables already bound), and
         ``--dtypes`` (see ``restricted_by_dtypes``)."""
         bound = tuple(sorted(self.bound.items()))
-        key = (self.op, self.version, self.opset, type_var, bound, self.cfg.dtypes)
+        key = (self.op, self.version, self.opset, type_var, bound, self.cfg.dtypes, self.cfg.avoid)
         hit = _TYPES_CACHE.get(key)
         if hit is not None:
             return hit
@@ -105,6 +97,9 @@ class Builder:
             allowed &= {self.bound[type_var]}
         if restricted_by_dtypes(schema_set):
             allowed &= self.cfg.dtypes
+        if self.cfg.avoid and type_var == self.info.main_type_var:
+            # (op, type) pairs a campaign's backend lacks (the probe's steering)
+            allowed -= {d for op, d in self.cfg.avoid if op == self.op}
         out = tuple(sorted(allowed))
         _TYPES_CACHE[key] = out
         return out

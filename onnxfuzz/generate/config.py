@@ -36,6 +36,9 @@ class Config:
     ops: frozenset[str] | None = None
     exclude_ops: frozenset[str] = frozenset()
     weights_as_initializers: bool = True
+    # (op, element type of its main type variable) pairs not to generate: what a campaign's
+    # backends lack, from the probe (--probe steer)
+    avoid: frozenset[tuple[str, int]] = frozenset()
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes:
@@ -68,6 +71,7 @@ class Config:
             "max_rank": self.max_rank,
             "max_dim": self.max_dim,
             "weights_as_initializers": self.weights_as_initializers,
+            "avoid": sorted([op, dt.NAMES[d]] for op, d in self.avoid),
         }
 
     @classmethod
@@ -83,6 +87,10 @@ class Config:
         for key in ("ops", "exclude_ops"):
             if key in d:
                 d[key] = frozenset(d[key])
+        if "avoid" in d:
+            d["avoid"] = frozenset(
+                (op, dt.BY_NAME[n] if isinstance(n, str) else n) for op, n in d["avoid"]
+            )
         return cls(**d)
 
     @property

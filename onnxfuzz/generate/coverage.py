@@ -6,26 +6,13 @@ from __future__ import annotations
 import sys
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.builder import GenBuilder, restricted_by_dtypes
+from onnxfuzz.generate.builder import GenBuilder
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
 from onnxfuzz.generate.graph import Graph
-from onnxfuzz.generate.spec import ONNX_OPSET, OpInfo, load_specs, op_info
+from onnxfuzz.generate.spec import ONNX_OPSET, load_specs, op_info
 
-OPSETS = range(13, 27)
-
-
-def main_type_var(info: OpInfo) -> str | None:
-    """The first input's type variable that --dtypes restricts (Where's condition is always
-    bool, Gather's indices index-typed), else the first input's (And, Not: bool only)."""
-    for formal in info.input_pos:
-        tv = info.input_type[formal]
-        if tv in info.schema_type_vars and restricted_by_dtypes(info.type_sets[tv]):
-            return tv
-    first = next(iter(info.input_pos), None)
-    if first is not None:
-        return info.input_type[first]
-    return info.output_type[0] if info.output_type else None  # Constant: no inputs
+OPSETS = range(MIN_OPSET, MAX_OPSET + 1)
 
 
 def _main_types(op: str, opset: int) -> list[int]:
@@ -33,7 +20,7 @@ def _main_types(op: str, opset: int) -> list[int]:
     info = op_info(op, opset)
     assert info is not None
     b = GenBuilder(spec, info, Config(opset=opset), Graph(), ChoiceStream(0))
-    tv = main_type_var(info)
+    tv = info.main_type_var
     return list(b.types(tv)) if tv else []
 
 

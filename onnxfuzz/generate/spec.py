@@ -19,12 +19,13 @@ import inspect
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnx.defs
 
+from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError, SpecError
 from onnxfuzz.generate.config import MIN_OPSET
 
@@ -120,6 +121,15 @@ def specs_for(
     return out
 
 
+INDEX_TYPES = frozenset({dt.INT32, dt.INT64})
+
+
+def restricted_by_dtypes(schema_set: frozenset[int]) -> bool:
+    """--dtypes restricts a type variable unless it is index-only (Gather's Tind) or has a
+    single type (Where's bool condition)."""
+    return len(schema_set) > 1 and not schema_set <= INDEX_TYPES
+
+
 @dataclass(frozen=True)
 class OpInfo:
     """Facts of one op at one opset, from its schema (looked up once)."""
@@ -134,6 +144,20 @@ class OpInfo:
     schema_type_vars: frozenset[str] = field(repr=False, default=frozenset())
     variadic_output: bool = False
     has_function: bool = False
+
+    @cached_property
+    def main_type_var(self) -> str | None:
+        """The first input's type variable that --dtypes restricts (Where's condition is
+        always bool, Gather's indices index-typed), else the first input's (And, Not: bool
+        only), else the first output's (Constant: no inputs). The op's "dtype"."""
+        for formal in self.input_pos:
+            tv = self.input_type[formal]
+            if tv in self.schema_type_vars and restricted_by_dtypes(self.type_sets[tv]):
+                return tv
+        first = next(iter(self.input_pos), None)
+        if first is not None:
+            return self.input_type[first]
+        return self.output_type[0] if self.output_type else None
 
 
 @cache

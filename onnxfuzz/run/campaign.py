@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from onnxfuzz import dtypes as dt
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.pool import BackendPool
@@ -52,7 +53,7 @@ class CampaignOptions:
     atol: float | None = None
     rtol: float | None = None
     generator: dict[str, Any] = field(default_factory=dict)  # Config fields, opset optional
-    probe: str = "classify"  # classify | exclude | off (see onnxfuzz.run.probe)
+    probe: str = "steer"  # steer | classify | exclude | off (see onnxfuzz.run.probe)
     reduce: bool = True  # reduce findings (and dedup bugs after reduction)
     reduce_budget: float = 30.0  # seconds per reduction
     pregen: bool | None = None  # generate in a process of its own (None: when cores allow)
@@ -247,14 +248,27 @@ class Campaign:
                     support[label] = unsupported_pairs(self.lanes[0], label, self.cfg)
             self.store.set_meta("probe_unsupported", support)
         self.support: dict[str, Support] = support
-        excluded = {}
-        if o.probe == "exclude":
+        excluded: dict[str, str] = {}
+        avoid: set[tuple[str, int]] = set()
+        if o.probe in ("exclude", "steer"):
             for label, pairs in support.items():
                 for op_type, why in fully_unsupported(pairs, self.cfg).items():
                     excluded.setdefault(op_type, f"{label}: {why}")
+        if o.probe == "steer":  # and the (op, type) pairs a backend lacks
+            avoid = {
+                (op_type, dt.BY_NAME[name])
+                for pairs in support.values()
+                for op_type, missing in pairs.items()
+                for name in missing
+                if name in dt.BY_NAME and op_type not in excluded
+            }
         self.excluded = excluded
-        if excluded:
-            self.cfg = replace(self.cfg, exclude_ops=self.cfg.exclude_ops | set(excluded))
+        if excluded or avoid:
+            self.cfg = replace(
+                self.cfg,
+                exclude_ops=self.cfg.exclude_ops | set(excluded),
+                avoid=self.cfg.avoid | frozenset(avoid),
+            )
             self.generator = Generator(self.cfg)
         if self._use_pregen():
             self.pregen = Pregenerator(self.cfg)

@@ -24,9 +24,23 @@ import numpy as np
 import onnx
 
 from onnxfuzz.errors import BackendError
+from onnxfuzz.execute.messages import LoadError
 from onnxfuzz.execute.sandbox import kill, process_cpu_seconds, spawn, stop
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.generator import Case, Generator
+
+
+@dataclass(frozen=True)
+class GeneratorReady:
+    """The generator process built its Generator and takes ``Request``s."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """Make test ``index`` of the campaign from ``seed``."""
+
+    index: int
+    seed: int
 
 
 @dataclass
@@ -56,14 +70,14 @@ def make(gen: Generator, index: int, seed: int) -> Made:
 
 
 def serve(conn: Connection) -> None:
-    """The generator process's loop: a Config, then (index, seed) requests."""
+    """The generator process's loop: a Config, then ``Request``s (None: leave)."""
     try:
         cfg = conn.recv()
         gen = Generator(cfg)
     except BaseException as e:  # noqa: BLE001 - reported to the parent
-        conn.send(("error", f"{type(e).__name__}: {e}"))
+        conn.send(LoadError(f"{type(e).__name__}: {e}"))
         return
-    conn.send(("ready",))
+    conn.send(GeneratorReady())
     while True:
         try:
             req = conn.recv()
@@ -71,7 +85,7 @@ def serve(conn: Connection) -> None:
             return
         if req is None:
             return
-        made = make(gen, *req)
+        made = make(gen, req.index, req.seed)
         if made.case is not None:
             # The case travels without its model: the bytes go anyway (parsed on arrival).
             made.case.model = None  # type: ignore[assignment]
@@ -84,7 +98,7 @@ class Pregenerator:
     def __init__(self, cfg: Config, startup_timeout: float = 120.0) -> None:
         self.cfg = cfg
         self.startup_timeout = startup_timeout
-        self.owed: deque[tuple[int, int]] = deque()  # requested, not yet received
+        self.owed: deque[Request] = deque()  # requested, not yet received
         self._proc: Any = None
         self._conn: Any = None
         self.restarts = 0
@@ -98,16 +112,17 @@ class Pregenerator:
                 self.close()
                 raise BackendError("the generator process did not start")
         msg = self._conn.recv()
-        if msg[0] != "ready":
+        if isinstance(msg, LoadError):
             self.close()
-            raise BackendError(f"the generator process failed: {msg[1]}")
+            raise BackendError(f"the generator process failed: {msg.message}")
         for req in self.owed:  # after a restart: ask again for what the last one owed
             self._conn.send(req)
 
     def request(self, index: int, seed: int) -> None:
-        self.owed.append((index, seed))
+        req = Request(index, seed)
+        self.owed.append(req)
         try:
-            self._conn.send((index, seed))
+            self._conn.send(req)
         except OSError:
             self._restart()
 
@@ -121,7 +136,7 @@ class Pregenerator:
             except (EOFError, OSError):
                 self._restart()
         want = self.owed.popleft()
-        got = (made.index, made.seed)
+        got = Request(made.index, made.seed)
         assert got == want, f"generator answered {got} for {want}"
         if made.case is not None:
             made.case.model = onnx.load_from_string(made.model_bytes)

@@ -4,11 +4,13 @@ Before a campaign, every (op, element type) onnxfuzz would generate is tried alo
 backend (a single-op model). Pairs the backend reports unsupported are recorded with its
 reason, per backend, version and opset (cached under ``~/.cache/onnxfuzz``).
 
-By default the result *classifies*: when a backend fails on a model containing a pair it is
-known to lack, that failure is an ``unsupported`` verdict — its missing kernel does not
-count as a bug, and the other backends are still tested on that op and type. With
-``--probe exclude`` the ops some backend lacks in every type are left out of generation
-instead (worth it with onnx2torch, which lacks converters for many op versions).
+By default the result *steers* generation (``--probe steer``): the pairs some backend lacks
+are not generated (``Config.avoid``; ops lacked in every type are left out), so that tests
+compare every backend. It always *classifies* too: when a backend fails on a model
+containing a pair it is known to lack, that failure is an ``unsupported`` verdict — its
+missing kernel does not count as a bug. ``--probe classify`` generates everything (the
+other backends are still tested on the pairs one lacks); ``--probe exclude`` leaves out
+only the ops some backend lacks in every type.
 """
 
 from __future__ import annotations
@@ -60,8 +62,6 @@ def _cache_file(info: BackendInfo, cfg: Config) -> Path:
 def unsupported_pairs(pool: BackendPool, label: str, cfg: Config) -> Support:
     """op -> {dtype: reason} for the (op, element type) pairs backend ``label`` of a started
     pool reports unsupported on a single-op model."""
-    from onnxfuzz.generate.coverage import main_type_var
-
     path = _cache_file(pool.infos[label], cfg)
     if path.exists():
         try:
@@ -72,7 +72,7 @@ def unsupported_pairs(pool: BackendPool, label: str, cfg: Config) -> Support:
     ops = set(cfg.ops) if cfg.ops is not None else None
     for spec in specs_for(cfg.opset, ops, set(cfg.exclude_ops)):
         info = op_info(spec.op_type, cfg.opset)
-        tv = main_type_var(info) if info is not None else None
+        tv = info.main_type_var if info is not None else None
         types = sorted(info.type_sets.get(tv, frozenset()) & cfg.dtypes) if tv else []
         for d in types or [None]:
             pinned = (
@@ -128,12 +128,10 @@ def lacking(model: onnx.ModelProto, support: Support) -> str | None:
 
 def fully_unsupported(support: Support, cfg: Config) -> dict[str, str]:
     """Ops the backend lacks in every element type onnxfuzz generates for them."""
-    from onnxfuzz.generate.coverage import main_type_var
-
     out = {}
     for op, missing in support.items():
         info = op_info(op, cfg.opset)
-        tv = main_type_var(info) if info is not None else None
+        tv = info.main_type_var if info is not None else None
         generated = (
             {dt.NAMES[t] for t in info.type_sets.get(tv, frozenset()) & cfg.dtypes}
             if tv and info is not None

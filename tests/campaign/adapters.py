@@ -235,3 +235,23 @@ class PairHang(PairCrash):
             while True:
                 time.sleep(1)
         return super().compile(model)
+
+
+class UnsupportedType(_OrtWrapper):
+    """Says "not implemented" for ``op`` on ``dtype`` only (a missing kernel of one type)."""
+
+    name = "unsupported-type"
+
+    def __init__(self, op: str = "Add", dtype: str = "float32") -> None:
+        super().__init__(op)
+        self.dtype = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+    def triggered(self, model: onnx.ModelProto) -> bool:
+        g = model.graph
+        types = {vi.name: vi.type.tensor_type.elem_type for vi in [*g.value_info, *g.output]}
+        return any(n.op_type == self.op and types.get(n.output[0]) == self.dtype for n in g.node)
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            raise NotImplementedError(f"{self.op} is not implemented for this type")
+        return super().compile(model)

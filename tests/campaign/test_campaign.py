@@ -99,7 +99,7 @@ def test_not_implemented_is_unsupported_not_a_bug(tmp_path) -> None:
 def test_probe_classifies_a_missing_kernel_as_unsupported(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("ONNXFUZZ_CACHE", str(tmp_path / "cache"))
     label = f"{ADAPTERS}:Unsupported:op=Add"
-    c = _campaign(tmp_path, label, tests=10)
+    c = _campaign(tmp_path, label, tests=10, probe="classify")
     store = Store(c.out / "campaign.db")
     try:
         support = store.get_meta("probe_unsupported")
@@ -110,6 +110,28 @@ def test_probe_classifies_a_missing_kernel_as_unsupported(tmp_path, monkeypatch)
     counts = _verdicts(c, label)
     assert counts.get("unsupported", 0) >= 1 and not _bugs(c)  # Add still generated
     assert list((tmp_path / "cache").glob("probe-*.json"))
+
+
+def test_probe_steers_generation_away_from_pairs_a_backend_lacks(tmp_path, monkeypatch) -> None:
+    # The default: the adapter lacks Add in float32 only. No test gives it that pair, so
+    # every test compares both backends, and Add is still tested in float16.
+    monkeypatch.setenv("ONNXFUZZ_CACHE", str(tmp_path / "cache"))
+    label = f"{ADAPTERS}:UnsupportedType:op=Add,dtype=float32"
+    gen = {"dtypes": ["float32", "float16"]}
+    c = _campaign(tmp_path, label, tests=20, generator=gen)
+    assert ("Add", 1) in c.cfg.avoid and "Add" not in c.excluded
+    assert _verdicts(c, label) == {"ok": 20}
+    assert any("Add" in row for row in _ops(c))
+    classify = _campaign(tmp_path / "classify", label, tests=20, generator=gen, probe="classify")
+    assert _verdicts(classify, label).get("unsupported", 0) >= 1  # the pair is generated
+
+
+def _ops(c: Campaign) -> list[str]:
+    store = Store(c.out / "campaign.db")
+    try:
+        return [r[0] for r in store.db.execute("SELECT ops FROM tests")]
+    finally:
+        store.close()
 
 
 def test_probe_exclude_leaves_out_ops_a_backend_lacks(tmp_path, monkeypatch) -> None:

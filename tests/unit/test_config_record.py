@@ -24,6 +24,7 @@ def test_a_config_survives_its_record() -> None:
         max_rank=3,
         max_dim=4,
         weights_as_initializers=False,
+        avoid=frozenset({("Relu", dt.FLOAT16)}),
     )
     record = cfg.to_record()
     assert json.loads(json.dumps(record)) == record  # plain data
@@ -45,3 +46,20 @@ def test_a_corpus_written_before_records_still_continues(tmp_path, capsys) -> No
     assert main(other) == 2  # another --nodes than the old index's: refused, named
     assert "--nodes" in capsys.readouterr().err
     assert main([*argv[:2], "3", *argv[3:]]) == 0  # the same options: continued
+
+
+def test_avoided_op_type_pairs_are_not_generated() -> None:
+    from onnxfuzz.generate.generator import Generator
+
+    avoid = frozenset({("Relu", dt.FLOAT), ("Add", dt.INT64)})
+    gen = Generator(Config(min_nodes=2, max_nodes=6, ops=frozenset({"Add", "Relu"}), avoid=avoid))
+    seen = set()
+    for seed in range(60):
+        model = gen.generate(seed).model
+        types = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.value_info}
+        types.update({vi.name: vi.type.tensor_type.elem_type for vi in model.graph.output})
+        for node in model.graph.node:
+            pair = (node.op_type, types[node.output[0]])
+            assert pair not in avoid, (seed, pair)
+            seen.add(pair)
+    assert ("Relu", dt.FLOAT16) in seen and ("Add", dt.FLOAT) in seen  # the rest still are
