@@ -140,16 +140,25 @@ class Progress:
     total: int | None = None  # tests this run has to do (None: a time budget only)
     seconds: float | None = None  # this run's time budget
     _busy_end: float = 0.0
+    _reducing: list[tuple[float, float]] = field(default_factory=list)
 
     def add_busy(self, outcomes: list[Outcome], extra: float = 0.0) -> None:
         """Extend ``busy`` by the part of these outcomes' compile+run intervals not yet
-        covered (lanes and backends overlap; tests arrive roughly in time order), plus
-        ``extra`` backend seconds spent localizing."""
+        covered (lanes and backends overlap; tests arrive roughly in time order) and not
+        inside a reduction (its time is not the loop's), plus ``extra`` backend seconds
+        spent localizing."""
         for a, b in sorted((o.started, o.started + o.backend_s) for o in outcomes):
+            a = max(a, self._busy_end)
             if b > a:
-                self.busy += max(0.0, b - max(a, self._busy_end))
-                self._busy_end = max(self._busy_end, b)
+                inside = sum(max(0.0, min(b, r1) - max(a, r0)) for r0, r1 in self._reducing)
+                self.busy += b - a - inside
+                self._busy_end = b
         self.busy += extra
+
+    def reduced(self, began: float, ended: float) -> None:
+        """A reduction ran from ``began`` to ``ended``: not fuzz-loop time."""
+        self.reduction += ended - began
+        self._reducing.append((began, ended))
 
     def eta(self, now: float | None = None) -> float | None:
         """Seconds until the budget is spent, at the rate so far (None: not known yet)."""
@@ -446,7 +455,9 @@ class Campaign:
             for f in findings:
                 t_red = time.perf_counter()
                 key, reduced = self.bug_key(f, lane)
-                reducing += time.perf_counter() - t_red
+                t_end = time.perf_counter()
+                reducing += t_end - t_red
+                self.progress.reduced(t_red, t_end)
                 r = by_backend[f.backend]
                 r.bug, r.pattern = key, key.rsplit("|", 1)[1]
                 if key not in known:
@@ -459,7 +470,6 @@ class Campaign:
             wall = now - max(t.started, self._last_finish.get(threading.get_ident(), 0.0))
             wall -= reducing
             self._last_finish[threading.get_ident()] = now
-            self.progress.reduction += reducing
             self.store.record(
                 t.index, t.case.seed, t.case.ops, self.cfg.opset, wall, backend_s, results
             )
