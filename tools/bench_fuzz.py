@@ -92,7 +92,7 @@ def bench(
         max(0.0, 1 - p.busy / wall),
         1 - p.backend_cpu / cpu,
         cpu / wall,
-        dict(p.verdicts),
+        {str(k): v for k, v in p.verdicts.items()},
     )
 
 
