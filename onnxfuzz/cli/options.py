@@ -111,7 +111,9 @@ def generator_fields(
         "opset": opset,
         "ops": sorted(_names(ops)) if ops is not None else None,
         "exclude_ops": sorted(_names(exclude_ops) or ()),
-        "dtypes": sorted(dt.NAMES[d] for d in dt.parse_names(dtypes)) if dtypes else None,
+        "dtypes": sorted(dt.NAMES[d] for d in dt.parse_names(dtypes))
+        if dtypes is not None
+        else None,
         "picking_rate": picking_rate,
         "max_rank": max_rank,
         "max_dim": max_dim,

@@ -10,6 +10,35 @@ import click
 import numpy as np
 
 
+def _belonging(model, feeds: dict[str, np.ndarray], folder: Path) -> dict[str, np.ndarray]:
+    """``feeds`` if they are exactly the model's inputs, in type and static shape."""
+    from onnx import helper
+
+    from onnxfuzz.errors import UsageError
+
+    inits = {i.name for i in model.graph.initializer}
+    wanted = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
+    extra, missing = sorted(set(feeds) - set(wanted)), sorted(set(wanted) - set(feeds))
+    if extra or missing:
+        raise UsageError(
+            f"--inputs: {folder} does not hold this model's inputs "
+            f"(missing {missing or 'none'}, not inputs of the model: {extra or 'none'})"
+        )
+    for name, vi in wanted.items():
+        tt, value = vi.type.tensor_type, feeds[name]
+        want = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        fits = len(dims) == value.ndim and all(
+            d in (None, v) for d, v in zip(dims, value.shape, strict=False)
+        )
+        if value.dtype != want or not fits:
+            raise UsageError(
+                f"--inputs: input {name} is {value.dtype}{list(value.shape)}, the model "
+                f"declares {want}{dims}"
+            )
+    return feeds
+
+
 def _model_inputs(model, folder: Path | None, seed: int) -> dict[str, np.ndarray]:
     """Inputs from a test_data_set folder, else drawn from the model's recorded value
     domains (onnxfuzz models), else small values."""
@@ -20,7 +49,7 @@ def _model_inputs(model, folder: Path | None, seed: int) -> dict[str, np.ndarray
     from onnxfuzz.generate.values import inputs_for
 
     if folder is not None:
-        return read_inputs(folder)
+        return _belonging(model, read_inputs(folder), folder)
     meta = {p.key: p.value for p in model.metadata_props}
     domains = json.loads(meta.get(INPUTS_KEY, "{}"))
     inits = {i.name for i in model.graph.initializer}
@@ -104,8 +133,13 @@ def reduce(
         raise UsageError("--backend: give exactly two, the reference then the failing backend")
     try:
         model = onnx.load(model_path)
+        onnx.checker.check_model(model)
     except Exception as e:  # noqa: BLE001 - protobuf raises several types
-        raise ModelError(f"{model_path}: not an ONNX model ({type(e).__name__}: {e})") from None
+        raise ModelError(
+            f"{model_path}: not a valid ONNX model ({type(e).__name__}: {e})"
+        ) from None
+    if not model.graph.node:
+        raise ModelError(f"{model_path}: the model has no nodes; nothing to reduce")
     pattern = None
     if match is not None:
         try:

@@ -32,7 +32,7 @@ from onnxfuzz.reduce.reproduce import Reproducer, Target
 from onnxfuzz.run.pregen import Made, Pregenerator, make
 from onnxfuzz.run.probe import Support, fully_unsupported, lacking, unsupported_pairs
 from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
-from onnxfuzz.store.db import Result, Store
+from onnxfuzz.store.db import CampaignLock, Result, Store
 from onnxfuzz.store.report import print_summary
 
 MAX_REDUCED = 3  # hits of one signature that are reduced (their patterns split bugs)
@@ -190,17 +190,24 @@ class Campaign:
         self.out = out
         db = out / "campaign.db"
         self.store: Store | None = None
+        self.lock: CampaignLock | None = None
         if resume:
             if not db.exists():
                 raise UsageError(f"--resume: {out} holds no campaign (no campaign.db)")
-            self.store = Store.open_existing(db)
-            stored = self.store.get_meta("options")
-            if not isinstance(stored, dict):
-                self.store.close()
-                raise UsageError(f"--resume: {db} holds no campaign options (not a campaign)")
-            self.opts = CampaignOptions(**stored)
-            if changes is not None:
-                self.opts = changes.apply(self.opts, len(self.store.done_ids()))
+            self.lock = CampaignLock(out)
+            try:
+                self.store = Store.open_existing(db)
+                stored = self.store.get_meta("options")
+                if not isinstance(stored, dict):
+                    raise UsageError(f"--resume: {db} holds no campaign options (not a campaign)")
+                self.opts = CampaignOptions(**stored)
+                if changes is not None:
+                    self.opts = changes.apply(self.opts, len(self.store.done_ids()))
+            except BaseException:
+                if self.store is not None:
+                    self.store.close()
+                self.lock.release()
+                raise
         else:
             if db.exists():
                 raise UsageError(
@@ -243,6 +250,7 @@ class Campaign:
         self.generator = Generator(self.cfg)  # checks the options against the specs
         if self.store is None:  # every option is valid and every backend runs: write
             self.out.mkdir(parents=True, exist_ok=True)
+            self.lock = CampaignLock(self.out)
             self.store = Store(self.out / "campaign.db")
             self.store.set_meta("options", asdict(o))
         elif self.store.get_meta("options") != asdict(o):
@@ -311,6 +319,8 @@ class Campaign:
         if self.store is not None:
             sync_meta(self.out, self.store.bugs())
             self.store.close()
+        if self.lock is not None:
+            self.lock.release()
 
     # --- the loop --------------------------------------------------------------------
     def _ids(self) -> Iterator[int]:

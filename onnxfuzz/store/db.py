@@ -10,7 +10,9 @@ with the same signature whose reductions end in different ops are different bugs
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -80,6 +82,10 @@ class Store:
             store = cls(path)
             store.db.execute("SELECT COUNT(*) FROM tests").fetchone()
         except sqlite3.DatabaseError as e:
+            if "locked" in str(e):
+                raise UsageError(
+                    f"{path} is locked by another process; wait for it to finish"
+                ) from None
             raise UsageError(
                 f"{path}: not a readable campaign database ({e}); restore it or start a new --out"
             ) from None
@@ -185,3 +191,25 @@ class Store:
     def bugs(self) -> list[dict[str, Any]]:
         rows = self.db.execute(f"SELECT {', '.join(BUG_COLUMNS)} FROM bugs ORDER BY first_test")
         return [dict(zip(BUG_COLUMNS, r, strict=True)) for r in rows]
+
+
+class CampaignLock:
+    """One campaign process per folder: an exclusive lock on ``DIR/campaign.lock`` for the
+    campaign's life (two processes writing one campaign.db would count tests twice)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / "campaign.lock"
+        self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            raise UsageError(
+                f"--out: {folder} is in use by another onnxfuzz fuzz (it holds {self.path}); "
+                "wait for it or stop it first"
+            ) from None
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor releases the lock
+            self._fd = -1

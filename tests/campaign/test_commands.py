@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from onnxfuzz.cli.main import main
@@ -206,3 +207,49 @@ def test_plain_progress_lines_show_the_budget_and_an_eta(tmp_path, capsys) -> No
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if " tests (" in ln)
     assert re.match(r"\d+/3 tests \(\d+\.\d/s, \d+s(, ETA \d+s)?\)", line), line
+
+
+def test_a_second_process_on_a_running_campaign_is_refused(tmp_path, capsys) -> None:
+    out = tmp_path / "c"
+    cmd = [sys.executable, "-m", "onnxfuzz", "fuzz", "--backend", "ort", "--backend"]
+    cmd += ["ort:opt=none", "--time", "5m", "--probe", "off", "--out", str(out)]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (out / "campaign.db").exists():
+            time.sleep(0.1)
+        assert main(["fuzz", "--resume", "--out", str(out), "--tests", "1"]) == 2
+        assert "in use by another onnxfuzz fuzz" in capsys.readouterr().err
+    finally:
+        p.send_signal(signal.SIGINT)
+        assert p.wait(60) == 3  # interrupted; the lock goes with the process
+    assert main(["fuzz", "--resume", "--out", str(out), "--tests", "1"]) in (0, 1)
+
+
+def test_bad_reduce_inputs_are_one_line_errors(tmp_path, capsys) -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    argv = ["--backend", "ort", "--backend", "ort:opt=none"]
+    assert main(["reduce", str(empty), *argv]) == 2
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = tmp_path / "m.onnx"
+    model.write_bytes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    )
+    data = tmp_path / "data"
+    data.mkdir()
+    foreign = numpy_helper.from_array(np.zeros(2, np.float32), "not_x")
+    (data / "input_0.pb").write_bytes(foreign.SerializeToString())
+    assert main(["reduce", str(model), *argv, "--inputs", str(data)]) == 2
+    wrong = numpy_helper.from_array(np.zeros(3, np.int64), "x")
+    (data / "input_0.pb").write_bytes(wrong.SerializeToString())
+    assert main(["reduce", str(model), *argv, "--inputs", str(data)]) == 2
+    assert main(["generate", "--count", "1", "--dtypes", "", "--out", str(tmp_path / "g")]) == 2
+    err = capsys.readouterr().err
+    assert "not a valid ONNX model" in err and "not inputs of the model: ['not_x']" in err
+    assert "input x is int64[3], the model declares float32[2]" in err
+    assert "give at least one dtype" in err and "Traceback" not in err
