@@ -17,12 +17,11 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.errors import ConfigError
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.intervals import Interval, point
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
-from onnxfuzz.generate.spec_domains import is_int
+from onnxfuzz.generate.spec_domains import is_int, types_or_skip
 
 NOT_GENERATED = {
     "test_range_float_type_positive_delta": "(limit - start) / delta is a whole number (2): "
@@ -117,14 +116,6 @@ class TensorValue:
         return value.ndim <= self.max_rank and all(d <= self.max_dim for d in value.shape)
 
 
-def _types(b: SpecBuilder, type_var: str) -> tuple[int, ...]:
-    """The element types a spec may choose itself; none left (by --dtypes) skips the op."""
-    types = b.types(type_var)
-    if not types:
-        raise ConfigError(f"{b.op}: no element type for {type_var} under --dtypes")
-    return types
-
-
 def _interval(arr: np.ndarray) -> Interval:
     f = arr.astype(np.float64)
     return Interval(float(f.min()), float(f.max()))
@@ -159,7 +150,7 @@ def constant_of_shape(b: SpecBuilder, p: None) -> None:
     # input: the output's shape, a 1-D int64 constant (an empty one makes a scalar).
     shape = b.draw("input", ShapeValues(b.max_rank, b.max_dim))
     b.const("input", np.asarray(shape, dtype=np.int64).reshape(len(shape)))
-    types = _types(b, "T2")
+    types = types_or_skip(b, "T2")
     # Without `value` the output is float32 zeros: only where float32 is allowed.
     default = None if dt.FLOAT in types else MISSING
     value = b.attr("value", TensorValue(types, shape=(1,)), default)
@@ -175,7 +166,8 @@ def constant_of_shape(b: SpecBuilder, p: None) -> None:
 def constant(b: SpecBuilder, p: None) -> None:
     # No inputs: the `value` attribute is the output (the value_* forms are spellings of
     # the same tensors and are not drawn).
-    value = b.attr("value", TensorValue(_types(b, "T"), max_rank=b.max_rank, max_dim=b.max_dim))
+    types = types_or_skip(b, "T")
+    value = b.attr("value", TensorValue(types, max_rank=b.max_rank, max_dim=b.max_dim))
     arr = numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else value
     dtype = _tensor_dtype(value)
     b.output(arr.shape, dtype=dtype, interval=None if dtype == dt.BOOL else _interval(arr))
@@ -266,7 +258,7 @@ class Limit:
 
 @op("Range")
 def range_(b: SpecBuilder, p: None) -> None:
-    start = b.draw("start", TypedScalar(_types(b, "T")))
+    start = b.draw("start", TypedScalar(types_or_skip(b, "T")))
     b.const("start", start, dtype=_tensor_dtype(start))
     dtype = b.bound[b.info.input_type["start"]]
     is_float = dtype in dt.FLOATS

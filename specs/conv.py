@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import math
 
+from onnxfuzz.generate.domains import Ints, OneOf
+from onnxfuzz.generate.spec import op
+from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
+from onnxfuzz.generate.spec_domains import Each, Multiples, PadPairs, divisors
 from onnxfuzz.specs.geometry import (
     AUTO_PADS,
     SAME,
@@ -29,11 +33,6 @@ from onnxfuzz.specs.geometry import (
     ones,
     weight_values,
 )
-
-from onnxfuzz.generate.domains import Ints, OneOf
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
-from onnxfuzz.generate.spec_domains import Each, Multiples, PadPairs, divisors
 
 CT_KERNEL = 3  # ConvTranspose kernel, dilation, pad bounds: its output grows as
 CT_DILATION = 2  # stride * (in - 1) + (kernel - 1) * dilation + 1, kept <= ~28

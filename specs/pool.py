@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import math
 
-from onnxfuzz.specs.geometry import AUTO_PADS, DILATION, SAME, STRIDE, ones, same_out, window_out
-
 from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.domains import Ints, OneOf
 from onnxfuzz.generate.graph import Tensor
@@ -23,6 +21,7 @@ from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
 from onnxfuzz.generate.spec_domains import Each, KernelDims
+from onnxfuzz.specs.geometry import AUTO_PADS, DILATION, SAME, STRIDE, ones, same_out, window_out
 
 LP_P = 4  # largest p of LpPool / GlobalLpPool drawn freely
 

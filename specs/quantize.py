@@ -21,13 +21,12 @@ deterministic even at a tie (-0.5 rounds to -0 or -1: both clamp to 0).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from onnxfuzz.specs.geometry import conv_geometry, conv_out_shape
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.errors import ConfigError
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Ints, OneOf
 from onnxfuzz.generate.graph import Tensor
@@ -35,7 +34,8 @@ from onnxfuzz.generate.intervals import Interval, Values
 from onnxfuzz.generate.shapes import broadcast, broadcastable
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import MISSING, WEIGHT, SpecBuilder
-from onnxfuzz.generate.spec_domains import Multiples
+from onnxfuzz.generate.spec_domains import Multiples, types_or_skip
+from onnxfuzz.specs.geometry import conv_geometry, conv_out_shape
 
 _NON_POW2 = "a scale that is not a power of two: x / scale is inexact, so values near a "
 _NON_POW2 += "rounding tie flip between backends"
@@ -165,16 +165,7 @@ def _axis_block(b: SpecBuilder, x: Tensor) -> tuple[int | None, int]:
     return axis, block
 
 
-def _types(b: SpecBuilder, type_var: str, among: frozenset[int] | None = None) -> list[int]:
-    """The element types ``type_var`` may take (schema, ONNX Runtime, --dtypes); none left
-    (e.g. --dtypes float32 for an integer output) rules the op out."""
-    out = [t for t in b.types(type_var) if among is None or t in among]
-    if not out:
-        raise ConfigError(f"{b.op}: no element type for {type_var} under --dtypes")
-    return out
-
-
-def _prefer(types: list[int], want: int) -> int:
+def _prefer(types: Sequence[int], want: int) -> int:
     return want if want in types else types[0]
 
 
@@ -194,7 +185,7 @@ def quantize_linear(b: SpecBuilder, p: None) -> None:
     # y = saturate(round(x / y_scale) + y_zero_point), round half to even.
     has_zp = b.optional("y_zero_point")
     out_tv = b.info.input_type["y_zero_point"]
-    outs = _types(b, out_tv, QUANT_TYPES)
+    outs = types_or_skip(b, out_tv, QUANT_TYPES)
     x = b.input("x", values=Values(-X_RANGE, X_RANGE, avoid="half"))
     axis, block = _axis_block(b, x)
     out = MISSING
@@ -206,7 +197,7 @@ def quantize_linear(b: SpecBuilder, p: None) -> None:
             out = MISSING
     shapes = _scale_shape(x, axis, block)
     scale_tv = b.info.input_type["y_scale"]
-    scale_dt = _prefer(_types(b, scale_tv), x.dtype)
+    scale_dt = _prefer(types_or_skip(b, scale_tv), x.dtype)
     scales = b.draw("y_scale", _ScaleChoice(shapes))
     b.const("y_scale", scales, dtype=scale_dt)
     arr = np.asarray(scales, dtype=np.float64)
@@ -366,7 +357,7 @@ def _qscale(b: SpecBuilder, name: str, shapes: list[tuple[int, ...]] | None = No
     or the TS type from QLinearMatMul-21."""
     v = b.draw(name, _ScaleChoice(shapes or [()]))
     tv = b.info.input_type[name]
-    b.const(name, v, dtype=_prefer(_types(b, tv), dt.FLOAT))
+    b.const(name, v, dtype=_prefer(types_or_skip(b, tv), dt.FLOAT))
     return np.asarray(v, dtype=np.float64).reshape(-1).tolist()
 
 
@@ -381,7 +372,7 @@ def qlinear_matmul(b: SpecBuilder, p: None) -> None:
     bzp = b.input("b_zero_point", rank=0, kind=WEIGHT)
     y_s = b.draw("y_scale", RequantScale(a_s * b_s))
     tv = b.info.input_type["y_scale"]
-    b.const("y_scale", y_s, dtype=_prefer(_types(b, tv), dt.FLOAT))
+    b.const("y_scale", y_s, dtype=_prefer(types_or_skip(b, tv), dt.FLOAT))
     yzp = b.input("y_zero_point", rank=0, kind=WEIGHT)
     acc = _acc(a.interval - azp.interval, w.interval - bzp.interval, a.shape[-1])
     out = _requant_out(acc, [a_s * b_s / y_s], yzp.interval, yzp.dtype)

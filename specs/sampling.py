@@ -17,7 +17,6 @@ import math
 from typing import Any
 
 import numpy as np
-from onnxfuzz.specs.geometry import conv_interval, ones, weight_values, window_out
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
@@ -27,6 +26,7 @@ from onnxfuzz.generate.intervals import Values, point
 from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
 from onnxfuzz.generate.spec_domains import Each, Multiples, divisors
+from onnxfuzz.specs.geometry import conv_interval, ones, weight_values, window_out
 
 _NEAR_TIE = (
     "nearest mode with grid positions exactly at x.5 (rounding ties: backends legitimately "

@@ -28,8 +28,6 @@ from onnxfuzz.generate.spec import op
 from onnxfuzz.generate.spec_api import SpecBuilder
 from onnxfuzz.generate.spec_domains import Axes, Each, PadPairs, divisors, is_int, rank_from
 
-NOT_GENERATED: dict[str, str] = {}
-
 BUDGET = 64  # most index elements a drawn index constant has (each is one choice)
 
 

@@ -19,7 +19,7 @@ import time
 
 from onnx import helper, numpy_helper
 
-from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.config import DEFAULT_OPSET, Config
 from onnxfuzz.generate.export import _attr_value
 from onnxfuzz.generate.generator import Generator
 from onnxfuzz.generate.validate import validate
@@ -70,7 +70,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--sample", type=int, default=200)
-    ap.add_argument("--opset", type=int, default=21)
+    ap.add_argument("--opset", type=int, default=DEFAULT_OPSET)
     args = ap.parse_args()
     print(
         f"{'nodes':>5} {'models/s':>9} {'floor/s':>9} {'ratio':>6} {'valid':>8} "

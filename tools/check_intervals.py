@@ -15,7 +15,7 @@ import sys
 import numpy as np
 from onnx import helper
 
-from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.config import DEFAULT_OPSET, Config
 from onnxfuzz.generate.export import to_model
 from onnxfuzz.generate.generator import Generator
 from onnxfuzz.generate.validate import run_reference
@@ -54,7 +54,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=500)
     ap.add_argument("--nodes", default="1:25")
-    ap.add_argument("--opset", type=int, default=21)
+    ap.add_argument("--opset", type=int, default=DEFAULT_OPSET)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     lo, hi = (int(x) for x in args.nodes.split(":"))

@@ -39,7 +39,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
     if f is None:
         return lambda g: generator_options(g, opset_default=opset_default)
     opset_help = (
-        "Model opset (ONNX Runtime 1.31 runs <= 26)."
+        f"Model opset (ONNX Runtime 1.31 runs <= {MAX_OPSET})."
         if opset_default
         else "Model opset (default: one every selected backend supports)."
     )

@@ -1,4 +1,5 @@
-"""The builder: the one interface a spec talks to.
+"""The builders: the two implementations of ``spec_api.SpecBuilder``, the one interface a
+spec talks to (declared there, with every member's signature).
 
 A spec states its variables in Isra's order through these calls:
 
@@ -30,7 +31,15 @@ from onnxfuzz.generate.domains import Domain, Ints, OneOf
 from onnxfuzz.generate.graph import Graph, Node, Tensor
 from onnxfuzz.generate.intervals import ANY, Interval, Values
 from onnxfuzz.generate.spec import OpInfo, OpSpec, restricted_by_dtypes
-from onnxfuzz.generate.spec_api import DATA, MISSING, WEIGHT, DimEntry, Dims, ValuesArg
+from onnxfuzz.generate.spec_api import (
+    DATA,
+    MISSING,
+    WEIGHT,
+    DimEntry,
+    Dims,
+    SpecBuilder,
+    ValuesArg,
+)
 from onnxfuzz.generate.values import sample
 
 FRESH_FLOAT = 4.0  # fresh float tensors are drawn inside [-4, 4] where the domain allows
@@ -48,7 +57,8 @@ class OutOfDomain(Exception):
 
 class Builder:
     """The shared part of the two ``SpecBuilder``s (``onnxfuzz.generate.spec_api``, what
-    specs see); subclasses decide where values come from."""
+    specs see): the facts. ``GenBuilder`` and ``CheckBuilder`` implement the variables and
+    tensors, deciding where values come from."""
 
     def __init__(self, spec: OpSpec, info: OpInfo, cfg: Config) -> None:
         self.spec = spec
@@ -215,7 +225,7 @@ class Builder:
         return dims
 
 
-class GenBuilder(Builder):
+class GenBuilder(Builder, SpecBuilder):
     """Draws every variable from the choice stream; reuses tensors from the graph."""
 
     def __init__(
@@ -476,7 +486,7 @@ def _fresh_interval(
     return Interval(lo, hi, m)
 
 
-class CheckBuilder(Builder):
+class CheckBuilder(Builder, SpecBuilder):
     """Takes each variable from an observed node; raises ``OutOfDomain`` where the spec's
     domain does not contain it."""
 

@@ -32,7 +32,8 @@ from onnxfuzz.generate.validate import all_finite, run_reference
 JOURNAL = ".journal.jsonl"
 INDEX = "index.json"
 
-# option name in index.json -> the flag that sets it (for error messages)
+# option name in index.json -> the flag that sets it (for error messages; a record key
+# without a flag, such as `avoid`, is named as it is)
 FLAGS = {
     "seed": "--seed",
     "min_nodes": "--nodes",
@@ -104,7 +105,7 @@ def _load_state(out: Path, options: dict[str, Any]) -> dict[str, dict[str, Any]]
         for key, value in options.items():
             if key in old and old[key] != value:
                 raise UsageError(
-                    f"{FLAGS[key]}: {out} was generated with {key}={old[key]!r}, not "
+                    f"{FLAGS.get(key, key)}: {out} was generated with {key}={old[key]!r}, not "
                     f"{value!r}; pass the same options to continue it, or choose another --out"
                 )
         cases.update(data.get("cases", {}))

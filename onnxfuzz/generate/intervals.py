@@ -11,7 +11,6 @@ reference outputs are finite by construction, not by filtering.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -91,10 +90,6 @@ class Interval:
     def clamp(self, lo: float, hi: float) -> Interval:
         return Interval(min(max(self.lo, lo), hi), max(min(self.hi, hi), lo))
 
-    def widen(self, eps: float) -> Interval:
-        """Room for rounding error of approximate kernels."""
-        return Interval(self.lo - eps, self.hi + eps)
-
 
 def hull(items: Iterable[Interval]) -> Interval:
     items = list(items)
@@ -105,11 +100,6 @@ def hull(items: Iterable[Interval]) -> Interval:
 
 def point(v: float) -> Interval:
     return Interval(v, v)
-
-
-def exp_bound(dtype: int) -> float:
-    """Largest x with exp(x) inside the dtype's bound."""
-    return math.log(dt.value_range(dtype)[1])
 
 
 @dataclass(frozen=True, slots=True)

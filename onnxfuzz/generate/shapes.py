@@ -50,7 +50,3 @@ def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
             if d != 1:
                 out[lead + i] = d
     return tuple(out)
-
-
-def norm_axis(axis: int, rank: int) -> int:
-    return axis + rank if axis < 0 else axis

@@ -4,7 +4,8 @@ A spec states an op's variables in Isra's order through a ``SpecBuilder`` (see
 docs/writing-specs.md). Two builders implement it: ``builder.GenBuilder`` draws every
 variable from the recorded choice stream (generation) and ``builder.CheckBuilder`` takes
 it from an observed node (the spec-completeness check). Specs must use nothing else of a
-builder: a name added here must be implemented by both (a test checks it).
+builder: a name added here must be implemented by both (a test checks it). Both name
+``SpecBuilder`` among their bases, so a type checker also reports a member either lacks.
 """
 
 from __future__ import annotations
@@ -42,10 +43,14 @@ class SpecBuilder(Protocol):
     bound: dict[str, int]  # type variables bound so far -> element type
 
     @property
-    def max_rank(self) -> int: ...
+    def max_rank(self) -> int:
+        """The largest rank a fresh input may take (--max-rank)."""
+        ...
 
     @property
-    def max_dim(self) -> int: ...
+    def max_dim(self) -> int:
+        """The largest dim a fresh input may take (--max-dim)."""
+        ...
 
     def types(self, type_var: str) -> tuple[int, ...]:
         """Element types ``type_var`` may take now (schema, kernels, --dtypes, bound)."""

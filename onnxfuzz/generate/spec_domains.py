@@ -6,9 +6,10 @@ integer helpers. One definition each, used by every spec that needs it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
+from onnxfuzz.errors import ConfigError
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Domain, Ints
 from onnxfuzz.generate.spec_api import SpecBuilder
@@ -43,6 +44,18 @@ def rank_from(b: SpecBuilder, lo: int) -> Ints:
     """Ranks ``lo``..--max-rank. When --max-rank is below ``lo`` the builder reports a
     ConfigError (the op is skipped) instead of an empty domain (a spec bug)."""
     return Ints(lo, max(lo, b.max_rank))
+
+
+def types_or_skip(
+    b: SpecBuilder, type_var: str, among: Collection[int] | None = None
+) -> tuple[int, ...]:
+    """The element types ``type_var`` may take (``b.types``), kept to ``among`` if given,
+    for a spec that picks the type itself. None left (e.g. by --dtypes) rules the op out
+    with a ConfigError (the op is skipped) instead of an empty domain (a spec bug)."""
+    out = tuple(t for t in b.types(type_var) if among is None or t in among)
+    if not out:
+        raise ConfigError(f"{b.op}: no element type for {type_var} under --dtypes")
+    return out
 
 
 def divisors(n: int) -> list[int]:

@@ -107,18 +107,12 @@ def check_static(model: onnx.ModelProto) -> list[str]:
     return problems
 
 
-_SESSION_OPTS = None
-
-
-def ort_session(model: onnx.ModelProto | bytes, optimize: bool = False):
+def ort_session(model: onnx.ModelProto | bytes):
+    """An ONNX Runtime CPU session, graph optimizations off, one thread."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if optimize
-        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    )
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
     opts.intra_op_num_threads = 1
     data = model if isinstance(model, bytes) else model.SerializeToString()

@@ -11,11 +11,13 @@ repro.py                                     standalone: 1 REPRODUCES, 0 FIXED, 
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import json
 import re
 import shutil
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,12 +26,12 @@ import numpy as np
 import onnx
 
 from onnxfuzz import __version__
-from onnxfuzz.backend import entry_points, parse_backend
+from onnxfuzz.backend import UNSUPPORTED_PATTERNS, entry_points, parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.sandbox import Outcome
 from onnxfuzz.generate.generator import Case
 from onnxfuzz.generate.testdata import DATA_SET, write_outputs, write_test
-from onnxfuzz.judge.oracle import Judgement
+from onnxfuzz.judge.oracle import Judgement, precision_dtypes
 from onnxfuzz.judge.signature import RULES, normalize
 from onnxfuzz.reduce.reducer import Reduced
 
@@ -83,6 +85,33 @@ def adapter_source(label: str) -> tuple[str, str, dict[str, str]]:
     return Path(spec.origin).read_text(), cls_name, dict(ref.options)
 
 
+def adapter_libraries(source: str) -> list[str]:
+    """The modules an adapter's source imports unconditionally (not under a ``try`` or an
+    ``if``: those are optional or guarded), less the standard library and onnxfuzz:
+    repro.py's set-up check imports each (those imported inside methods too), so that a
+    missing one is a set-up error and not a failure of the backend."""
+    tree = ast.parse(source)
+    guarded = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Try | ast.If)
+        for inner in ast.walk(node)
+    }
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return [
+        n
+        for n in dict.fromkeys(names)
+        if n.split(".")[0] not in sys.stdlib_module_names and n.split(".")[0] != "onnxfuzz"
+    ]
+
+
 def _write_repro(
     folder: Path, f: Finding, model: onnx.ModelProto, reference_outputs: str | None
 ) -> None:
@@ -90,31 +119,40 @@ def _write_repro(
     (see the template). ``reference_outputs``: the folder, relative to ``folder``, of the
     reference's stored outputs (None: the script runs the reference)."""
     adapters = {label: adapter_source(label) for label in dict.fromkeys([f.reference, f.backend])}
+    libraries = {label: adapter_libraries(a[0]) for label, a in adapters.items()}
     j = f.judgement
+    outputs = [o.name for o in model.graph.output]
+    loosest = precision_dtypes(model)
     # Plain data: the script is standalone (the enums' reprs would need onnxfuzz).
     expect = {
         "verdict": str(j.verdict),
         "stage": None if j.stage is None else str(j.stage),
         "kind": j.kind,
-        "output": j.output,
-        "message": normalize(j.message),
+        # A reduced model may have lost the output the bug showed on: then any output.
+        "output": j.output if j.output in outputs else None,
+        "message": normalize(j.message),  # onnxfuzz's own normalization, done here
         "backend": f.backend,
         "reference": f.reference,
         "reference_outputs": reference_outputs,
-        "outputs": [o.name for o in model.graph.output],
+        "outputs": outputs,
+        "loosest": {name: loosest[name] for name in outputs if name in loosest},
+        "libraries": libraries,
         "timeout": f.timeout,
         "memory_mb": f.memory_mb,
         "tolerance": {k: list(v) for k, v in f.tolerance.items()},
     }
+    needed = [lib.split(".")[0] for lib in sum(libraries.values(), [])]
     text = TEMPLATE.read_text().format(
         bug_id=f.bug_id,
         verdict=j.verdict,
         backend=f.backend,
         stage=j.stage,
-        libraries=", ".join(sorted({a[1] for a in adapters.values()})),
+        libraries=", ".join(dict.fromkeys(n for n in needed if n not in ("numpy", "onnx")))
+        or "none besides onnx",
         expect=expect,
         adapters=adapters,
         rules=[(rx.pattern, rep) for rx, rep in RULES],
+        unsupported=(UNSUPPORTED_PATTERNS.pattern, int(UNSUPPORTED_PATTERNS.flags)),
     )
     (folder / "repro.py").write_text(text)
 

@@ -1,4 +1,4 @@
-"""Every registered spec, in every op version (opsets 13..26) and element type it allows,
+"""Every registered spec, in every op version (MIN_OPSET..MAX_OPSET) and element type it allows,
 over many seeds: the model
 passes the checker, strict shape inference agrees with every shape the spec declared,
 ONNX Runtime runs it to outputs of exactly the declared shapes and types, and the
@@ -12,7 +12,7 @@ import pytest
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.config import MAX_OPSET, MIN_OPSET, Config
 from onnxfuzz.generate.generator import Generator
 from onnxfuzz.generate.spec import load_specs, op_info
 from onnxfuzz.generate.validate import validate
@@ -28,12 +28,12 @@ def _main_types(op: str, opset: int) -> list[int]:
 
 
 def _cases() -> list[tuple[str, int, int]]:
-    """(op, opset, dtype) for every op version a spec covers in opsets 13..26 (at the last
+    """(op, opset, dtype) for every op version a spec covers in MIN..MAX_OPSET (at the last
     opset where that version is in force) and every element type it takes there."""
     out = []
     for op, spec in load_specs().items():
         last: dict[int, int] = {}
-        for opset in range(13, 27):
+        for opset in range(MIN_OPSET, MAX_OPSET + 1):
             info = op_info(op, opset)
             if info is not None and spec.covers(opset):
                 last[info.version] = opset
