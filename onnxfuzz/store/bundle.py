@@ -85,21 +85,27 @@ def adapter_source(label: str) -> tuple[str, str, dict[str, str]]:
     return Path(spec.origin).read_text(), cls_name, dict(ref.options)
 
 
-def adapter_libraries(source: str) -> list[str]:
-    """The modules an adapter's source imports unconditionally (not under a ``try`` or an
-    ``if``: those are optional or guarded), less the standard library and onnxfuzz:
-    repro.py's set-up check imports each (those imported inside methods too), so that a
-    missing one is a set-up error and not a failure of the backend."""
+def adapter_libraries(source: str, cls_name: str) -> list[str]:
+    """The modules adapter class ``cls_name`` imports unconditionally (not under a ``try``
+    or an ``if``: those are optional or guarded), in its module's top level and functions
+    and in its own and its base classes' methods (not other classes'), less the standard
+    library and onnxfuzz. repro.py's set-up check imports each (those imported inside
+    methods too), so that a missing one is a set-up error and not a failure of the backend."""
     tree = ast.parse(source)
-    guarded = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Try | ast.If)
-        for inner in ast.walk(node)
-    }
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    mine: set[str] = set()
+    todo = [cls_name]
+    while todo:
+        name = todo.pop()
+        if name in classes and name not in mine:
+            mine.add(name)
+            todo += [b.id for b in classes[name].bases if isinstance(b, ast.Name)]
+    skipped = [n for name, n in classes.items() if name not in mine]
+    skipped += [n for n in ast.walk(tree) if isinstance(n, ast.Try | ast.If)]
+    skip = {id(inner) for node in skipped for inner in ast.walk(node)}
     names: list[str] = []
     for node in ast.walk(tree):
-        if id(node) in guarded:
+        if id(node) in skip:
             continue
         if isinstance(node, ast.Import):
             names += [a.name for a in node.names]
@@ -119,7 +125,7 @@ def _write_repro(
     (see the template). ``reference_outputs``: the folder, relative to ``folder``, of the
     reference's stored outputs (None: the script runs the reference)."""
     adapters = {label: adapter_source(label) for label in dict.fromkeys([f.reference, f.backend])}
-    libraries = {label: adapter_libraries(a[0]) for label, a in adapters.items()}
+    libraries = {label: adapter_libraries(a[0], a[1]) for label, a in adapters.items()}
     j = f.judgement
     outputs = [o.name for o in model.graph.output]
     loosest = precision_dtypes(model)
