@@ -63,15 +63,9 @@ def _render(campaign, p) -> object:
     return t
 
 
-# --resume: flags that only extend or tune a stored campaign (CampaignOptions fields);
+# --resume: flags that only extend the budget (besides the campaign's RESUMABLE_SETTINGS);
 # any other flag would change what it tests and is refused, naming the flag.
-_RESUME_SETTINGS = {
-    "workers": "workers",
-    "timeout": "timeout",
-    "memory_mb": "memory_mb",
-    "reduce_budget": "reduce_budget",
-}
-_RESUME_OK = {"resume", "out", "tests", "seconds", "no_reduce", *_RESUME_SETTINGS}
+_RESUME_BUDGET = {"resume", "out", "tests", "seconds", "no_reduce"}
 
 
 def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Resumed:
@@ -79,14 +73,15 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     from click.core import ParameterSource
 
     from onnxfuzz.errors import UsageError
-    from onnxfuzz.run.campaign import Resumed
+    from onnxfuzz.run.campaign import RESUMABLE_SETTINGS, Resumed
 
     given = [
         p
         for p in ctx.command.params
         if ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE
     ]
-    refused = [p.opts[0] for p in given if p.name not in _RESUME_OK]
+    allowed = _RESUME_BUDGET | set(RESUMABLE_SETTINGS)
+    refused = [p.opts[0] for p in given if p.name not in allowed]
     if refused:
         raise UsageError(
             f"{', '.join(refused)}: --resume continues the stored campaign as it was made; "
@@ -94,10 +89,8 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
             "--no-reduce and --reduce-budget may be given. Start a new --out to change it."
         )
     names = {p.name for p in given}
-    settings = {
-        field: ctx.params[name] for name, field in _RESUME_SETTINGS.items() if name in names
-    }
-    if "no_reduce" in names:
+    settings = {name: ctx.params[name] for name in RESUMABLE_SETTINGS if name in names}
+    if "no_reduce" in names:  # the flag that sets the ``reduce`` setting
         settings["reduce"] = not ctx.params["no_reduce"]
     return Resumed(more_tests=tests, seconds=seconds, settings=settings)
 

@@ -64,20 +64,23 @@ class CampaignOptions:
 
 
 # Flags a resumed campaign may change: its budget and how it runs, never what it tests.
-RESUMABLE = ("tests", "seconds", "workers", "timeout", "memory_mb", "reduce", "reduce_budget")
+RESUMABLE_SETTINGS = ("workers", "timeout", "memory_mb", "reduce", "reduce_budget")
 
 
 @dataclass
 class Resumed:
     """What a ``--resume`` changes: ``more_tests`` added to the budget (to the tests done
     when the campaign had only a time budget), a new time budget for this run, and
-    operational settings (``RESUMABLE``)."""
+    operational settings (``RESUMABLE_SETTINGS``; others would change what is tested)."""
 
     more_tests: int | None = None
     seconds: float | None = None
     settings: dict[str, Any] = field(default_factory=dict)
 
     def apply(self, stored: CampaignOptions, done: int) -> CampaignOptions:
+        unknown = sorted(set(self.settings) - set(RESUMABLE_SETTINGS))
+        if unknown:
+            raise UsageError(f"--resume: {', '.join(unknown)} cannot change on resume")
         opts = replace(stored, **self.settings)
         if self.more_tests is not None:
             base = stored.tests if stored.tests is not None else done
@@ -153,6 +156,9 @@ class Progress:
                 inside = sum(max(0.0, min(b, r1) - max(a, r0)) for r0, r1 in self._reducing)
                 self.busy += b - a - inside
                 self._busy_end = b
+        if self._reducing and self._reducing[0][1] <= self._busy_end:
+            # windows wholly before what is covered can clip nothing any more
+            self._reducing = [w for w in self._reducing if w[1] > self._busy_end]
         self.busy += extra
 
     def reduced(self, began: float, ended: float) -> None:
