@@ -257,8 +257,7 @@ class Campaign:
         if self.store is None:  # every option is valid and every backend runs: write
             self.out.mkdir(parents=True, exist_ok=True)
             self.lock = CampaignLock(self.out)
-            self.store = Store(self.out / "campaign.db")
-            self.store.set_meta("options", asdict(o))
+            self.store = Store.create(self.out / "campaign.db", {"options": asdict(o)})
         elif self.store.get_meta("options") != asdict(o):
             self.store.set_meta("options", asdict(o))  # a resumed budget or settings
         # What each backend lacks, op by op and type by type (probed once, stored for

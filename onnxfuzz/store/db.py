@@ -76,6 +76,25 @@ class Store:
         self.db.executescript(SCHEMA)
 
     @classmethod
+    def create(cls, path: Path, meta: dict[str, Any]) -> Store:
+        """A new campaign.db holding ``meta`` from its first moment: built beside ``path``
+        and renamed into place, so an interrupt (Ctrl-C, ``kill -9``) never leaves a
+        campaign.db that ``--resume`` cannot read (one without its options)."""
+        part = path.with_name(path.name + ".new")
+        part.unlink(missing_ok=True)  # a creation interrupted before
+        db = sqlite3.connect(part, isolation_level=None)
+        try:
+            db.executescript(SCHEMA)
+            with db:
+                db.execute("BEGIN")
+                for key, value in meta.items():
+                    db.execute("INSERT INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+        finally:
+            db.close()
+        os.replace(part, path)
+        return cls(path)
+
+    @classmethod
     def open_existing(cls, path: Path) -> Store:
         """An existing campaign.db; a clear error for one that is corrupt or locked."""
         try:
