@@ -80,7 +80,23 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
             help="Chance an input reuses an existing tensor.",
         ),
         click.option("--max-rank", type=click.IntRange(0, MAX_RANK), default=5, show_default=True),
-        click.option("--max-dim", type=click.IntRange(1, MAX_DIM), default=8, show_default=True),
+        click.option(
+            "--max-dim",
+            type=click.IntRange(1, MAX_DIM),
+            default=8,
+            show_default=True,
+            help="Largest dim drawn for a fresh tensor (one that must match an "
+            "intermediate's dims takes them, up to 4x this).",
+        ),
+        click.option(
+            "--connectivity",
+            type=click.FloatRange(0, 1),
+            default=0.8,
+            show_default=True,
+            help="How eagerly ops chain: the chance an input takes a node's output, adapted "
+            "by glue ops (Cast, Clip, Reshape, Slice, Pad, ...) where none fits as it is; "
+            "0 for none.",
+        ),
         click.option(
             "--weights-as-inputs",
             is_flag=True,
@@ -102,6 +118,7 @@ def generator_fields(
     max_rank: int,
     max_dim: int,
     weights_as_inputs: bool,
+    connectivity: float = 0.8,
 ) -> dict:
     """The generator flags as ``Config.to_record`` data (None: the default, or for the
     opset, the one every backend of a campaign supports)."""
@@ -115,6 +132,7 @@ def generator_fields(
         if dtypes is not None
         else None,
         "picking_rate": picking_rate,
+        "connectivity": connectivity,
         "max_rank": max_rank,
         "max_dim": max_dim,
         "weights_as_initializers": not weights_as_inputs,

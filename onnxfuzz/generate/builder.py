@@ -28,8 +28,9 @@ from onnxfuzz.errors import ConfigError, SpecError
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.config import MAX_RANK, Config
 from onnxfuzz.generate.domains import Domain, Ints, OneOf
+from onnxfuzz.generate.glue import Glue, Need, adapt
 from onnxfuzz.generate.graph import Graph, Node, Tensor
-from onnxfuzz.generate.intervals import ANY, Interval, Values
+from onnxfuzz.generate.intervals import ANY, Interval, Values, rounding_room
 from onnxfuzz.generate.spec import OpInfo, OpSpec, restricted_by_dtypes
 from onnxfuzz.generate.spec_api import (
     DATA,
@@ -44,6 +45,10 @@ from onnxfuzz.generate.values import sample
 
 FRESH_FLOAT = 4.0  # fresh float tensors are drawn inside [-4, 4] where the domain allows
 FRESH_INT = 8  # fresh integer tensors inside [-8, 8]
+DANGLING_FIRST = 0.75  # chaining: the chance to take an output nothing consumes yet
+# Weights are constants in most real models (and compilers fold them: Conv-BatchNorm),
+# so a weight input is computed by glue less often than a data input.
+COMPUTED_WEIGHTS = 0.25
 _TYPES_CACHE: dict[tuple, tuple[int, ...]] = {}
 
 
@@ -213,7 +218,7 @@ class Builder:
                 "narrow the inputs' value domains",
             )
         if dtype in dt.FLOATS:
-            interval = _rounding_room(interval, dtype, lo, hi)
+            interval = rounding_room(interval, dtype, lo, hi)
         return interval
 
     @staticmethod
@@ -229,11 +234,22 @@ class GenBuilder(Builder, SpecBuilder):
     """Draws every variable from the choice stream; reuses tensors from the graph."""
 
     def __init__(
-        self, spec: OpSpec, info: OpInfo, cfg: Config, graph: Graph, stream: ChoiceStream
+        self,
+        spec: OpSpec,
+        info: OpInfo,
+        cfg: Config,
+        graph: Graph,
+        stream: ChoiceStream,
+        glue: Glue | None = None,
+        budget: int = 0,
     ) -> None:
+        """``glue``: the glue ops this builder may emit to adapt a node's output to an
+        input, at most ``budget`` nodes of them (see ``onnxfuzz.generate.glue``)."""
         super().__init__(spec, info, cfg)
         self.g = graph
         self.s = stream
+        self.glue = glue
+        self.budget = budget
         self.name = graph.fresh_name(spec.op_type.lower())
 
     # --- variables -------------------------------------------------------------------
@@ -278,14 +294,20 @@ class GenBuilder(Builder, SpecBuilder):
         pos = self._position(name, index)
         allowed = self._allowed(name, dtype)
         lo, hi = self._rank_range(name, rank, dims)
-        t = self._reuse(allowed, lo, hi, dims, values)
+        t = self._reuse(allowed, lo, hi, dims, values, kind)
         if t is None:
             t = self._fresh(name, index, allowed, lo, hi, dims, values, kind)
         self._bind(name, t, pos)
         return t
 
     def _reuse(
-        self, allowed: tuple[int, ...], lo: int, hi: int, dims: Dims, values_arg: ValuesArg
+        self,
+        allowed: tuple[int, ...],
+        lo: int,
+        hi: int,
+        dims: Dims,
+        values_arg: ValuesArg,
+        kind: str,
     ) -> Tensor | None:
         cands: list[Tensor] = []
         patterns: dict[int, Sequence[DimEntry]] = {}
@@ -313,9 +335,59 @@ class GenBuilder(Builder, SpecBuilder):
                     continue
                 if not pattern or _fits(t.shape, pattern):
                     cands.append(t)
+        if self.glue is not None:  # chain: a node's output before a graph input
+            chained = self._chain(cands, allowed, lo, hi, dims, values_arg, kind)
+            if chained is not None:
+                return chained
         if cands and self.s.chance(self.cfg.picking_rate):
             return cands[self.s.index(len(cands))]
         return None
+
+    def _chain(
+        self,
+        cands: list[Tensor],
+        allowed: tuple[int, ...],
+        lo: int,
+        hi: int,
+        dims: Dims,
+        values_arg: ValuesArg,
+        kind: str,
+    ) -> Tensor | None:
+        """A node's output for this input: one that fits (a dangling one, most often),
+        or, for a data input, one adapted with glue ops; None leaves the choice to the
+        plain reuse-or-fresh rule."""
+        s, rate = self.s, self.cfg.connectivity
+        produced = [t for t in cands if t.origin == "node"]
+        if produced:
+            if not s.chance(rate):
+                return None
+            dangling = [t for t in produced if t.name not in self.g.consumed]
+            if dangling and len(dangling) < len(produced) and s.chance(DANGLING_FIRST):
+                produced = dangling
+            return produced[s.index(len(produced))]
+        if self.budget <= 0 or not self.g.produced:
+            return None
+        if not s.chance(rate if kind == DATA else rate * COMPUTED_WEIGHTS):
+            return None
+        assert self.glue is not None
+
+        def values(d: int) -> Values:
+            return values_arg(d) if callable(values_arg) else values_arg
+
+        need = Need(
+            allowed=allowed,
+            lo=lo,
+            hi=hi,
+            pattern=lambda r: self._dims_at(dims, r),
+            values=values,
+            fits=_fits_dim,
+            draw_dim=lambda axis, e: self._draw_dim("glue", axis, e),
+            max_dim=self.cfg.max_dim,
+            cap=self.cfg.max_reuse_dim,
+        )
+        t, emitted = adapt(self.glue, self.g, s, need, self.budget)
+        self.budget -= emitted
+        return t
 
     def _fresh(
         self,
@@ -420,21 +492,8 @@ class GenBuilder(Builder, SpecBuilder):
         return node
 
 
-# Kernels round: float32 tanh returns -1.0000001 for large inputs (seen in ONNX Runtime),
-# so a float output's interval gets room for a few ulps. A non-negative interval stays
-# non-negative (no kernel rounds exp, sigmoid or relu below zero), so Sqrt and Log can still
-# take such tensors; Asin/Acos (domain [-1, 1]) no longer take a tanh's.
-_ROUNDING = {dt.FLOAT: 1e-6, dt.DOUBLE: 1e-12, dt.FLOAT16: 2e-3, dt.BFLOAT16: 2e-2}
-
-
-def _rounding_room(iv: Interval, dtype: int, lo: float, hi: float) -> Interval:
-    eps = _ROUNDING[dtype] * max(1.0, iv.mag)
-    new_lo = iv.lo if iv.lo >= 0 else max(lo, iv.lo - eps)
-    return Interval(new_lo, min(hi, iv.hi + eps), max(0.0, iv.min_abs - eps))
-
-
 def _fits(shape: tuple[int, ...], pattern: Sequence[DimEntry]) -> bool:
-    for d, e in zip(shape, pattern, strict=True):
+    for d, e in zip(shape, pattern, strict=True):  # inlined: the solver's hottest loop
         if e is None:
             continue
         if type(e) is int:
@@ -449,6 +508,18 @@ def _fits(shape: tuple[int, ...], pattern: Sequence[DimEntry]) -> bool:
         elif not e.contains(d):
             return False
     return True
+
+
+def _fits_dim(d: int, e: DimEntry) -> bool:
+    if e is None:
+        return True
+    if type(e) is int:
+        return d == e
+    if type(e) is Ints:
+        return e.lo <= d <= e.hi
+    if type(e) is OneOf:
+        return d in e.options
+    return bool(e.contains(d))
 
 
 def _fresh_interval(

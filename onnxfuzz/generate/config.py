@@ -32,6 +32,11 @@ class Config:
     max_rank: int = 5
     max_dim: int = 8
     picking_rate: float = 0.97
+    # How eagerly ops chain (0..1): the chance that an input takes a node's output over a
+    # graph input where both fit, and that an input nothing fits is made by adapting a
+    # node's output with glue ops (onnxfuzz.generate.glue) instead of a fresh graph input.
+    # 0 generates as before the knob existed.
+    connectivity: float = 0.8
     dtypes: frozenset[int] = dt.DEFAULT
     ops: frozenset[str] | None = None
     exclude_ops: frozenset[str] = frozenset()
@@ -47,6 +52,8 @@ class Config:
             )
         if not 0.0 <= self.picking_rate <= 1.0:
             raise ConfigError(f"--picking-rate: need 0 <= p <= 1, got {self.picking_rate}")
+        if not 0.0 <= self.connectivity <= 1.0:
+            raise ConfigError(f"--connectivity: need 0 <= p <= 1, got {self.connectivity}")
         if not 0 <= self.max_rank <= MAX_RANK:
             raise ConfigError(f"--max-rank: need 0..{MAX_RANK}, got {self.max_rank}")
         if not 1 <= self.max_dim <= MAX_DIM:
@@ -68,6 +75,7 @@ class Config:
             "exclude_ops": sorted(self.exclude_ops),
             "dtypes": sorted(dt.NAMES[d] for d in self.dtypes),
             "picking_rate": self.picking_rate,
+            "connectivity": self.connectivity,
             "max_rank": self.max_rank,
             "max_dim": self.max_dim,
             "weights_as_initializers": self.weights_as_initializers,

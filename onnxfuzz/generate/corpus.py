@@ -43,6 +43,7 @@ FLAGS = {
     "exclude_ops": "--exclude-ops",
     "dtypes": "--dtypes",
     "picking_rate": "--picking-rate",
+    "connectivity": "--connectivity",
     "max_rank": "--max-rank",
     "max_dim": "--max-dim",
     "reference": "--no-reference",

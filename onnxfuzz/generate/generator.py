@@ -1,10 +1,12 @@
 """The generator: Isra's backtrack-free instantiation, one op at a time.
 
-For each of N ops (N drawn from the node range): draw the op type uniformly, then let
-its spec state its variables through a ``GenBuilder`` (input count, first input, attributes,
-further inputs, outputs). Each input reuses an existing tensor that fits its pattern with
-probability ``picking_rate`` or becomes a fresh graph input / initializer. Every domain is
-non-empty by construction, so there is no retry, no rejection and no SMT call anywhere.
+Until the model has N nodes (N drawn from the node range): draw the op type uniformly,
+then let its spec state its variables through a ``GenBuilder`` (input count, first input,
+attributes, further inputs, outputs). Each input takes a node's output that fits its pattern
+(with probability ``connectivity``, a dangling one most often), or a node's output adapted
+by glue ops (``onnxfuzz.generate.glue``; they count toward N), or any tensor that fits
+(``picking_rate``), or becomes a fresh graph input / initializer. Every domain is non-empty
+by construction, so there is no retry, no rejection and no SMT call anywhere.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from onnxfuzz.generate.builder import GenBuilder
 from onnxfuzz.generate.choices import ChoiceStream, Span
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.export import to_model
+from onnxfuzz.generate.glue import GLUE_OPS, Glue
 from onnxfuzz.generate.graph import Graph
 from onnxfuzz.generate.intervals import Values
 from onnxfuzz.generate.spec import OpSpec, op_info, specs_for
@@ -42,7 +45,7 @@ class Case:
     choices: list[int] = field(repr=False)
     inputs: list[tuple[str, int, tuple[int, ...]]] = field(repr=False)
     input_domains: dict[str, Values] = field(repr=False)
-    spec_calls: int = 0  # builder runs; equals the node count (no retries)
+    spec_calls: int = 0  # builder runs: the node count less glue nodes (no retries)
     spans: list[Span] = field(default_factory=list, repr=False)  # labelled choice runs
 
     @property
@@ -75,6 +78,7 @@ class Generator:
             why = "; ".join(f"{k}: {v}" for k, v in list(self.skipped.items())[:5])
             raise ConfigError(f"no op can be generated with these options ({why})")
         self._infos = [op_info(s.op_type, cfg.opset) for s in self.specs]
+        self.glue = self._glue() if cfg.connectivity > 0 else None
 
     def _infeasible(self, spec: OpSpec) -> str | None:
         """Options such as --dtypes or --max-rank can rule an op out entirely; find out
@@ -88,6 +92,21 @@ class Generator:
             return str(e)
         return None
 
+    def _glue(self) -> Glue:
+        """The glue ops this generator may emit: those among its own ops, in the element
+        types they may be generated in (so --ops, --dtypes and the probe's avoid list hold
+        for glue too). With none, inputs still chain where a node's output fits."""
+        types: dict[str, frozenset[int]] = {}
+        cast_to: frozenset[int] = frozenset()
+        for spec, info in zip(self.specs, self._infos, strict=True):
+            if spec.op_type not in GLUE_OPS or info is None or info.main_type_var is None:
+                continue
+            b = GenBuilder(spec, info, self.cfg, Graph(), ChoiceStream(0))
+            types[spec.op_type] = frozenset(b.types(info.main_type_var))
+            if spec.op_type == "Cast":
+                cast_to = frozenset(b.types(info.output_type[0]))
+        return Glue(types, cast_to, self.cfg.connectivity)
+
     def graph(
         self, seed: int, prefix: Sequence[int] | None = None, zero_tail: bool = False
     ) -> tuple[Graph, ChoiceStream, int]:
@@ -99,13 +118,13 @@ class Generator:
         n = s.integer(cfg.min_nodes, cfg.max_nodes)
         s.stop_span()
         calls = 0
-        for _ in range(n):
+        while len(g.nodes) < n:  # n nodes, glue included: an op's glue fits in the rest
             s.start_span(OP)
             s.start_span(OP_TYPE)
             k = s.index(len(specs))
             s.stop_span()
             spec = specs[k]
-            b = GenBuilder(spec, infos[k], cfg, g, s)
+            b = GenBuilder(spec, infos[k], cfg, g, s, self.glue, n - len(g.nodes) - 1)
             spec.build(b, spec.params)
             b.commit()
             s.stop_span()

@@ -65,6 +65,7 @@ class Graph:
         self.input_values: dict[str, Values] = {}
         self.initializers: list[tuple[Tensor, np.ndarray]] = []
         self.pool: dict[tuple[int, int], list[Tensor]] = {}
+        self.produced: list[Tensor] = []  # reusable node outputs, in order: glue sources
         self.consumed: set[str] = set()
         self._counts: dict[str, int] = {}
 
@@ -74,6 +75,8 @@ class Graph:
         return f"{prefix}{n}"
 
     def add_reusable(self, t: Tensor) -> None:
+        if t.origin == "node":
+            self.produced.append(t)
         key = (t.dtype, len(t.shape))
         bucket = self.pool.get(key)
         if bucket is None:

@@ -42,6 +42,32 @@ def _declared(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...] | 
     return out
 
 
+def _uninferred(model: onnx.ModelProto, node: onnx.NodeProto) -> list[str]:
+    """The outputs of ``node`` ONNX's (non-strict) inference gives no type, with the node
+    alone in a model whose inputs have their declared types."""
+    g = model.graph
+    known = {vi.name: vi for vi in list(g.input) + list(g.value_info)}
+    inits = {t.name: t for t in g.initializer}
+    inputs = [known[n] for n in dict.fromkeys(node.input) if n and n not in inits and n in known]
+    alone = onnx.helper.make_graph(
+        [node],
+        "alone",
+        inputs,
+        [
+            onnx.helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None)
+            for o in node.output
+            if o
+        ],
+        initializer=[inits[n] for n in dict.fromkeys(node.input) if n in inits],
+    )
+    m = onnx.helper.make_model(alone, opset_imports=model.opset_import, ir_version=model.ir_version)
+    try:
+        inferred = shape_inference.infer_shapes(m, strict_mode=False)
+    except Exception:  # noqa: BLE001 - the strict pass reports it
+        return []
+    return [o.name for o in inferred.graph.output if not o.type.tensor_type.elem_type]
+
+
 def check_static(model: onnx.ModelProto) -> list[str]:
     """Checker (full) + strict shape inference, compared against declared shapes."""
     problems = []
@@ -65,20 +91,18 @@ def check_static(model: onnx.ModelProto) -> list[str]:
     del bare.graph.value_info[:]
     for o in bare.graph.output:
         o.type.tensor_type.ClearField("shape")
-    # Where ONNX infers nothing through a function body, a non-strict pass finds out and
-    # the spec's shapes are given as hints, so the strict pass can go on downstream.
-    hints: list[str] = []
-    for _ in range(3):
-        try:
-            loose = shape_inference.infer_shapes(bare, strict_mode=False)
-        except Exception:  # noqa: BLE001 - the strict pass below reports it
-            break
-        seen = {vi.name for vi in loose.graph.value_info}
-        missing = [n for n in declared if n not in seen and n not in hints and opaque(n)]
-        if not missing:
-            break
-        hints += missing
-        bare.graph.value_info.extend(declared[n] for n in missing)
+    # Where ONNX infers nothing through a function body, the spec's shapes are given as
+    # hints, so the strict pass can go on downstream. Each such node is asked on its own:
+    # a whole-model pass hands the null type on, and some ops' inference crashes the
+    # process on it (onnx 1.23: GroupNormalization-21 on doubles, then Reshape, EyeLike).
+    hints = [
+        name
+        for node in model.graph.node
+        if node.output and opaque(node.output[0])
+        for name in _uninferred(model, node)
+        if name in declared
+    ]
+    bare.graph.value_info.extend(declared[n] for n in hints)
     try:
         inferred = shape_inference.infer_shapes(bare, strict_mode=True, data_prop=True)
     except Exception as e:  # noqa: BLE001

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from onnxfuzz.generate.choices import Span, spans_by_label
 from onnxfuzz.generate.generator import NODE_COUNT, OP, OP_TYPE, Case, Generator
+from onnxfuzz.generate.glue import GLUE
 from onnxfuzz.reduce.measure import Size, size_of
 from onnxfuzz.reduce.passes import Pass, fixed_point
 
@@ -33,6 +34,18 @@ class Choices:
     def ops(self) -> int:
         return len(self.op_spans)
 
+    @property
+    def glue_per_op(self) -> list[int]:
+        """The glue nodes each op brought (spans are listed in the order they opened, so
+        an op's glue spans follow its own span)."""
+        counts: list[int] = []
+        for span in self.spans:
+            if span.label == OP:
+                counts.append(0)
+            elif span.label == GLUE and counts:
+                counts[-1] += 1
+        return counts
+
     def fixed(self) -> set[int]:
         """Positions the single-choice passes leave alone: the node count (dropping ops
         changes it) and op types (the op-level passes handle ops)."""
@@ -51,15 +64,18 @@ class Shrunk:
 
 
 def _without(c: Choices, first: int, last: int) -> Choices | None:
-    """The record without ops ``first..last`` (their spans), the node count lowered to
-    match; None when the node count is not a choice (one possible value)."""
+    """The record without ops ``first..last`` (their spans), the node count lowered by
+    the nodes they made (each op, and the glue ops that connected its inputs); None when
+    the node count is not a choice (one possible value)."""
     count = spans_by_label(c.spans, NODE_COUNT)
     if not count or count[0].end - count[0].start != 1:
         return None
     ops = c.op_spans
+    begin, end = ops[first].start, ops[last].end
+    glue = sum(c.glue_per_op[first : last + 1])
     rec = list(c.record)
-    rec[count[0].start] = max(0, rec[count[0].start] - (last - first + 1))
-    del rec[ops[first].start : ops[last].end]
+    rec[count[0].start] = max(0, rec[count[0].start] - (last - first + 1) - glue)
+    del rec[begin:end]
     return Choices(tuple(rec), ())
 
 

@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from onnxfuzz.generate.choices import ChoiceStream
+from onnxfuzz.generate.choices import ChoiceStream, spans_by_label
 from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.generator import OP, Generator
+from onnxfuzz.generate.glue import GLUE
 from onnxfuzz.generate.validate import validate
 
 
@@ -64,9 +65,15 @@ def test_replaying_the_record_reproduces_the_model() -> None:
 
 def test_zero_retries_every_spec_runs_once_per_node() -> None:
     gen = Generator(Config(min_nodes=1, max_nodes=30))
+    glued = 0
     for seed in range(100):
         case = gen.generate(seed)
-        assert case.spec_calls == len(case.model.graph.node) == len(case.ops)
+        ops = len(spans_by_label(case.spans, OP))
+        glue = len(spans_by_label(case.spans, GLUE))
+        assert case.spec_calls == ops  # one spec run per op drawn
+        assert ops + glue == len(case.model.graph.node) == len(case.ops)
+        glued += glue
+    assert glued > 0  # the default connectivity adapts tensors
 
 
 def test_no_smt_solver_at_generation_time() -> None:
@@ -135,7 +142,9 @@ def test_options_bound_ranks_dims_dtypes_and_ops() -> None:
         assert "Relu" not in {n.op_type for n in m.graph.node}
         for vi in m.graph.input:
             shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
-            assert len(shape) <= 2 and all(d <= 3 for d in shape)
+            # Fresh dims are drawn up to --max-dim; an input whose dims must match an
+            # intermediate tensor's takes them, and those stay within max_reuse_dim.
+            assert len(shape) <= 2 and all(d <= cfg.max_reuse_dim for d in shape)
             assert vi.type.tensor_type.elem_type in (dt.FLOAT, dt.BOOL, dt.INT64, dt.INT32)
 
 

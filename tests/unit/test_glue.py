@@ -1,0 +1,123 @@
+"""Glue: connected graphs from the solver (onnxfuzz.generate.glue)."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.generate.choices import spans_by_label
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import OP, Generator
+from onnxfuzz.generate.glue import GLUE, GLUE_OPS
+from onnxfuzz.generate.validate import validate
+from onnxfuzz.reduce.choice_passes import Choices, _without
+
+
+def _chain_stats(models: list[onnx.ModelProto]) -> tuple[float, float]:
+    """Mean share of node inputs a node produced, mean longest node chain."""
+    shares, chains = [], []
+    for m in models:
+        producer = {o: i for i, n in enumerate(m.graph.node) for o in n.output}
+        inputs = [x for n in m.graph.node for x in n.input if x]
+        shares.append(sum(x in producer for x in inputs) / len(inputs))
+        depth: list[int] = []
+        for n in m.graph.node:
+            depth.append(1 + max([depth[producer[x]] for x in n.input if x in producer] or [0]))
+        chains.append(max(depth))
+    return sum(shares) / len(shares), sum(chains) / len(chains)
+
+
+def _glue_nodes(m: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in m.graph.node if n.name.startswith("glue_")]
+
+
+def test_connectivity_chains_ops_into_deep_graphs() -> None:
+    """The issue's figures at 20 nodes: before glue 30 % of node inputs came from a node
+    and the longest chain averaged 3.6 ops."""
+    models = {
+        rate: [
+            Generator(Config(min_nodes=20, max_nodes=20, connectivity=rate)).generate(s).model
+            for s in range(1000, 1100)
+        ]
+        for rate in (0.0, 0.8)
+    }
+    share0, chain0 = _chain_stats(models[0.0])
+    share, chain = _chain_stats(models[0.8])
+    assert not any(_glue_nodes(m) for m in models[0.0])  # 0: generates as before
+    assert share > share0 + 0.2, (share0, share)
+    assert chain >= 8 > chain0, (chain0, chain)
+
+
+def test_every_model_has_exactly_its_node_count_glue_included() -> None:
+    gen = Generator(Config(min_nodes=12, max_nodes=12, connectivity=1.0))
+    for seed in range(60):
+        case = gen.generate(seed)
+        ops, glue = len(spans_by_label(case.spans, OP)), len(spans_by_label(case.spans, GLUE))
+        assert len(case.model.graph.node) == 12 == ops + glue
+        assert len(_glue_nodes(case.model)) == glue
+
+
+@pytest.mark.parametrize("opset", [13, 21])
+def test_glued_models_are_valid_and_finite(opset: int) -> None:
+    gen = Generator(Config(min_nodes=15, max_nodes=15, connectivity=1.0, opset=opset))
+    glued = 0
+    for seed in range(40):
+        case = gen.generate(seed)
+        glued += len(_glue_nodes(case.model))
+        v = validate(case.model, case.make_inputs(seed))
+        assert v.ok and v.finite, (seed, v.problems[:1])
+    assert glued > 100
+
+
+def test_glue_never_truncates_floats_to_integers() -> None:
+    """float -> int/bool Casts turn a tolerated rounding difference into a mismatch."""
+    gen = Generator(Config(min_nodes=20, max_nodes=20, connectivity=1.0))
+    casts = 0
+    for seed in range(80):
+        m = onnx.shape_inference.infer_shapes(gen.generate(seed).model)
+        types = {vi.name: vi.type.tensor_type.elem_type for vi in m.graph.value_info}
+        types.update({vi.name: vi.type.tensor_type.elem_type for vi in m.graph.input})
+        types.update({t.name: t.data_type for t in m.graph.initializer})
+        for n in _glue_nodes(m):
+            if n.op_type == "Cast":
+                casts += 1
+                to = next(a.i for a in n.attribute if a.name == "to")
+                if types[n.input[0]] in dt.FLOATS:
+                    assert to in dt.FLOATS, (seed, n.name)
+    assert casts > 20
+
+
+def test_glue_uses_only_the_ops_and_types_a_run_may_generate() -> None:
+    ops = frozenset({"Relu", "MatMul", "Add", "Reshape", "Slice", "Softmax"})
+    gen = Generator(Config(min_nodes=15, max_nodes=15, ops=ops, connectivity=1.0))
+    used = {n.op_type for s in range(40) for n in _glue_nodes(gen.generate(s).model)}
+    assert used and used <= {"Reshape", "Slice"}, used
+    avoid = frozenset({("Clip", dt.FLOAT), ("Cast", dt.INT64)})
+    gen = Generator(Config(min_nodes=15, max_nodes=15, connectivity=1.0, avoid=avoid))
+    for seed in range(40):
+        m = onnx.shape_inference.infer_shapes(gen.generate(seed).model)
+        types = {vi.name: vi.type.tensor_type.elem_type for vi in m.graph.value_info}
+        types.update({vi.name: vi.type.tensor_type.elem_type for vi in m.graph.input})
+        for n in _glue_nodes(m):
+            assert n.op_type in GLUE_OPS
+            if n.op_type in ("Clip", "Cast"):
+                assert (n.op_type, types[n.input[0]]) not in avoid, (seed, n.name)
+
+
+def test_dropping_an_op_drops_the_glue_it_brought() -> None:
+    gen = Generator(Config(min_nodes=1, max_nodes=30, connectivity=1.0))
+    checked = 0
+    for seed in range(40):
+        case = gen.generate(seed)
+        c = Choices(tuple(case.choices), tuple(case.spans))
+        for k, glue in enumerate(c.glue_per_op):
+            if not glue:
+                continue
+            fewer = _without(c, k, k)
+            assert fewer is not None
+            again = gen.generate(seed, prefix=fewer.record, zero_tail=True)
+            assert len(again.ops) == len(case.ops) - 1 - glue
+            checked += 1
+            break
+    assert checked > 10
