@@ -11,6 +11,7 @@ from onnxfuzz.cli import exits
 from onnxfuzz.cli.backend import backend
 from onnxfuzz.cli.fuzz import fuzz
 from onnxfuzz.cli.generate import generate
+from onnxfuzz.cli.metrics import metrics
 from onnxfuzz.cli.reduce import reduce
 from onnxfuzz.cli.replay import replay
 from onnxfuzz.cli.specs import specs_cmd
@@ -24,7 +25,7 @@ def cli() -> None:
     """Generate valid random ONNX models and test ONNX compilers and runtimes with them."""
 
 
-for command in (generate, specs_cmd, fuzz, replay, backend, reduce, triage):
+for command in (generate, specs_cmd, fuzz, replay, backend, reduce, triage, metrics):
     cli.add_command(command)
 
 

@@ -16,7 +16,7 @@ def triage(campaign_dir: Path) -> None:
 
     from onnxfuzz.errors import UsageError
     from onnxfuzz.store.db import Store
-    from onnxfuzz.store.report import bug_table, summary_rows
+    from onnxfuzz.store.report import bug_table, diversity_table, summary_rows
 
     db = campaign_dir / "campaign.db"
     if not db.exists():
@@ -25,9 +25,12 @@ def triage(campaign_dir: Path) -> None:
     try:
         rows = summary_rows(store)
         n = store.n_tests()
+        diversity = diversity_table(store.get_meta("diversity"))
     finally:
         store.close()
     Console().print(bug_table(rows, f"bugs in {campaign_dir} ({n} tests)"))
+    if diversity is not None:
+        Console().print(diversity)
     lines = [
         f"# Bugs in {campaign_dir.name}",
         "",

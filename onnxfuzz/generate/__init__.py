@@ -3,10 +3,12 @@
 Owns the spec language (what a spec may call: ``spec_api``; registration: ``spec``; the
 builders that implement it: ``builder``; ``domains``, ``spec_domains``, ``shapes``), the
 options and the opset range (``config``), the backtrack-free solver (``generator`` over one
-recorded ``choices`` stream), value domains (``intervals``, ``values``), the in-memory graph
+recorded ``choices`` stream, connecting ops with ``glue``, drawing real-model ``blocks``),
+value domains (``intervals``, ``values``), the in-memory graph
 and its export (``graph``, ``export``), validation (``validate``), and what is built on
-generation alone: corpus export (``corpus``), the coverage table (``coverage``) and the
-spec-completeness check (``completeness``).
+generation alone: corpus export (``corpus``), the coverage table (``coverage``), the
+spec-completeness check (``completeness``) and diversity metrics over any models
+(``metrics``).
 
 May import: ``onnxfuzz.errors``, ``onnxfuzz.dtypes``, ``onnxfuzz.specs``. Nothing here runs
 a backend in a worker, judges or stores.

@@ -23,6 +23,7 @@ from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
 from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
 from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.generate.metrics import Diversity, Features, features
 from onnxfuzz.judge.attribution import blame
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import OracleConfig, Verdict
@@ -35,6 +36,10 @@ from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
 from onnxfuzz.store.db import CampaignLock, Result, Store
 from onnxfuzz.store.report import print_summary
 
+# Verdicts of a backend that did not compile and run the test: its model is no coverage.
+NOT_RUN = frozenset({Verdict.UNSUPPORTED, Verdict.GENERATOR_ERROR, Verdict.TOO_COSTLY})
+DIVERSITY_EVERY = 5.0  # seconds between writes of the diversity to campaign.db
+CATCH_UP_MAX = 5000  # on resume, tests stored after the last write that are regenerated
 MAX_REDUCED = 3  # hits of one signature that are reduced (their patterns split bugs)
 HANG_TRY_FLOOR, HANG_TRY_FACTOR = 2.0, 4.0  # per-try time limit reducing a hang (seconds, x)
 
@@ -182,6 +187,75 @@ class Progress:
         return max(0.0, 1.0 - self.busy / wall) if wall > 0 else 0.0
 
 
+@dataclass
+class IdSet:
+    """A set of test ids, compact for a campaign's (almost) consecutive ones: every id
+    below ``below``, and ``extra`` above it."""
+
+    below: int = 0
+    extra: set[int] = field(default_factory=set)
+
+    def add(self, i: int) -> None:
+        if i == self.below:
+            self.below += 1
+            while self.below in self.extra:
+                self.extra.remove(self.below)
+                self.below += 1
+        elif i > self.below:
+            self.extra.add(i)
+
+    def __contains__(self, i: int) -> bool:
+        return i < self.below or i in self.extra
+
+    def to_record(self) -> dict[str, Any]:
+        return {"below": self.below, "extra": sorted(self.extra)}
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> IdSet:
+        return cls(int(rec["below"]), {int(i) for i in rec["extra"]})
+
+
+class CampaignDiversity:
+    """The diversity of a campaign's models (``onnxfuzz.generate.metrics``): over every
+    generated test, and per backend over the tests it compiled and ran (a model it
+    rejected is no coverage of it). ``tests``: the ids counted, so that a resume after a
+    kill counts the tests stored after the last write (campaign.db's ``diversity``)."""
+
+    def __init__(self, labels: list[str]) -> None:
+        self.all = Diversity()
+        self.backends = {label: Diversity() for label in labels}
+        self.tests = IdSet()
+
+    def add(self, test_id: int, f: Features | None, verdicts: dict[str, str]) -> None:
+        """Count test ``test_id`` (``f`` None: no model was generated)."""
+        self.tests.add(test_id)
+        if f is None:
+            return
+        self.all.add_features(f)
+        for label, verdict in verdicts.items():
+            d = self.backends.get(label)
+            if d is not None and verdict not in NOT_RUN:
+                d.add_features(f)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "all": self.all.to_record(),
+            "backends": {k: d.to_record() for k, d in self.backends.items()},
+            "tests": self.tests.to_record(),
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any] | None, labels: list[str]) -> CampaignDiversity:
+        cd = cls(labels)
+        if rec:
+            cd.all = Diversity.from_record(rec["all"])
+            for label, r in rec["backends"].items():
+                if label in cd.backends:
+                    cd.backends[label] = Diversity.from_record(r)
+            cd.tests = IdSet.from_record(rec["tests"])
+        return cd
+
+
 class Campaign:
     def __init__(
         self,
@@ -243,6 +317,9 @@ class Campaign:
         self.lanes: list[BackendPool] = []
         self.infos: dict[str, BackendInfo] = {}
         self.pregen: Pregenerator | None = None
+        self.diversity = CampaignDiversity(self.labels)
+        self._diversity_saved = 0.0  # time.perf_counter() of the last write
+        self._diversity_loaded = False  # start() read the stored diversity
 
     # --- set-up ----------------------------------------------------------------------
     def start(self) -> None:
@@ -297,6 +374,36 @@ class Campaign:
             self.pregen.start()
         self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})
         self.store.set_meta("opset", opset)
+        self._resume_diversity()
+
+    def _resume_diversity(self) -> None:
+        """The diversity stored by the last run, with the tests it stored after its last
+        write counted (regenerated: a test is a function of its seed); more than
+        ``CATCH_UP_MAX`` such tests (a campaign.db older than the metrics) stay uncounted."""
+        assert self.store is not None
+        try:
+            self.diversity = CampaignDiversity.from_record(
+                self.store.get_meta("diversity"), self.labels
+            )
+        except (KeyError, TypeError, ValueError):  # another version's record: count anew
+            self.diversity = CampaignDiversity(self.labels)
+        missing = sorted(i for i in self.store.done_ids() if i not in self.diversity.tests)
+        for i in missing:
+            f = None
+            verdicts = self.store.verdicts_of(i)
+            if len(missing) <= CATCH_UP_MAX and Verdict.GENERATOR_ERROR not in verdicts.values():
+                try:
+                    f = features(self.generator.generate(self.opts.seed + i).model)
+                except Exception:  # noqa: BLE001 - it failed when it ran: count no model
+                    f = None
+            self.diversity.add(i, f, verdicts)
+        self._diversity_loaded = True
+        self._save_diversity()
+
+    def _save_diversity(self) -> None:
+        assert self.store is not None
+        self.store.set_meta("diversity", self.diversity.to_record())
+        self._diversity_saved = time.perf_counter()
 
     def _use_pregen(self) -> bool:
         """Generate in a process of its own when there is a core for it: one per worker,
@@ -322,6 +429,8 @@ class Campaign:
         for lane in self.lanes:
             lane.close()
         if self.store is not None:
+            if self._diversity_loaded:  # else it would overwrite the stored one
+                self._save_diversity()
             sync_meta(self.out, self.store.bugs())
             self.store.close()
         if self.lock is not None:
@@ -420,6 +529,8 @@ class Campaign:
                 t.join()
         if on_update:
             on_update(self.progress)
+        with self._lock:
+            self._save_diversity()  # before the summary reads it
         if errors:
             raise errors[0]
         return self.progress
@@ -447,6 +558,7 @@ class Campaign:
                 0.0,
                 [Result("onnxfuzz", Verdict.GENERATOR_ERROR, detail=t.error or "")],
             )
+            self._count_diversity(t.index, None, {})
             self.progress.tests += 1
             self.progress.verdicts[Verdict.GENERATOR_ERROR] += 1
 
@@ -463,6 +575,7 @@ class Campaign:
         # Backends run in parallel: the test's backend time is the wall time during which
         # any of them compiled or ran.
         backend_s = busy_seconds(list(outcomes.values())) + judged.probe_s
+        feats = features(t.case.model)  # outside the lock: other lanes may store meanwhile
         with self._lock:
             known = self.store.bug_keys() if findings else set()
             by_backend = {r.backend: r for r in results}
@@ -488,6 +601,7 @@ class Campaign:
             self.store.record(
                 t.index, t.case.seed, t.case.ops, self.cfg.opset, wall, backend_s, results
             )
+            self._count_diversity(t.index, feats, {r.backend: r.verdict for r in results})
             p = self.progress
             p.tests += 1
             p.add_busy(list(outcomes.values()), judged.probe_s)
@@ -497,6 +611,13 @@ class Campaign:
                 p.verdicts[r.verdict] += 1
             p.bugs = len(known) if findings else p.bugs
             p.last = ", ".join(t.case.ops[:6])
+
+    def _count_diversity(self, test_id: int, f: Features | None, verdicts: dict[str, str]) -> None:
+        """Count a stored test (under ``self._lock``, after its commit: the diversity never
+        counts a test that a resume would run again); written every ``DIVERSITY_EVERY`` s."""
+        self.diversity.add(test_id, f, verdicts)
+        if time.perf_counter() - self._diversity_saved >= DIVERSITY_EVERY:
+            self._save_diversity()
 
     def judge_all(
         self,

@@ -194,6 +194,11 @@ class Store:
                     )
         return new
 
+    def verdicts_of(self, test_id: int) -> dict[str, str]:
+        """A stored test's verdict per backend."""
+        rows = self.db.execute("SELECT backend, verdict FROM results WHERE test_id=?", (test_id,))
+        return dict(rows.fetchall())
+
     # --- summaries -----------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT verdict, COUNT(*) FROM results GROUP BY verdict"))

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from onnxfuzz.generate.metrics import Diversity
 from onnxfuzz.store.db import Store
 
 
@@ -50,6 +51,47 @@ def bug_table(rows: list[dict], title: str) -> object:
     return bugs
 
 
+def diversity_table(
+    record: dict[str, Any] | None, labels: list[str] | None = None, reference: str | None = None
+) -> object | None:
+    """The campaign's model diversity (campaign.db's ``diversity``, written by
+    ``onnxfuzz.run.campaign``): over all tests, and per backend over the tests it compiled
+    and ran. None when the campaign has none (one older than the metrics)."""
+    from rich.table import Table
+
+    if not record:
+        return None
+    try:
+        rows = [("all tests", Diversity.from_record(record["all"]))]
+        backends = record.get("backends", {})
+        for label in labels if labels is not None else list(backends):
+            if label in backends:
+                role = " (reference)" if label == reference else ""
+                rows.append((label + role, Diversity.from_record(backends[label])))
+    except (KeyError, TypeError, ValueError):  # a record of another version: no table
+        return None
+    estimated = any(d.estimated() for _, d in rows)
+    table = Table(title="model diversity" + (" (~: estimated)" if estimated else ""))
+    for col in ("backend", "tests", "ops", "instances", "edges", "triples"):
+        table.add_column(col, justify="left" if col == "backend" else "right")
+    table.add_column("connectivity", justify="right")
+    table.add_column("longest chain", justify="right")
+    for name, d in rows:
+        s, approx = d.summary(), set(d.estimated())
+        counts = [
+            ("~" if k in approx else "") + str(s[k]) for k in ("instances", "edges", "triples")
+        ]
+        table.add_row(
+            name,
+            str(s["models"]),
+            str(s["ops"]),
+            *counts,
+            f"{s['connectivity']:.0%}",
+            f"{s['longest']:.1f}",
+        )
+    return table
+
+
 # Verdicts of a backend that compiled and ran the test, and was compared.
 COMPARED = ("ok", "mismatch", "unstable")
 
@@ -77,6 +119,9 @@ def print_summary(
         share = f"{ran / total:.0%}" if total else "-"
         table.add_row(label + role, *[str(counts.get((label, v), 0)) for v in verdicts], share)
     console.print(table)
+    diversity = diversity_table(store.get_meta("diversity"), labels, reference)
+    if diversity is not None:
+        console.print(diversity)
     rows = summary_rows(store)
     console.print(bug_table(rows, f"distinct bugs (bundles in {out / 'bugs'})"))
     if overhead is not None:
