@@ -95,7 +95,9 @@ def recurrent(b: SpecBuilder, p: None) -> None:
     c = Interval(-float(seq), float(seq))
     if has_c0:
         c0 = b.input("initial_c", dims=state, values=Values(-STATE, STATE))
-        c = c + c0.interval
+        # The forget gate scales the state toward 0: a positive initial_c can end near 0
+        # or below it, so the bound spans 0 whatever initial_c's sign.
+        c = c + hull([c0.interval, Interval(0.0, 0.0)])
     if has_p:
         b.input("P", dims=[dirs, 3 * hidden], values=Values(-1.0, 1.0), kind=WEIGHT)
     b.output([seq, dirs, batch, hidden], interval=h)

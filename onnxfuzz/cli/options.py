@@ -98,6 +98,15 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
             "0 for none.",
         ),
         click.option(
+            "--blocks",
+            "block_rate",
+            type=click.FloatRange(0, 1),
+            default=0.2,
+            show_default=True,
+            help="Chance a drawn op starts a real-model block instead (conv-bn-relu, "
+            "attention, QDQ pairs, ...: onnxfuzz specs --blocks lists them); 0 for none.",
+        ),
+        click.option(
             "--weights-as-inputs",
             is_flag=True,
             help="Make fresh weights graph inputs instead of initializers.",
@@ -119,6 +128,7 @@ def generator_fields(
     max_dim: int,
     weights_as_inputs: bool,
     connectivity: float = 0.8,
+    block_rate: float = 0.2,
 ) -> dict:
     """The generator flags as ``Config.to_record`` data (None: the default, or for the
     opset, the one every backend of a campaign supports)."""
@@ -133,6 +143,7 @@ def generator_fields(
         else None,
         "picking_rate": picking_rate,
         "connectivity": connectivity,
+        "block_rate": block_rate,
         "max_rank": max_rank,
         "max_dim": max_dim,
         "weights_as_initializers": not weights_as_inputs,

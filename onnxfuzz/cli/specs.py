@@ -17,8 +17,16 @@ from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
     is_flag=True,
     help="The coverage table (markdown): versions, dtypes, backends, exclusions.",
 )
-def specs_cmd(opset: int, table: bool) -> None:
+@click.option("--blocks", "show_blocks", is_flag=True, help="The blocks (real-model patterns).")
+def specs_cmd(opset: int, table: bool, show_blocks: bool) -> None:
     """List the ops onnxfuzz generates at OPSET, with their element types."""
+    if show_blocks:
+        from onnxfuzz.generate.blocks import BLOCKS
+
+        for name, steps in BLOCKS.items():
+            click.echo(f"{name:<28} {' -> '.join(s.op for s in steps)}")
+        click.echo(f"{len(BLOCKS)} blocks (--blocks P: the chance a drawn op starts one)")
+        return
     if table:
         from onnxfuzz.generate.coverage import markdown
 

@@ -242,14 +242,18 @@ class GenBuilder(Builder, SpecBuilder):
         stream: ChoiceStream,
         glue: Glue | None = None,
         budget: int = 0,
+        links: dict[int, Tensor] | None = None,
     ) -> None:
         """``glue``: the glue ops this builder may emit to adapt a node's output to an
-        input, at most ``budget`` nodes of them (see ``onnxfuzz.generate.glue``)."""
+        input, at most ``budget`` nodes of them (see ``onnxfuzz.generate.glue``);
+        ``links``: input position -> the tensor a block asks that input to take."""
         super().__init__(spec, info, cfg)
         self.g = graph
         self.s = stream
         self.glue = glue
         self.budget = budget
+        self.links = links or {}
+        self.taken: dict[int, Tensor] = {}  # input position -> the tensor it took
         self.name = graph.fresh_name(spec.op_type.lower())
 
     # --- variables -------------------------------------------------------------------
@@ -294,11 +298,71 @@ class GenBuilder(Builder, SpecBuilder):
         pos = self._position(name, index)
         allowed = self._allowed(name, dtype)
         lo, hi = self._rank_range(name, rank, dims)
-        t = self._reuse(allowed, lo, hi, dims, values, kind)
+        t = None
+        if pos in self.links:
+            t = self._linked(self.links[pos], allowed, lo, hi, dims, values)
+        if t is None:
+            t = self._reuse(allowed, lo, hi, dims, values, kind)
         if t is None:
             t = self._fresh(name, index, allowed, lo, hi, dims, values, kind)
         self._bind(name, t, pos)
+        self.taken[pos] = t
         return t
+
+    def _linked(
+        self,
+        src: Tensor,
+        allowed: tuple[int, ...],
+        lo: int,
+        hi: int,
+        dims: Dims,
+        values_arg: ValuesArg,
+    ) -> Tensor | None:
+        """The tensor a block links to this input, as it is where it fits, else adapted
+        by glue; None where neither can be (the input is then chosen as any other)."""
+        d = src.dtype
+        values = values_arg(d) if callable(values_arg) else values_arg
+        if d in allowed and lo <= src.rank <= hi and not values.fresh_only(d):
+            vlo, vhi = values.bounds(d)
+            iv = src.interval
+            pattern = self._dims_at(dims, src.rank)
+            if (
+                iv.lo >= vlo
+                and iv.hi <= vhi
+                and iv.min_abs >= values.min_abs
+                and (not pattern or (len(pattern) == src.rank and _fits(src.shape, pattern)))
+            ):
+                return src
+        if self.glue is None or self.budget <= 0:
+            return None
+        t, emitted = adapt(
+            self.glue,
+            self.g,
+            self.s,
+            self._need(allowed, lo, hi, dims, values_arg),
+            self.budget,
+            sources=[src],
+        )
+        self.budget -= emitted
+        return t
+
+    def _need(
+        self, allowed: tuple[int, ...], lo: int, hi: int, dims: Dims, values_arg: ValuesArg
+    ) -> Need:
+        def values(d: int) -> Values:
+            return values_arg(d) if callable(values_arg) else values_arg
+
+        return Need(
+            allowed=allowed,
+            lo=lo,
+            hi=hi,
+            pattern=lambda r: self._dims_at(dims, r),
+            values=values,
+            fits=_fits_dim,
+            draw_dim=lambda axis, e: self._draw_dim("glue", axis, e),
+            max_dim=self.cfg.max_dim,
+            cap=self.cfg.max_reuse_dim,
+        )
 
     def _reuse(
         self,
@@ -370,21 +434,7 @@ class GenBuilder(Builder, SpecBuilder):
         if not s.chance(rate if kind == DATA else rate * COMPUTED_WEIGHTS):
             return None
         assert self.glue is not None
-
-        def values(d: int) -> Values:
-            return values_arg(d) if callable(values_arg) else values_arg
-
-        need = Need(
-            allowed=allowed,
-            lo=lo,
-            hi=hi,
-            pattern=lambda r: self._dims_at(dims, r),
-            values=values,
-            fits=_fits_dim,
-            draw_dim=lambda axis, e: self._draw_dim("glue", axis, e),
-            max_dim=self.cfg.max_dim,
-            cap=self.cfg.max_reuse_dim,
-        )
+        need = self._need(allowed, lo, hi, dims, values_arg)
         t, emitted = adapt(self.glue, self.g, s, need, self.budget)
         self.budget -= emitted
         return t

@@ -37,6 +37,9 @@ class Config:
     # node's output with glue ops (onnxfuzz.generate.glue) instead of a fresh graph input.
     # 0 generates as before the knob existed.
     connectivity: float = 0.8
+    # The chance that a drawn op starts a block instead: a pattern real models are made of
+    # (conv-bn-relu, attention, QDQ pairs, ...: onnxfuzz.generate.blocks).
+    block_rate: float = 0.2
     dtypes: frozenset[int] = dt.DEFAULT
     ops: frozenset[str] | None = None
     exclude_ops: frozenset[str] = frozenset()
@@ -54,6 +57,8 @@ class Config:
             raise ConfigError(f"--picking-rate: need 0 <= p <= 1, got {self.picking_rate}")
         if not 0.0 <= self.connectivity <= 1.0:
             raise ConfigError(f"--connectivity: need 0 <= p <= 1, got {self.connectivity}")
+        if not 0.0 <= self.block_rate <= 1.0:
+            raise ConfigError(f"--blocks: need 0 <= p <= 1, got {self.block_rate}")
         if not 0 <= self.max_rank <= MAX_RANK:
             raise ConfigError(f"--max-rank: need 0..{MAX_RANK}, got {self.max_rank}")
         if not 1 <= self.max_dim <= MAX_DIM:
@@ -76,6 +81,7 @@ class Config:
             "dtypes": sorted(dt.NAMES[d] for d in self.dtypes),
             "picking_rate": self.picking_rate,
             "connectivity": self.connectivity,
+            "block_rate": self.block_rate,
             "max_rank": self.max_rank,
             "max_dim": self.max_dim,
             "weights_as_initializers": self.weights_as_initializers,

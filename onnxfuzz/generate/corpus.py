@@ -44,6 +44,7 @@ FLAGS = {
     "dtypes": "--dtypes",
     "picking_rate": "--picking-rate",
     "connectivity": "--connectivity",
+    "block_rate": "--blocks",
     "max_rank": "--max-rank",
     "max_dim": "--max-dim",
     "reference": "--no-reference",

@@ -19,12 +19,13 @@ import onnx
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
+from onnxfuzz.generate import blocks
 from onnxfuzz.generate.builder import GenBuilder
 from onnxfuzz.generate.choices import ChoiceStream, Span
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.export import to_model
 from onnxfuzz.generate.glue import GLUE_OPS, Glue
-from onnxfuzz.generate.graph import Graph
+from onnxfuzz.generate.graph import Graph, Tensor
 from onnxfuzz.generate.intervals import Values
 from onnxfuzz.generate.spec import OpSpec, op_info, specs_for
 from onnxfuzz.generate.values import inputs_for
@@ -79,6 +80,9 @@ class Generator:
             raise ConfigError(f"no op can be generated with these options ({why})")
         self._infos = [op_info(s.op_type, cfg.opset) for s in self.specs]
         self.glue = self._glue() if cfg.connectivity > 0 else None
+        self._op_index = {spec.op_type: k for k, spec in enumerate(self.specs)}
+        usable = blocks.usable(set(self._op_index)) if cfg.block_rate > 0 else {}
+        self.blocks = [usable[name] for name in sorted(usable)]
 
     def _infeasible(self, spec: OpSpec) -> str | None:
         """Options such as --dtypes or --max-rank can rule an op out entirely; find out
@@ -118,15 +122,30 @@ class Generator:
         n = s.integer(cfg.min_nodes, cfg.max_nodes)
         s.stop_span()
         calls = 0
+        block: tuple[blocks.Step, ...] = ()  # the block under way, and what its steps made
+        made: list[GenBuilder] = []
         while len(g.nodes) < n:  # n nodes, glue included: an op's glue fits in the rest
             s.start_span(OP)
             s.start_span(OP_TYPE)
-            k = s.index(len(specs))
+            if len(made) == len(block):  # no block under way: start one, or draw an op
+                block, made = (), []
+                if self.blocks and not s.chance(1.0 - cfg.block_rate):  # shrinks to none
+                    block = self.blocks[s.index(len(self.blocks))]
+            if block:
+                step = block[len(made)]
+                k = self._op_index[step.op]
+                links = {pos: t for pos, ref in step.links.items() if (t := _ref(made, ref))}
+            else:
+                k = s.index(len(specs))
+                links = {}
             s.stop_span()
             spec = specs[k]
-            b = GenBuilder(spec, infos[k], cfg, g, s, self.glue, n - len(g.nodes) - 1)
+            budget = n - len(g.nodes) - 1
+            b = GenBuilder(spec, infos[k], cfg, g, s, self.glue, budget, links)
             spec.build(b, spec.params)
             b.commit()
+            if block:
+                made.append(b)
             s.stop_span()
             calls += 1
         return g, s, calls
@@ -146,3 +165,13 @@ class Generator:
             spec_calls=calls,
             spans=list(s.spans),
         )
+
+
+def _ref(made: list[GenBuilder], ref: blocks.Ref) -> Tensor | None:
+    """The tensor ``ref`` names among a block's steps so far (None if it names none)."""
+    if ref.step >= len(made):
+        return None
+    b = made[ref.step]
+    if ref.input is not None:
+        return b.taken.get(ref.input)
+    return b.outs[ref.output] if ref.output < len(b.outs) else None

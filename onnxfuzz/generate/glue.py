@@ -82,14 +82,19 @@ class Need:
 
 
 def adapt(
-    glue: Glue, g: Graph, s: ChoiceStream, need: Need, budget: int
+    glue: Glue,
+    g: Graph,
+    s: ChoiceStream,
+    need: Need,
+    budget: int,
+    sources: Sequence[Tensor] | None = None,
 ) -> tuple[Tensor | None, int]:
-    """A tensor fitting ``need``, made from one a node produced with at most ``budget``
-    glue nodes (None when no produced tensor can be adapted), and the glue nodes it
-    emitted."""
+    """A tensor fitting ``need``, made from one a node produced (or one of ``sources``)
+    with at most ``budget`` glue nodes (None when none can be adapted), and the glue nodes
+    it emitted."""
     best: list[Tensor] = []
     best_key = (budget + 1, 0)
-    for t in g.produced:
+    for t in g.produced if sources is None else sources:
         if max(t.shape, default=1) > need.cap:
             continue
         cost = _cost(glue, t, need)

@@ -1,0 +1,76 @@
+"""Blocks: real-model patterns instantiated through the solver (onnxfuzz.generate.blocks)."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from onnxfuzz.cli.main import main
+from onnxfuzz.generate.blocks import BLOCKS, Ref
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.validate import validate
+
+DRAWS = 40
+
+
+def _source(nodes: list[onnx.NodeProto], name: str) -> str:
+    """``name`` traced back through glue nodes (their first input) to what made it."""
+    producer = {o: n for n in nodes for o in n.output}
+    while name in producer and producer[name].name.startswith("glue_"):
+        name = producer[name].input[0]
+    return name
+
+
+@pytest.mark.parametrize("block", sorted(BLOCKS))
+def test_every_block_instantiates_validly_with_its_links(block: str) -> None:
+    steps = BLOCKS[block]
+    gen = Generator(Config(min_nodes=len(steps) + 8, max_nodes=len(steps) + 8, block_rate=1.0))
+    if gen.blocks.count(steps) == 0:
+        pytest.skip(f"{block}: an op is outside opset {gen.cfg.opset}")
+    index = gen.blocks.index(steps)
+    honoured = requested = 0
+    for seed in range(DRAWS):
+        # the first choices: start a block (1: see Generator.graph), this one; then random
+        case = gen.generate(seed, prefix=[1, index])
+        nodes = list(case.model.graph.node)
+        made = [n for n in nodes if not n.name.startswith("glue_")][: len(steps)]
+        assert [n.op_type for n in made] == [s.op for s in steps]
+        for i, step in enumerate(steps):
+            for pos, ref in step.links.items():
+                requested += 1
+                want = _want(made, ref)
+                got = made[i].input[pos] if pos < len(made[i].input) else ""
+                honoured += _source(nodes, got) == want
+        v = validate(case.model, case.make_inputs(seed))
+        assert v.ok and v.finite, (block, seed, v.problems[:1])
+    assert requested >= DRAWS
+    # A link can fail by design: no float -> int Cast (rmsnorm on an integer input), no
+    # glue budget left. Measured: 84-100 % per block, 97 % over all.
+    assert honoured >= 0.8 * requested, f"{block}: {honoured}/{requested} links honoured"
+
+
+def _want(made: list[onnx.NodeProto], ref: Ref) -> str:
+    node = made[ref.step]
+    return node.input[ref.input] if ref.input is not None else node.output[ref.output]
+
+
+def test_blocks_make_real_patterns_common_and_zero_turns_them_off() -> None:
+    def pairs(rate: float) -> int:
+        gen = Generator(Config(min_nodes=15, max_nodes=15, block_rate=rate))
+        n = 0
+        for seed in range(100):
+            nodes = [x for x in gen.generate(seed).model.graph.node]
+            producer = {o: x for x in nodes for o in x.output}
+            for x in nodes:
+                if x.op_type == "BatchNormalization" and x.input[0] in producer:
+                    n += producer[_source(nodes, x.input[0])].op_type == "Conv"
+        return n
+
+    assert pairs(0.0) <= 1 < 5 <= pairs(0.5)
+
+
+def test_specs_lists_the_blocks(capsys) -> None:
+    assert main(["specs", "--blocks"]) == 0
+    out = capsys.readouterr().out
+    assert "conv-bn-relu" in out and "Conv -> BatchNormalization -> Relu" in out
