@@ -4,6 +4,10 @@ A worker loads one adapter once and serves tests over a pipe. The parent enforce
 per-test timeout and a memory cap (resident set size, polled), and turns a segfault,
 abort, hang, out-of-memory or exception into an ``Outcome`` with its stage (compile or
 run). A dead or killed worker is respawned for the next test: the campaign goes on.
+
+A crash's evidence (``Outcome.trace``) is what that test alone wrote to the worker's
+stderr, led by the innermost frames of the crashing thread: the worker runs with
+faulthandler on, and a library's own native backtrace is read too (``crashdump``).
 """
 
 from __future__ import annotations
@@ -28,10 +32,14 @@ import numpy as np
 
 from onnxfuzz.backend import BackendRef, is_unsupported, load_adapter, parse_backend
 from onnxfuzz.errors import BackendError, OnnxFuzzError
+from onnxfuzz.execute import crashdump
 from onnxfuzz.execute.messages import Done, Failed, LoadError, Ready, Test
 
 OUT_OF_MEMORY = "out of memory"  # how a crash for the memory cap begins
 PICKUP_GRACE = 10.0  # seconds a worker may take to receive a test before its clock runs
+# How much of a crashed test's stderr is searched for its dump: faulthandler's stacks of
+# many threads and a native trace run to tens of KB; more than this is a runaway log.
+DUMP_BYTES = 256 * 1024
 
 
 class Status(StrEnum):
@@ -99,6 +107,7 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
     """Worker main loop (runs in the spawned process). ``clock``: the shared test clock
     (``_CLOCK``) the parent reads for timeouts and for the stage after a crash."""
     clock = clock if clock is not None else bytearray(CLOCK_BYTES)
+    armed = crashdump.arm()  # a fatal signal leaves the stacks on stderr, for the parent
     try:
         adapter = load_adapter(parse_backend(text))
         backend = adapter.backend
@@ -115,6 +124,9 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
         # Our own errors already name the thing and the fix; others need their type.
         conn.send(LoadError(str(e) if isinstance(e, OnnxFuzzError) else f"{type(e).__name__}: {e}"))
         return
+    # The library is loaded now (its version and availability asked too): faulthandler goes
+    # back in front of a fatal-signal handler the library installed, chaining to it.
+    crashdump.rearm(armed)
     import onnx
 
     # An adapter without supports() that can compile serialized bytes skips a parse here
@@ -139,6 +151,7 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
                 model = onnx.load_from_string(req.model_bytes)
                 reason = adapter.supports(model) if adapter.supports else None
                 if reason:
+                    _flush_stderr()
                     conn.send(Failed(Stage.COMPILE, True, reason, "", 0.0, 0.0, t0, 0.0))
                     continue
                 exe = backend.compile(model)
@@ -150,11 +163,13 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
             run_s = time.perf_counter() - t1
             cpu_s = time.process_time() - c0
             outs = {k: np.asarray(v) for k, v in outs.items()}
+            _flush_stderr()
             conn.send(Done(outs, compile_s, run_s, t0, cpu_s))
         except BaseException as e:  # noqa: BLE001 - every failure is a verdict
             if isinstance(e, KeyboardInterrupt):
                 return
             elapsed = time.perf_counter() - t0
+            _flush_stderr()
             conn.send(
                 Failed(
                     stage,
@@ -167,6 +182,13 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
                     time.process_time() - c0,
                 )
             )
+
+
+def _flush_stderr() -> None:
+    """Before a result goes to the parent: what this test printed is written before the
+    parent marks where the next test's stderr begins (its evidence starts there)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.flush()
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -277,7 +299,8 @@ class Worker:
             proc.wait(5)
             raise BackendError(
                 f"backend {self.ref.text}: worker died while loading "
-                f"({_death(proc.returncode)}): {self.stderr_tail()}"
+                f"({_death(proc.returncode)}): "
+                f"{crashdump.evidence(self.stderr_tail(DUMP_BYTES))}"
             ) from None
         if isinstance(msg, LoadError):
             proc.wait(5)
@@ -327,9 +350,11 @@ class Worker:
             except subprocess.TimeoutExpired:
                 code = None
         self._kill()
-        # Only what this test wrote: earlier tests' log lines are not its evidence.
-        trace = self.stderr_tail(since=self._test_stderr)
-        return Outcome(Status.CRASH, stage, message=_death(code), trace=trace)
+        # Only what this test wrote: earlier tests' log lines are not its evidence. The
+        # crash site's frames first (faulthandler's, or the library's own trace), then the
+        # tail of that text.
+        text = self.stderr_tail(DUMP_BYTES, since=self._test_stderr)
+        return Outcome(Status.CRASH, stage, message=_death(code), trace=crashdump.evidence(text))
 
     def cpu_seconds(self) -> float:
         """CPU time the worker process has used so far (0 when it is not running)."""

@@ -2,7 +2,9 @@
 
 Error text is normalized (addresses, numbers, tensor and node names, paths, quoted
 values removed) so that hits of one bug fall in one bundle, while the backend, the
-verdict, the stage and the error's own words keep distinct bugs apart.
+verdict, the stage and the error's own words keep distinct bugs apart. A crash is told
+by its signal or exit, the last words its library wrote, and the innermost frames of the
+crashing thread (``onnxfuzz.execute.crashdump``: function and file names only).
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from __future__ import annotations
 import hashlib
 import re
 
+from onnxfuzz.execute.crashdump import dump_of
 from onnxfuzz.judge.oracle import Judgement, Verdict
+
+TOP_FRAMES = 3  # the crash site and two callers: where, and through which call
 
 RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\x1b\[[0-9;]*[A-Za-z]"), ""),  # terminal colors
@@ -37,9 +42,19 @@ def normalize(text: str, lines: int = 2) -> str:
 def _crash_detail(v: Judgement, trace: str) -> str:
     msg = v.message
     if msg.startswith("killed by signal") or msg.startswith("worker exited"):
-        # a dying native library often leaves one line on stderr: keep it
-        tail = [ln for ln in trace.splitlines() if ln.strip()][-3:]
-        return normalize(msg + "\n" + "\n".join(tail), lines=4)
+        # A dying native library often leaves a line on stderr (glibc's "free(): invalid
+        # pointer", a failed check): keep it. The frames say where it died; they are
+        # normalized already (no line numbers or addresses), so the rules, made for error
+        # text, would only blur them (``conv2d_nchw`` is not a tensor name).
+        dump = dump_of(trace)
+        detail = normalize("\n".join([msg, *dump.note]), lines=1 + len(dump.note))
+        if dump.frames:
+            detail += " | at " + " < ".join(dump.frames[:TOP_FRAMES])
+        if dump.native and dump.python:
+            # A native site is often generic (memcpy, a kernel launcher): the Python call
+            # into the library tells which of the adapter's calls reached it.
+            detail += " | via " + " < ".join(dump.python[:TOP_FRAMES])
+        return detail
     return normalize(msg)
 
 

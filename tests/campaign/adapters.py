@@ -8,6 +8,7 @@ healthy and failing tests. Loaded by path, exactly as a user's adapter would be.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import time
 from typing import Any
@@ -255,3 +256,99 @@ class UnsupportedType(_OrtWrapper):
         if self.triggered(model):
             raise NotImplementedError(f"{self.op} is not implemented for this type")
         return super().compile(model)
+
+
+def _fuse_kernels() -> None:
+    """Where ``SegfaultIn(where="fuse")`` dies: a NULL dereference (a real fault, so
+    faulthandler sees the Python stack that led to it)."""
+    ctypes.string_at(0)
+
+
+def _pack_weights() -> None:
+    """Where ``SegfaultIn(where="pack")`` dies: the same fault at another site."""
+    ctypes.string_at(0)
+
+
+class SegfaultIn(_OrtWrapper):
+    """Dereferences NULL inside ``_fuse_kernels`` (``where=fuse``) or ``_pack_weights``
+    (``where=pack``) while running a model with ``op``: one crash site per ``where``."""
+
+    name = "segfault-in"
+
+    def __init__(self, op: str = "Add", where: str = "fuse") -> None:
+        super().__init__(op)
+        self.crash = {"fuse": _fuse_kernels, "pack": _pack_weights}[where]
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if executable[1]:
+            self.crash()
+        return super().run(executable, inputs)
+
+
+def _warm_cache() -> None:
+    """A library's diagnostic output on a healthy test: a native-looking stack trace and
+    faulthandler's dump of every thread (``_warm_cache`` among its frames), no crash."""
+    os.write(
+        2,
+        b"[W:npu] slow cache warm-up\nStack trace:\n  0: npu::Cache::warm()\n"
+        b"        at /src/npu/cache.cc:41\n  1: npu::Session::open()\n",
+    )
+    faulthandler.dump_traceback(all_threads=True)
+
+
+class NoisyDumps(SegfaultIn):
+    """Prints stack dumps on every model without ``op`` (``_warm_cache``) and segfaults
+    on models with it: a later crash's evidence must hold none of the earlier dumps."""
+
+    name = "noisy-dumps"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if not self.triggered(model):
+            _warm_cache()
+        return super().compile(model)
+
+
+def _lower_fused(site: str) -> None:
+    """A native library's fatal check: its message and native backtrace (as TVM prints
+    them, with a time stamp and build paths that differ between runs), then abort()."""
+    stamp = time.strftime("%H:%M:%S")
+    build = f"/build/{os.getpid()}/src/relax"
+    os.write(
+        2,
+        f"[{stamp}] {build}/{site}.cc:120: InternalError: Check failed: (lhs == rhs) is false\n"
+        f"Stack trace:\n"
+        f"  0: npu::relax::{site.title()}Mutator::VisitExpr_(npu::relax::CallNode const*)\n"
+        f"        at {build}/{site}.cc:120\n"
+        f"  1: npu::relax::ExprMutator::VisitExpr(npu::RelaxExpr const&)\n"
+        f"        at {build}/expr_mutator.cc:{os.getpid() % 97}\n"
+        f"  2: npu::transform::{site.title()}Ops()\n".encode(),
+    )
+    os.abort()
+
+
+class NativeCheckAbort(_OrtWrapper):
+    """Fails a native check while compiling a model with ``op``: prints the check's words
+    and a TVM-style native backtrace of ``site`` (fuse or layout), then aborts."""
+
+    name = "native-check-abort"
+
+    def __init__(self, op: str = "Add", site: str = "fuse") -> None:
+        super().__init__(op)
+        self.site = site
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            _lower_fused(self.site)
+        return super().compile(model)
+
+
+class TvmFfiSegfault(SegfaultIn):
+    """SegfaultIn with TVM's FFI library loaded: its own SIGSEGV handler prints a native
+    backtrace, which the worker's faulthandler must chain to, not silence."""
+
+    name = "tvm-ffi-segfault"
+
+    def __init__(self, op: str = "Add", where: str = "fuse") -> None:
+        import tvm_ffi  # noqa: F401 - loading it installs the handler
+
+        super().__init__(op, where)

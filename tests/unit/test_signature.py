@@ -1,6 +1,10 @@
-"""Signatures keep one bug in one bundle whatever the incidental text around it."""
+"""Signatures keep one bug in one bundle whatever the incidental text around it; a crash's
+signature names where it died (the innermost frames of the crashing thread), normalized."""
 
-from onnxfuzz.judge.signature import normalize
+from onnxfuzz.execute.crashdump import FRAMES_HEAD, SHOWN, TAIL_HEAD, dump_of, evidence, read_dump
+from onnxfuzz.execute.sandbox import Stage
+from onnxfuzz.judge.oracle import Judgement, Verdict
+from onnxfuzz.judge.signature import normalize, signature
 
 
 def test_colors_timestamps_addresses_and_paths_do_not_split_a_bug() -> None:
@@ -8,3 +12,183 @@ def test_colors_timestamps_addresses_and_paths_do_not_split_a_bug() -> None:
     b = "2026-11-23 01:02:03.9 [E:npu] /home/u/npu/src/fuse.cc:98 null at 0x55aa12"
     assert normalize(a) == normalize(b)
     assert normalize(a) != normalize("2026-11-22 23:14:13 [E:npu] /x/fuse.cc:1 overflow at 0x1")
+
+
+def _crash_sig(trace: str, message: str = "killed by signal SIGSEGV") -> str:
+    v = Judgement(Verdict.CRASH, Stage.RUN, message=message)
+    return signature("npu", v, trace=evidence(trace))
+
+
+# faulthandler with all_threads=True: another thread's stack first, then the crashing one.
+FAULTHANDLER = """\
+[I:npu] compiling {n} nodes
+free(): invalid pointer
+Fatal Python error: Aborted
+
+Thread 0x{tid:016x} (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 320 in wait
+  File "{root}/npu/pool.py", line {n} in _worker_loop
+
+Current thread 0x00007f4bcb5c4b80 (most recent call first):
+  File "{root}/npu/kernels.py", line {n} in {func}
+  File "{root}/backends/npu.py", line 88 in run
+  File "{root}/onnxfuzz/execute/sandbox.py", line 156 in serve
+  File "{root}/onnxfuzz/execute/worker.py", line 11 in <module>
+  File "<frozen runpy>", line 88 in _run_code
+
+Extension modules: numpy._core._multiarray_umath, npu._C (total: {n})
+"""
+
+
+def _fh(func: str = "_pack_weights", n: int = 3, root: str = "/home/a", tid: int = 1) -> str:
+    return FAULTHANDLER.format(func=func, n=n, root=root, tid=tid)
+
+
+def test_faulthandler_gives_the_crashing_threads_frames_and_the_last_words() -> None:
+    d = read_dump(_fh())
+    assert d.python == ("_pack_weights (kernels.py)", "run (npu.py)")  # up to the worker loop
+    assert d.native == () and d.frames == d.python
+    # the log line before it and glibc's message are the library's last words; the dump's
+    # own lines (the signal's name, the extension modules) are not
+    assert d.note == ("[I:npu] compiling 3 nodes", "free(): invalid pointer")
+
+
+def test_one_crash_site_is_one_signature_whatever_the_test_paths_lines_or_threads() -> None:
+    a = _crash_sig(_fh(n=3, root="/home/a", tid=1), "killed by signal SIGABRT")
+    b = _crash_sig(_fh(n=17, root="/srv/ci/b", tid=99), "killed by signal SIGABRT")
+    assert a == b
+    assert "at _pack_weights (kernels.py) < run (npu.py)" in a
+    assert "free(): invalid pointer" in a
+    assert "line" not in a and "0x" not in a and "/home" not in a
+    other = _crash_sig(_fh(func="_fuse_kernels"), "killed by signal SIGABRT")
+    assert other != a and "_fuse_kernels (kernels.py)" in other
+
+
+# TVM FFI's own SIGSEGV handler (as printed by apache-tvm-ffi), innermost first, after
+# faulthandler (which re-raised the signal: the handler's raise frames come first).
+TVM_FFI = """\
+Fatal Python error: Segmentation fault
+
+Current thread 0x00007f34453bbb80 (most recent call first):
+  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at
+  File "/tmp/npu.py", line {n} in _fuse_kernels
+  File "/tmp/npu.py", line 10 in run
+
+!!!!!!! Segfault encountered !!!!!!!
+  File "./signal/../sysdeps/unix/sysv/linux/x86_64/libc_sigaction.c", line 0, in 0x{a:x}
+  File "./nptl/pthread_kill.c", line 44, in __pthread_kill_implementation
+  File "../sysdeps/posix/raise.c", line 26, in __GI_raise
+  File "./signal/../sysdeps/unix/sysv/linux/x86_64/libc_sigaction.c", line 0, in 0x{a:x}
+  File "{build}/src/relax/fuse.cc", line {n}, in {visit}
+  File "{build}/src/relax/fuse.cc", line {n}, in {visit}
+  File "{build}/include/tvm/ffi/function.h", line 88, in {typed}
+  File "<unknown>", line 0, in 0x{a:x}
+  File "{build}/src/ir/transform.cc", line 300, in {call}
+"""
+
+
+def _tvm_ffi(n: int, a: int, build: str) -> str:
+    return TVM_FFI.format(
+        n=n,
+        a=a,
+        build=build,
+        visit="tvm::relax::FuseMutator::VisitExpr_(tvm::relax::CallNode const*)",
+        typed="tvm::ffi::Function::FromTyped<tvm::IRModule (tvm::IRModule)>::"
+        "{lambda(int)#1}::operator()(int) const",
+        call="tvm::transform::Pass::operator()(tvm::IRModule) const",
+    )
+
+
+def test_a_librarys_native_trace_is_the_crash_site_and_python_says_how_it_got_there() -> None:
+    text = _tvm_ffi(12, 0x7F34453F904F, "/ws/tvm")
+    d = read_dump(text)
+    assert d.native == (
+        "tvm::relax::FuseMutator::VisitExpr_ (fuse.cc)",  # repeats (inlining) folded
+        "tvm::ffi::Function::FromTyped::{lambda#1}::operator() (function.h)",
+        "tvm::transform::Pass::operator() (transform.cc)",  # no name, no frame: addresses
+    )
+    assert d.python == ("string_at (__init__.py)", "_fuse_kernels (npu.py)", "run (npu.py)")
+    sig = _crash_sig(text)
+    assert sig == _crash_sig(_tvm_ffi(40, 0x55AA12, "/home/ci/tvm-build"))
+    assert "at tvm::relax::FuseMutator::VisitExpr_ (fuse.cc) <" in sig
+    assert "via string_at (__init__.py) < _fuse_kernels (npu.py)" in sig
+
+
+def test_tvms_classic_stack_trace_and_glibcs_backtrace_symbols() -> None:
+    tvm = """\
+[12:00:01] /ws/src/relax/fuse.cc:120: InternalError: Check failed: (lhs == rhs) is false
+Stack trace:
+  0: tvm::relax::FuseMutator::VisitExpr_(tvm::relax::CallNode const*)
+        at /ws/src/relax/fuse.cc:120
+  1: tvm::relax::ExprMutator::VisitExpr(tvm::RelaxExpr const&)
+        at /ws/src/relax/expr_mutator.cc:88
+  2: 0x00007f3a5c0012ab
+  3: TVMFuncCall
+"""
+    d = read_dump(tvm)
+    assert d.native == (
+        "tvm::relax::FuseMutator::VisitExpr_ (fuse.cc)",
+        "tvm::relax::ExprMutator::VisitExpr (expr_mutator.cc)",
+        "TVMFuncCall",
+    )
+    assert d.note == (
+        "[12:00:01] /ws/src/relax/fuse.cc:120: InternalError: Check failed: (lhs == rhs) is false",
+    )
+    glibc = """\
+double free or corruption (out)
+/lib/x86_64-linux-gnu/libc.so.6(gsignal+0x10b)[0x7f1c2e4a]
+/lib/x86_64-linux-gnu/libc.so.6(abort+0x121)[0x7f1c2e4b]
+/lib/x86_64-linux-gnu/libc.so.6(+0x89a11)[0x7f1c2e4c]
+/opt/npu/lib/libnpu.so(_ZN3npu6Buffer7releaseEv+0x2a)[0x7f1c3000]
+/opt/npu/lib/libnpu.so(_ZN3npu7Session3runEv+0x91) [0x7f1c3001]
+"""
+    d = read_dump(glibc)
+    assert d.native == ("_ZN3npu6Buffer7releaseEv (libnpu.so)", "_ZN3npu7Session3runEv (libnpu.so)")
+    assert d.note == ("double free or corruption (out)",)
+    gdb = """\
+#0  0x00007ffff7a42428 in __GI_raise (sig=sig@entry=6) at ../sysdeps/unix/sysv/linux/raise.c:54
+#1  0x00007ffff7a4402a in __GI_abort () at abort.c:89
+#2  0x0000555555554a3d in npu::pack(int*, int) (w=0x0, n=3) at /src/npu/pack.cc:17
+#3  0x0000555555554b10 in main () at /src/npu/main.cc:9
+"""
+    assert read_dump(gdb).native == ("npu::pack (pack.cc)", "main (main.cc)")
+
+
+def test_a_numbered_log_or_a_printed_python_exception_is_not_a_crash_site() -> None:
+    text = """\
+  0: input x
+  1: input y
+Traceback (most recent call last):
+  File "/a/npu.py", line 3, in compile
+    fuse(model)
+ValueError: odd shape
+"""
+    d = read_dump(text)
+    assert d.frames == ()
+    assert d.note == ("0: input x", "1: input y", "ValueError: odd shape")
+
+
+def test_without_a_dump_the_signature_is_what_it_was() -> None:
+    v = Judgement(Verdict.CRASH, Stage.RUN, message="killed by signal SIGABRT")
+    trace = "[I:npu] 12 nodes\nfree(): invalid pointer"
+    assert evidence(trace) == trace  # only the tail, as before
+    assert signature("npu", v, trace=trace) == (
+        "npu|crash|run|killed by signal SIGABRT | [I:npu] N nodes | free(): invalid pointer"
+    )
+    assert signature("npu", v) == "npu|crash|run|killed by signal SIGABRT"
+
+
+def test_the_evidence_shows_the_frames_then_the_tail_and_reads_back() -> None:
+    text = _tvm_ffi(12, 0x7F34453F904F, "/ws/tvm") + "Extension modules: a, b\n"
+    shown = evidence(text)
+    lines = shown.splitlines()
+    assert lines[0] == FRAMES_HEAD.format(kind="native")
+    assert lines[1] == "  tvm::relax::FuseMutator::VisitExpr_ (fuse.cc)"
+    assert any(ln.startswith("Python stack: string_at (__init__.py)") for ln in lines)
+    assert TAIL_HEAD in lines and "Segfault encountered" in shown
+    assert "Extension modules" not in shown  # which modules were loaded names no cause
+    d = read_dump(text)
+    back = dump_of(shown)
+    assert back.native == d.native[:SHOWN] and back.python == d.python[:SHOWN]
+    long = evidence("x" * 5000 + "\n" + _fh(), limit=300)
+    assert len(long) < 1000 and long.splitlines()[1] == "  _pack_weights (kernels.py)"
