@@ -108,6 +108,34 @@ def bypass_nodes(s: State) -> Iterator[State]:
         available += list(node.output)
 
 
+def drop_sinks(s: State) -> Iterator[State]:
+    """Remove a node only graph outputs read (a Concat or Reshape at the end of the
+    failing path), its inputs that nodes or the graph feed becoming the outputs: the
+    failure may be upstream of it, where no tensor of its type and shape is."""
+    g = s.model.graph
+    read = {t for n in g.node for t in n.input}
+    types = _types(s.model)
+    feeds = {i.name for i in g.input} | {t for n in g.node for t in n.output}
+    for k, node in enumerate(g.node):
+        if any(t in read for t in node.output):
+            continue
+        new = [t for t in dict.fromkeys(node.input) if t in feeds and t in types]
+        if not new:
+            continue
+        m = _copy(s.model)
+        mg = m.graph
+        kept = [o for o in mg.output if o.name not in node.output]
+        have = {o.name for o in kept}
+        kept += [onnx.helper.make_tensor_value_info(t, *types[t]) for t in new if t not in have]
+        del mg.output[:]
+        mg.output.extend(kept)
+        vis = [vi for vi in mg.value_info if vi.name not in new]  # outputs now
+        del mg.value_info[:]
+        mg.value_info.extend(vis)
+        del mg.node[k]
+        yield prune(m, s.inputs)
+
+
 def _rewire(s: State, k: int, old: str, new: str) -> State:
     m = _copy(s.model)
     g = m.graph
@@ -195,6 +223,7 @@ def reduce_graph(
     passes: list[Pass[State]] = [
         Pass("cut-outputs", cut_outputs),
         Pass("bypass-node", bypass_nodes),
+        Pass("drop-sink", drop_sinks),
         Pass("node-to-input", replace_nodes(values, as_constant=False)),
         Pass("node-to-constant", replace_nodes(values, as_constant=True)),
         Pass("simplify-values", simplify_values),
