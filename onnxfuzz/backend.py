@@ -119,14 +119,52 @@ class BackendRef:
     text: str
     target: str  # entry-point name, "pkg.mod:Class" or "path/file.py:Class"
     options: dict[str, str] = field(default_factory=dict)
+    name: str | None = None  # the user's name for it: ``NAME=SPEC``
 
     @property
     def label(self) -> str:
         return self.text
 
 
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+
+def display_names(labels: list[str], adapter_names: dict[str, str]) -> dict[str, str]:
+    """What tables, bug ids and summaries call each backend: the name the user gave
+    (``--backend NAME=SPEC``), else an installed backend's label as typed (``ort``,
+    ``ort:opt=none``), else an ad hoc adapter's ``name`` attribute with its options
+    (``npu:opt=2``, not ``/path/to/npu.py:NpuBackend:opt=2``). Names that would clash
+    fall back to the label."""
+    out: dict[str, str] = {}
+    for label in labels:
+        ref = parse_backend(label)
+        if ref.name:
+            out[label] = ref.name
+        elif ":" in ref.target and adapter_names.get(label):
+            opts = ",".join(f"{k}={v}" for k, v in ref.options.items())
+            out[label] = adapter_names[label] + (f":{opts}" if opts else "")
+        else:
+            out[label] = label
+    seen: dict[str, int] = {}
+    for name in out.values():
+        seen[name] = seen.get(name, 0) + 1
+    return {k: (v if seen[v] == 1 else k) for k, v in out.items()}
+
+
 def parse_backend(text: str) -> BackendRef:
-    """``ort``, ``ort:opt=none``, ``my_npu.py:NpuBackend``, ``pkg.mod:Cls:device=1``."""
+    """``ort``, ``ort:opt=none``, ``my_npu.py:NpuBackend``, ``pkg.mod:Cls:device=1``,
+    any of them named: ``npu=my_npu.py:NpuBackend``."""
+    name = None
+    head = text.split(":", 1)[0]
+    if "=" in head:  # NAME=SPEC (an option's "=" comes after a ":")
+        name, _, spec = text.partition("=")
+        if not NAME_RE.fullmatch(name):
+            raise BackendError(
+                f"--backend {text}: a backend's name is letters, digits and ._+- "
+                f"(e.g. npu=./npu.py:NpuBackend), got {name!r}"
+            )
+        ref = parse_backend(spec)
+        return BackendRef(text, ref.target, ref.options, name)
     parts = text.split(":")
     options: dict[str, str] = {}
     # "name:opts" for an installed backend; "module:Class[:opts]" or "file.py:Class[:opts]"

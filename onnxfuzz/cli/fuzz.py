@@ -40,7 +40,9 @@ def _render(campaign, p) -> object:
     t.add_column()
     t.add_row(
         "campaign",
-        f"{campaign.out}  (reference {campaign.opts.reference_label}, opset {campaign.cfg.opset})",
+        f"{campaign.out}  (reference "
+        f"{campaign.names.get(campaign.opts.reference_label, campaign.opts.reference_label)}, "
+        f"opset {campaign.cfg.opset})",
     )
     t.add_row("tests", _progress(p, elapsed))
     t.add_row("verdicts", "  ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items())) or "-")
@@ -102,7 +104,8 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     multiple=True,
     metavar="SPEC",
     help="A backend: a name (`onnxfuzz backend list`), name:key=value options, "
-    "path/to/file.py:Class or package.module:Class. Repeat it.",
+    "path/to/file.py:Class or package.module:Class; NAME=SPEC names it in tables and "
+    "bug ids (an ad hoc adapter is otherwise called by its `name`). Repeat it.",
 )
 @click.option(
     "--reference",

@@ -25,7 +25,7 @@ def triage(campaign_dir: Path) -> None:
     try:
         rows = summary_rows(store)
         n = store.n_tests()
-        diversity = diversity_table(store.get_meta("diversity"))
+        diversity = diversity_table(store.get_meta("diversity"), names=store.names)
     finally:
         store.close()
     Console().print(bug_table(rows, f"bugs in {campaign_dir} ({n} tests)"))

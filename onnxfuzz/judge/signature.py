@@ -69,8 +69,12 @@ def signature(
     return f"{backend}|{v.verdict}|{v.stage or '-'}|{detail}"
 
 
-def bug_id(sig: str) -> str:
+def bug_id(sig: str, names: dict[str, str] | None = None) -> str:
+    """A bundle's folder name: the backend's display name (``names``: label -> name, see
+    ``onnxfuzz.backend.display_names``), the verdict, the stage and a hash."""
     backend, verdict, stage, _ = sig.split("|", 3)
+    if names and backend in names:
+        backend = names[backend]
     backend = backend.rsplit("/", 1)[-1].replace(".py:", ":")  # path/to/x.py:Cls -> x:Cls
     safe = re.sub(r"[^A-Za-z0-9]+", "-", backend).strip("-")
     return f"{safe}-{verdict}-{stage}-{hashlib.sha1(sig.encode()).hexdigest()[:8]}"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.backend import parse_backend
+from onnxfuzz.backend import display_names, parse_backend
 from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
@@ -315,6 +315,7 @@ class Campaign:
         self._stop = threading.Event()
         self._last_finish: dict[int, float] = {}
         self.lanes: list[BackendPool] = []
+        self.names: dict[str, str] = {}  # label -> display name, once the backends start
         self.infos: dict[str, BackendInfo] = {}
         self.pregen: Pregenerator | None = None
         self.diversity = CampaignDiversity(self.labels)
@@ -372,6 +373,9 @@ class Campaign:
         if self._use_pregen():
             self.pregen = Pregenerator(self.cfg)
             self.pregen.start()
+        self.names = display_names(self.labels, {k: i.name for k, i in self.infos.items()})
+        self.store.names = self.names
+        self.store.set_meta("names", self.names)
         self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})
         self.store.set_meta("opset", opset)
         self._resume_diversity()
@@ -589,7 +593,7 @@ class Campaign:
                 r = by_backend[f.backend]
                 r.bug, r.pattern = key, key.rsplit("|", 1)[1]
                 if key not in known:
-                    f.bug_id = bug_id(key)
+                    f.bug_id = bug_id(key, self.names)
                     write_bundle(self.out, f, reduced)  # before the commit: a kill re-runs it
                     known.add(key)
             now = time.perf_counter()
@@ -660,7 +664,8 @@ class Campaign:
             findings.append(
                 Finding(
                     signature=b.assessed.signature,
-                    bug_id=bug_id(b.assessed.signature),
+                    bug_id=bug_id(b.assessed.signature, self.names),
+                    names=self.names,
                     judgement=v,
                     backend=label,
                     reference=reference,

@@ -61,6 +61,10 @@ class Finding:
     extra: dict[str, Any] = field(default_factory=dict)
     memory_mb: float = 8192.0
     case: Case | None = None  # the generated case (its choices shrink), when there is one
+    names: dict[str, str] = field(default_factory=dict)  # label -> display name
+
+    def name(self, label: str) -> str:
+        return self.names.get(label, label)
 
 
 @functools.cache
@@ -184,6 +188,7 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
         "kind": f.judgement.kind,
         "output": f.judgement.output,
         "backend": f.backend,
+        "name": f.name(f.backend),
         "reference": f.reference,
         "seed": f.seed,
         "seeds": [f.seed],
@@ -214,14 +219,14 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
         )
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     log = [
-        f"{f.judgement.verdict} in {f.backend} at {f.judgement.stage} stage",
+        f"{f.judgement.verdict} in {f.name(f.backend)} at {f.judgement.stage} stage",
         "",
         f.judgement.message,
         "",
     ]
     for label, out in f.outcomes.items():
         if out.trace:
-            log += [f"--- {label} ---", out.trace, ""]
+            log += [f"--- {f.name(label)} ---", out.trace, ""]
     (tmp / "log.txt").write_text("\n".join(log))
     stored = f.outcomes.get(f.reference)
     has_ref = f.reference != f.backend and stored is not None and stored.outputs is not None

@@ -74,6 +74,8 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable against process kills
         self.db.executescript(SCHEMA)
+        # label -> display name (onnxfuzz.backend.display_names), for bug ids
+        self.names: dict[str, str] = self.get_meta("names") or {}
 
     @classmethod
     def create(cls, path: Path, meta: dict[str, Any]) -> Store:
@@ -172,7 +174,7 @@ class Store:
                         (
                             r.bug,
                             r.signature,
-                            bug_id(r.bug),
+                            bug_id(r.bug, self.names),
                             r.verdict,
                             r.stage,
                             r.backend,

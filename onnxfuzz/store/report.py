@@ -19,8 +19,8 @@ def summary_rows(store: Store) -> list[dict[str, Any]]:
                 "id": b["id"],
                 "verdict": b["verdict"],
                 "stage": b["stage"],
-                "backend": b["backend"],
-                "suspect": b["suspect"],
+                "backend": store.names.get(b["backend"], b["backend"]),
+                "suspect": store.names.get(b["suspect"], b["suspect"]),
                 "pattern": b["pattern"],
                 "hits": b["hits"],
                 "first_test": b["first_test"],
@@ -52,7 +52,10 @@ def bug_table(rows: list[dict], title: str) -> object:
 
 
 def diversity_table(
-    record: dict[str, Any] | None, labels: list[str] | None = None, reference: str | None = None
+    record: dict[str, Any] | None,
+    labels: list[str] | None = None,
+    reference: str | None = None,
+    names: dict[str, str] | None = None,
 ) -> object | None:
     """The campaign's model diversity (campaign.db's ``diversity``, written by
     ``onnxfuzz.run.campaign``): over all tests, and per backend over the tests it compiled
@@ -67,7 +70,8 @@ def diversity_table(
         for label in labels if labels is not None else list(backends):
             if label in backends:
                 role = " (reference)" if label == reference else ""
-                rows.append((label + role, Diversity.from_record(backends[label])))
+                name = (names or {}).get(label, label)
+                rows.append((name + role, Diversity.from_record(backends[label])))
     except (KeyError, TypeError, ValueError):  # a record of another version: no table
         return None
     estimated = any(d.estimated() for _, d in rows)
@@ -117,9 +121,10 @@ def print_summary(
         total = sum(counts.get((label, v), 0) for v in verdicts)
         ran = sum(counts.get((label, v), 0) for v in COMPARED)
         share = f"{ran / total:.0%}" if total else "-"
-        table.add_row(label + role, *[str(counts.get((label, v), 0)) for v in verdicts], share)
+        name = store.names.get(label, label)
+        table.add_row(name + role, *[str(counts.get((label, v), 0)) for v in verdicts], share)
     console.print(table)
-    diversity = diversity_table(store.get_meta("diversity"), labels, reference)
+    diversity = diversity_table(store.get_meta("diversity"), labels, reference, store.names)
     if diversity is not None:
         console.print(diversity)
     rows = summary_rows(store)
