@@ -92,3 +92,57 @@ class ChoiceStream:
     def seed32(self) -> int:
         """A seed for a numpy generator that fills one tensor's values."""
         return self._next(0xFFFFFFFF)
+
+
+class OpReplay(ChoiceStream):
+    """A stream that replays choices op by op: ``head`` before the first op, then the k-th
+    list of ``ops`` for the k-th ``op_label`` span (an empty list, a shorter one, or a
+    ``None`` entry: fresh random draws there; a longer one: its tail is dropped). So
+    editing one op's list (inserting, deleting or replacing an op, redrawing one choice)
+    leaves every other op's choices as they were: a local mutation, where a flat prefix
+    would shift every later choice onto another variable."""
+
+    __slots__ = ("_head", "_ops", "_op_label", "_block", "_pos", "_k")
+
+    def __init__(
+        self,
+        seed: int,
+        head: Sequence[int | None],
+        ops: Sequence[Sequence[int | None]],
+        op_label: str,
+    ) -> None:
+        super().__init__(seed)
+        self._head = list(head)
+        self._ops = [list(o) for o in ops]
+        self._op_label = op_label
+        self._block: list[int | None] = self._head
+        self._pos = 0
+        self._k = 0
+
+    def start_span(self, label: str) -> None:
+        if label == self._op_label and not self._open:  # a top-level op: its own list
+            self._block = self._ops[self._k] if self._k < len(self._ops) else []
+            self._pos = 0
+            self._k += 1
+        super().start_span(label)
+
+    def _replayed(self) -> int | None:
+        if self._pos < len(self._block):
+            v = self._block[self._pos]
+            self._pos += 1
+            return v
+        return None
+
+    def _next(self, n: int) -> int:
+        r = self._replayed()
+        v = int(self._rng.random() * (n + 1)) if r is None else min(max(r, 0), n)
+        self.record.append(v)
+        return v
+
+    def chance(self, p_true: float) -> bool:
+        r = self._replayed()
+        if r is None:
+            r = 0 if self._rng.random() < p_true else 1
+        v = 0 if r <= 0 else 1
+        self.record.append(v)
+        return v == 0

@@ -112,9 +112,15 @@ class Generator:
         return Glue(types, cast_to, self.cfg.connectivity)
 
     def graph(
-        self, seed: int, prefix: Sequence[int] | None = None, zero_tail: bool = False
+        self,
+        seed: int,
+        prefix: Sequence[int] | None = None,
+        zero_tail: bool = False,
+        stream: ChoiceStream | None = None,
     ) -> tuple[Graph, ChoiceStream, int]:
-        s = ChoiceStream(seed, prefix, zero_tail)
+        """The graph of ``seed`` (or of the choices ``prefix`` replays, or that ``stream``
+        gives: an ``OpReplay`` for a mutant)."""
+        s = stream if stream is not None else ChoiceStream(seed, prefix, zero_tail)
         g = Graph()
         cfg = self.cfg
         specs, infos = self.specs, self._infos
@@ -151,9 +157,13 @@ class Generator:
         return g, s, calls
 
     def generate(
-        self, seed: int, prefix: Sequence[int] | None = None, zero_tail: bool = False
+        self,
+        seed: int,
+        prefix: Sequence[int] | None = None,
+        zero_tail: bool = False,
+        stream: ChoiceStream | None = None,
     ) -> Case:
-        g, s, calls = self.graph(seed, prefix, zero_tail)
+        g, s, calls = self.graph(seed, prefix, zero_tail, stream)
         model = to_model(g, self.cfg.opset, self.cfg.ir, name=f"onnxfuzz_{seed}", seed=seed)
         return Case(
             model=model,
