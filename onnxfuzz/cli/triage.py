@@ -1,8 +1,8 @@
-"""``onnxfuzz triage DIR``: a campaign's bugs as a table and DIR/triage.md."""
+"""``onnxfuzz triage DIR``: a campaign's bugs as a table, as DIR/triage.{md,json,sarif},
+and each bundle's issue.md written (again) for filing."""
 
 from __future__ import annotations
 
-import datetime
 from pathlib import Path
 
 import click
@@ -10,12 +10,23 @@ import click
 
 @click.command()
 @click.argument("campaign_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
-def triage(campaign_dir: Path) -> None:
-    """One table over a campaign's bugs, in the terminal and as DIR/triage.md."""
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "json", "sarif"]),
+    default="md",
+    show_default=True,
+    help="DIR/triage.md (a table), triage.json (every bug's record) or triage.sarif "
+    "(SARIF 2.1.0, for code-scanning dashboards); json and sarif also go to stdout.",
+)
+def triage(campaign_dir: Path, fmt: str) -> None:
+    """One table over a campaign's bugs, and a ready-to-file issue.md per bundle."""
     from rich.console import Console
 
     from onnxfuzz.errors import UsageError
+    from onnxfuzz.store import triage as report
     from onnxfuzz.store.db import Store
+    from onnxfuzz.store.issue import write_issue
     from onnxfuzz.store.report import bug_table, diversity_table, summary_rows
 
     db = campaign_dir / "campaign.db"
@@ -26,26 +37,26 @@ def triage(campaign_dir: Path) -> None:
         rows = summary_rows(store)
         n = store.n_tests()
         diversity = diversity_table(store.get_meta("diversity"), names=store.names)
+        versions = store.get_meta("versions") or {}
     finally:
         store.close()
-    Console().print(bug_table(rows, f"bugs in {campaign_dir} ({n} tests)"))
-    if diversity is not None:
-        Console().print(diversity)
-    lines = [
-        f"# Bugs in {campaign_dir.name}",
-        "",
-        f"{n} tests, {len(rows)} distinct bugs.",
-        "",
-        "| id | verdict | stage | suspect | reduced ops | hits | first seen |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    issues = 0
     for r in rows:
-        when = datetime.datetime.fromtimestamp(r["first_seen"]).strftime("%Y-%m-%d %H:%M")
-        pattern = r["pattern"].replace("+", " ") if r["pattern"] != "unreduced" else "-"
-        lines.append(
-            f"| [{r['id']}](bugs/{r['id']}/) | {r['verdict']} | {r['stage'] or '-'} | "
-            f"{r['suspect'] or '-'} | {pattern} | {r['hits']} | "
-            f"test {r['first_test']}, {when} |"
-        )
-    (campaign_dir / "triage.md").write_text("\n".join(lines) + "\n")
-    click.echo(f"written to {campaign_dir / 'triage.md'}")
+        bundle = campaign_dir / "bugs" / r["id"]
+        if (bundle / "meta.json").exists():
+            write_issue(bundle)
+            issues += 1
+    if fmt == "md":
+        Console().print(bug_table(rows, f"bugs in {campaign_dir} ({n} tests)"))
+        if diversity is not None:
+            Console().print(diversity)
+        text = report.markdown(campaign_dir, rows, n)
+    elif fmt == "json":
+        text = report.as_json(campaign_dir, rows, n, versions)
+        click.echo(text)
+    else:
+        text = report.as_sarif(campaign_dir, rows, versions)
+        click.echo(text)
+    path = campaign_dir / f"triage.{fmt}"
+    path.write_text(text)
+    click.echo(f"written to {path}; {issues} bundles' issue.md ready to file", err=fmt != "md")

@@ -34,6 +34,7 @@ from onnxfuzz.generate.testdata import DATA_SET, write_outputs, write_test
 from onnxfuzz.judge.oracle import Judgement, precision_dtypes
 from onnxfuzz.judge.signature import RULES, normalize
 from onnxfuzz.reduce.reducer import Reduced
+from onnxfuzz.store.issue import write_issue
 
 TEMPLATE = Path(__file__).parents[1] / "data" / "repro.py.tmpl"
 
@@ -231,6 +232,7 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
     stored = f.outcomes.get(f.reference)
     has_ref = f.reference != f.backend and stored is not None and stored.outputs is not None
     _write_repro(tmp, f, f.model, f"{DATA_SET}/{safe(f.reference)}" if has_ref else None)
+    write_issue(tmp)
     if folder.exists():
         shutil.rmtree(folder)
     tmp.rename(folder)

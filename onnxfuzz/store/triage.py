@@ -1,0 +1,109 @@
+"""A campaign's bugs as files to share: markdown, JSON, and SARIF 2.1.0 (the format code
+scanning dashboards read; each bug is a result whose location is its bundle's model)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+from onnxfuzz import __version__
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_LEVEL = {"crash": "error", "timeout": "error", "mismatch": "error"}
+
+
+def markdown(campaign_dir: Path, rows: list[dict[str, Any]], n: int) -> str:
+    lines = [
+        f"# Bugs in {campaign_dir.name}",
+        "",
+        f"{n} tests, {len(rows)} distinct bugs. Each bundle's `issue.md` is ready to file.",
+        "",
+        "| id | verdict | stage | backend | suspect | reduced ops | hits | first seen |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        when = datetime.datetime.fromtimestamp(r["first_seen"]).strftime("%Y-%m-%d %H:%M")
+        pattern = r["pattern"].replace("+", " ") if r["pattern"] != "unreduced" else "-"
+        lines.append(
+            f"| [{r['id']}](bugs/{r['id']}/issue.md) | {r['verdict']} | {r['stage'] or '-'} | "
+            f"{r['backend']} | {r['suspect'] or '-'} | {pattern} | {r['hits']} | "
+            f"test {r['first_test']}, {when} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def as_json(
+    campaign_dir: Path, rows: list[dict[str, Any]], n: int, versions: dict[str, str]
+) -> str:
+    bugs = [
+        {**r, "bundle": str(campaign_dir / "bugs" / r["id"]), "repro": _repro(campaign_dir, r)}
+        for r in rows
+    ]
+    doc = {"campaign": str(campaign_dir), "tests": n, "versions": versions, "bugs": bugs}
+    return json.dumps(doc, indent=1, default=str)
+
+
+def as_sarif(campaign_dir: Path, rows: list[dict[str, Any]], versions: dict[str, str]) -> str:
+    rules: dict[str, dict[str, Any]] = {}
+    results = []
+    for r in rows:
+        rule = f"{r['verdict']}/{r['stage'] or 'run'}"
+        rules.setdefault(
+            rule,
+            {
+                "id": rule,
+                "name": f"{r['verdict']}-at-{r['stage'] or 'run'}",
+                "shortDescription": {"text": f"a backend {r['verdict']} at {r['stage']}"},
+            },
+        )
+        bundle = campaign_dir / "bugs" / r["id"]
+        model = bundle / "reduced" / "model.onnx"
+        if not model.exists():
+            model = bundle / "model.onnx"
+        results.append(
+            {
+                "ruleId": rule,
+                "level": _LEVEL.get(r["verdict"], "warning"),
+                "message": {
+                    "text": f"{r['backend']}: {r['verdict']} at {r['stage'] or 'run'} on "
+                    f"{r['pattern'].replace('+', ' ')} ({r['hits']} hits); "
+                    f"repro: {_repro(campaign_dir, r)}"
+                },
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": str(model)}}}],
+                "partialFingerprints": {"onnxfuzzBug": r["id"]},
+                "properties": {
+                    "backend": r["backend"],
+                    "suspect": r["suspect"],
+                    "hits": r["hits"],
+                    "seeds": r["seeds"][:20],
+                    "issue": str(bundle / "issue.md"),
+                },
+            }
+        )
+    doc = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "onnxfuzz",
+                        "version": __version__,
+                        "informationUri": "https://github.com/onnxfuzz/onnxfuzz",
+                        "rules": list(rules.values()),
+                    }
+                },
+                "properties": {"versions": versions},
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(doc, indent=1, default=str)
+
+
+def _repro(campaign_dir: Path, r: dict[str, Any]) -> str:
+    bundle = campaign_dir / "bugs" / r["id"]
+    folder = bundle / "reduced" if (bundle / "reduced" / "repro.py").exists() else bundle
+    return f"python {folder / 'repro.py'}"

@@ -1,0 +1,71 @@
+"""Findings ready to file: issue.md per bundle, triage as markdown, JSON and SARIF."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from onnxfuzz.cli.main import main
+from onnxfuzz.store.issue import tracker
+
+ADAPTERS = Path(__file__).resolve().parent / "adapters.py"
+FLAGS = ["--tests", "25", "--seed", "3", "--nodes", "2:5", "--ops", "Mul,Add,Relu,Neg"]
+FLAGS += ["--dtypes", "float32", "--probe", "off"]
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("triage") / "c"
+    backend = f"{ADAPTERS}:Raise:op=Mul"
+    assert main(["fuzz", "--backend", "ort", "--backend", backend, "--out", str(out), *FLAGS]) == 1
+    return out
+
+
+def test_every_bundle_has_an_issue_to_file(campaign: Path) -> None:
+    bundles = [p for p in (campaign / "bugs").iterdir() if p.is_dir()]
+    assert bundles
+    for b in bundles:
+        text = (b / "issue.md").read_text()
+        title = text.splitlines()[0]
+        assert title.startswith("# raise:op=Mul crashes while compiling on a 1-node model: Mul")
+        assert "cd reduced && python repro.py" in text  # the one-line repro
+        assert "Mul (" in text and "=> (" in text  # the reduced model as ONNX text
+        assert "| input | type | shape | values |" in text
+        assert "### Expected behavior" in text and "as it does in ort" in text
+        assert "InternalError: lowering of Mul failed" in text  # what happened
+        assert "onnxfuzz.inputs" not in text  # no onnxfuzz-internal metadata
+        assert str(ADAPTERS) not in text.split("### Versions")[0]
+
+
+def test_triage_writes_markdown_json_and_sarif(campaign: Path, capsys) -> None:
+    assert main(["triage", str(campaign)]) == 0
+    assert "issue.md" in (campaign / "triage.md").read_text()
+    capsys.readouterr()
+    assert main(["triage", str(campaign), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tests"] == 25 and doc["bugs"]
+    assert all(Path(b["repro"].split()[1]).exists() for b in doc["bugs"])
+    assert main(["triage", str(campaign), "--format", "sarif"]) == 0
+    sarif = json.loads(capsys.readouterr().out)
+    assert sarif["version"] == "2.1.0"
+    run = sarif["runs"][0]
+    assert run["tool"]["driver"]["name"] == "onnxfuzz"
+    rule_ids = {r["id"] for r in run["tool"]["driver"]["rules"]}
+    for res in run["results"]:
+        assert res["ruleId"] in rule_ids and res["level"] == "error"
+        uri = res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        assert Path(uri).name == "model.onnx" and Path(uri).exists()
+    assert json.loads((campaign / "triage.sarif").read_text()) == sarif
+    assert main(["triage", str(campaign), "--format", "xml"]) == 2  # a one-line usage error
+
+
+def test_each_backend_files_to_its_own_tracker() -> None:
+    assert tracker("ort:opt=none") == "onnxruntime"
+    assert tracker("tvm") == "tvm"
+    assert tracker("torch-compile") == "onnx2torch"
+    assert tracker("onnx-reference") == "onnx"
+    assert tracker("npu=./npu.py:Npu") == "generic"
+    assert tracker("ort_wrapper.py:Mine") == "generic"
+    assert tracker("myort=ort:opt=none") == "onnxruntime"
