@@ -400,9 +400,13 @@ def conv_integer(b: SpecBuilder, p: None) -> None:
     if has_xzp:
         cx = cx - b.input("x_zero_point", rank=0, kind=WEIGHT).interval
     if has_wzp:
-        # Per tensor or per output channel (M).
-        # ONNX Runtime runs a per-tensor zero point only (a scalar or one element).
-        zp = b.input("w_zero_point", rank=Ints(0, 1), dims=lambda r: [1] * r, kind=WEIGHT)
+        # "a scalar or a 1-D tensor ... If it's a 1-D tensor, its number of elements should
+        # be equal to the number of output channels (M)": per tensor or per channel. ONNX
+        # Runtime runs a per-tensor zero point only: a scalar, or a 1-element vector where
+        # M = 1 (one element for M > 1 is outside the standard).
+        m = w.shape[0]
+        rank = Ints(0, 1) if m == 1 else 0
+        zp = b.input("w_zero_point", rank=rank, dims=lambda r: [1] * r, kind=WEIGHT)
         cw = cw - zp.interval
     fan_in = w.shape[1] * math.prod(w.shape[2:])
     b.output(conv_out_shape(x, w, geometry), interval=_acc(cx, cw, fan_in))

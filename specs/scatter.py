@@ -325,10 +325,16 @@ def center_crop_pad(b: SpecBuilder, p: None) -> None:
 
 
 # --- Col2Im -------------------------------------------------------------------------------
+# image_shape and block_shape: "a 1-dimensional tensor with size of at least 2" (the operator
+# doc: [H, W] for a 2-D image, or N-D). A 1-D image is outside the standard, although ONNX's
+# checker and shape inference let it through.
+MIN_IMAGE_DIMS = 2
+
+
 class BlockShape:
-    """Col2Im's block_shape: 1..``max_n`` kernel sizes whose product divides C * prod(block)
-    (the input's dim 1) and stays <= ``max_prod`` (each output pixel sums at most
-    prod(block) values)."""
+    """Col2Im's block_shape: ``MIN_IMAGE_DIMS``..``max_n`` kernel sizes whose product
+    divides C * prod(block) (the input's dim 1) and stays <= ``max_prod`` (each output pixel
+    sums at most prod(block) values)."""
 
     __slots__ = ("cb", "max_n", "max_prod")
 
@@ -339,10 +345,10 @@ class BlockShape:
         return f"BlockShape({self.cb}, n<={self.max_n}, prod<={self.max_prod})"
 
     def empty(self) -> bool:
-        return self.max_n < 1 or self.max_prod < 1
+        return self.max_n < MIN_IMAGE_DIMS or self.max_prod < 1
 
     def draw(self, s: ChoiceStream) -> list[int]:
-        n = s.integer(1, self.max_n)
+        n = s.integer(MIN_IMAGE_DIMS, self.max_n)
         out, rest, room = [], self.cb, self.max_prod
         for _ in range(n):
             opts = [d for d in divisors(rest) if d <= min(4, room)]
@@ -354,7 +360,9 @@ class BlockShape:
 
     def contains(self, value: Any) -> bool:
         vals = list(np.asarray(value).reshape(-1).tolist())
-        if not 1 <= len(vals) <= self.max_n or not all(is_int(v) and v >= 1 for v in vals):
+        if not MIN_IMAGE_DIMS <= len(vals) <= self.max_n:
+            return False
+        if not all(is_int(v) and v >= 1 for v in vals):
             return False
         p = math.prod(int(v) for v in vals)
         return self.cb % p == 0 and p <= self.max_prod
@@ -411,11 +419,14 @@ class ImageShape:
 
 @op("Col2Im")
 def col2im(b: SpecBuilder, p: None) -> None:
+    # The output is [N, C, *image]: an image of at least 2 dims needs rank 4.
+    if b.max_rank < MIN_IMAGE_DIMS + 2:
+        raise ConfigError(f"{b.op}: its output has rank >= 4, but --max-rank is {b.max_rank}")
     x = b.input("input", rank=3)  # [N, C * prod(block_shape), L]
     nb, cb, length = x.shape
     bound = dt.value_range(x.dtype)[1]
     max_prod = max(1, math.floor(bound / max(x.interval.mag, 1.0)))
-    blocks = b.draw("block_shape", BlockShape(cb, max(1, min(3, b.max_rank - 2)), max_prod))
+    blocks = b.draw("block_shape", BlockShape(cb, min(3, b.max_rank - 2), max_prod))
     n = len(blocks)
     ones = [1] * n
     dil = b.attr("dilations", Each([Ints(1, 5)] * n), ones)

@@ -1,0 +1,79 @@
+"""What the audit sees of a node: its inputs' static shapes, types and constant values."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node with the static shapes, element types and (for initializers) values of its
+    inputs, by formal name (variadic: ``name``, ``name[1]``, ...; absent: not given)."""
+
+    op: str
+    version: int
+    inputs: dict[str, Shape]
+    types: dict[str, int]
+    consts: dict[str, np.ndarray]
+    attrs: dict[str, object]
+    outputs: tuple[Shape, ...] = ()
+
+    def attr(self, name: str, default: object = None) -> object:
+        return self.attrs.get(name, default)
+
+
+Rule = Callable[[NodeView, Shape], str | None]  # the node, the input's shape -> problem
+
+
+def _shapes(model: onnx.ModelProto) -> dict[str, tuple[Shape, int]]:
+    g = model.graph
+    out: dict[str, tuple[Shape, int]] = {
+        vi.name: (
+            tuple(d.dim_value for d in vi.type.tensor_type.shape.dim),
+            vi.type.tensor_type.elem_type,
+        )
+        for vi in list(g.input) + list(g.value_info) + list(g.output)
+    }
+    out.update({t.name: (tuple(t.dims), t.data_type) for t in g.initializer})
+    return out
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _attr(a: onnx.AttributeProto) -> object:
+    v = helper.get_attribute_value(a)
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def node_views(model: onnx.ModelProto) -> list[NodeView]:
+    shapes = _shapes(model)
+    inits = {t.name: t for t in model.graph.initializer}
+    opset = _opset(model)
+    views = []
+    for node in model.graph.node:
+        schema = onnx.defs.get_schema(node.op_type, opset)
+        formals = list(schema.inputs)
+        ins: dict[str, Shape] = {}
+        types: dict[str, int] = {}
+        consts: dict[str, np.ndarray] = {}
+        for i, name in enumerate(node.input):
+            if not name:
+                continue
+            k = min(i, len(formals) - 1)  # a variadic last input takes the rest
+            key = formals[k].name if i == k else f"{formals[k].name}[{i - k}]"
+            ins[key], types[key] = shapes[name]
+            if name in inits:
+                consts[key] = numpy_helper.to_array(inits[name])
+        attrs = {a.name: _attr(a) for a in node.attribute}
+        outs = tuple(shapes[o][0] for o in node.output if o in shapes)
+        views.append(NodeView(node.op_type, schema.since_version, ins, types, consts, attrs, outs))
+    return views
