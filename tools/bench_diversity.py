@@ -57,9 +57,7 @@ def main() -> int:
                 f"{s[f]:>13.2%}" if f == "connectivity" else f"{s[f]:>13.4g}" for f in FIGURES
             )
             print(f"{name:30}{cells}{rate:>10.0f}")
-        ratio = "".join(
-            f"{(s[f] / base[f] if base[f] else float('nan')):>12.2f}x" for f in FIGURES
-        )
+        ratio = "".join(f"{(s[f] / base[f] if base[f] else float('nan')):>12.2f}x" for f in FIGURES)
         print(f"{'default / before':30}{ratio}")
     return 0
 

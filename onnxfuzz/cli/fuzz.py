@@ -171,8 +171,7 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     type=click.Choice(["auto", "on", "off"]),
     default="auto",
     show_default=True,
-    help="Generate tests ahead in a process of their own (auto: when the machine has a core "
-    "for it besides the backend workers and the campaign).",
+    help="Generate tests ahead in a process per lane (auto: unless the machine has a single core).",
 )
 @generator_options(opset_default=None)
 def fuzz(

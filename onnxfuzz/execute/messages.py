@@ -1,7 +1,9 @@
 """What a worker process and its parent say to each other (pickled over a socket pair).
 
 Parent -> worker: a ``Test``, or ``None`` to leave. Worker -> parent: ``Ready`` or
-``LoadError`` once at start, then ``Done`` or ``Failed`` for each test.
+``LoadError`` once at start, then ``Done`` or ``Failed`` for each test, in the order the
+tests came (a parent may send the next test before the last one's answer: it waits in the
+socket, and the worker goes on to it without waiting for the parent).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 class Test:
     model_bytes: bytes
     inputs: dict[str, np.ndarray]
+    seq: int = 0  # the worker marks it on the shared test clock when it begins the test
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,17 @@
 
 A ``BackendPool`` holds one sandboxed ``Worker`` per backend label. ``run_all`` starts a
 model on every backend at once (they are separate processes) and collects the outcomes;
-``run_one`` runs a model on one backend. A campaign lane pipelines: ``start`` a test, do
-other work, ``wait`` for its outcomes; anything else that needs the workers meanwhile
-(localizing a mismatch, reducing a bug) first ``settle``s the test in flight, which is
-kept for ``wait``.
+``run_one`` runs a model on one backend. A campaign lane pipelines: ``start_test`` a test
+or two, do other work, ``wait`` for the oldest one's outcomes; anything else that needs the
+workers meanwhile (localizing a mismatch, reducing a bug) first ``settle``s the tests in
+flight, whose outcomes are kept for ``wait``. With two tests started, each worker goes on
+to the second the moment it finishes the first (``sandbox.QUEUE_AHEAD``): the backends do
+not wait for the campaign to judge and store.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
@@ -18,7 +21,7 @@ import numpy as np
 
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
-from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Worker
+from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Worker, pack
 
 Inputs = dict[str, np.ndarray]
 
@@ -38,8 +41,10 @@ class BackendPool:
             for label in dict.fromkeys(labels)
         }
         self.infos: dict[str, BackendInfo] = {}
-        self._inflight: dict[str, Outcome | None] | None = None
-        self._done: dict[str, Outcome] | None = None
+        # Tests started and not yet waited for, oldest first: those in the workers (per
+        # label, the outcome of a failed hand-over or None) and those settled.
+        self._inflight: deque[dict[str, Outcome | None]] = deque()
+        self._done: deque[dict[str, Outcome]] = deque()
 
     @property
     def labels(self) -> list[str]:
@@ -93,45 +98,55 @@ class BackendPool:
                 w.timeout = kept[label]
 
     # --- running --------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """Tests started and not yet waited for."""
+        return len(self._inflight) + len(self._done)
+
     def start_test(
         self, model_bytes: bytes, inputs: Inputs, only: Iterable[str] | None = None
     ) -> None:
-        """Start a model on every backend (or those in ``only``) without waiting."""
-        assert self._inflight is None and self._done is None, "one test in flight per pool"
+        """Start a model on every backend (or those in ``only``) without waiting; behind
+        the tests already started, if any (``wait`` answers in the order they started)."""
         labels = self.labels if only is None else list(dict.fromkeys(only))
-        self._inflight = {
-            label: self.workers[label].submit(model_bytes, inputs) for label in labels
+        test = pack(model_bytes, inputs)
+        self._inflight.append({label: self.workers[label].submit_packed(test) for label in labels})
+
+    def _collect_oldest(self) -> dict[str, Outcome]:
+        # Each worker answers its tests in order: its oldest is this one.
+        sent = self._inflight.popleft()
+        return {
+            label: failed if failed is not None else self.workers[label].collect()
+            for label, failed in sent.items()
         }
 
     def settle(self) -> None:
-        """Collect the test in flight, if any, and keep its outcomes for ``wait``."""
-        if self._inflight is not None:
-            sent, self._inflight = self._inflight, None
-            self._done = {
-                label: failed if failed is not None else self.workers[label].collect()
-                for label, failed in sent.items()
-            }
+        """Collect the tests in flight, if any, and keep their outcomes for ``wait``."""
+        while self._inflight:
+            self._done.append(self._collect_oldest())
 
     def wait(self) -> dict[str, Outcome]:
-        """The outcomes of the test in flight."""
-        self.settle()
-        assert self._done is not None, "no test in flight"
-        done, self._done = self._done, None
-        return done
+        """The outcomes of the oldest test started (those after it go on running)."""
+        if self._done:
+            return self._done.popleft()
+        assert self._inflight, "no test in flight"
+        return self._collect_oldest()
 
     def run_all(
         self, model_bytes: bytes, inputs: Inputs, only: Iterable[str] | None = None
     ) -> dict[str, Outcome]:
-        """Run a model on every backend (or those in ``only``) now, in parallel; a test in
-        flight is settled first and kept for ``wait``."""
+        """Run a model on every backend (or those in ``only``) now, in parallel; the tests
+        in flight are settled first and kept for ``wait``."""
         self.settle()
-        kept, self._done = self._done, None
-        self.start_test(model_bytes, inputs, only)
-        out = self.wait()
-        self._done = kept
-        return out
+        labels = self.labels if only is None else list(dict.fromkeys(only))
+        test = pack(model_bytes, inputs)
+        sent = {label: self.workers[label].submit_packed(test) for label in labels}
+        return {
+            label: failed if failed is not None else self.workers[label].collect()
+            for label, failed in sent.items()
+        }
 
     def run_one(self, label: str, model_bytes: bytes, inputs: Inputs) -> Outcome:
-        """Run a model on one backend now (after the test in flight, if any)."""
+        """Run a model on one backend now (after the tests in flight, if any)."""
         self.settle()
         return self.workers[label].execute(model_bytes, inputs)

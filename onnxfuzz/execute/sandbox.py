@@ -5,6 +5,11 @@ per-test timeout and a memory cap (resident set size, polled), and turns a segfa
 abort, hang, out-of-memory or exception into an ``Outcome`` with its stage (compile or
 run). A dead or killed worker is respawned for the next test: the campaign goes on.
 
+A worker may hold the next test while it runs one (``QUEUE_AHEAD``): it goes on to it the
+moment it answers, without waiting for the parent to collect the answer and send more, so
+the backend is not idle while the parent judges and stores. Each test is timed, capped and
+blamed on its own: the shared test clock names the test the worker is on.
+
 A crash's evidence (``Outcome.trace``) is what that test alone wrote to the worker's
 stderr, led by the innermost frames of the crashing thread: the worker runs with
 faulthandler on, and a library's own native backtrace is read too (``crashdump``).
@@ -13,6 +18,7 @@ faulthandler on, and a library's own native backtrace is read too (``crashdump``
 from __future__ import annotations
 
 import contextlib
+import itertools
 import mmap
 import os
 import signal
@@ -23,9 +29,11 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
@@ -40,6 +48,11 @@ PICKUP_GRACE = 10.0  # seconds a worker may take to receive a test before its cl
 # How much of a crashed test's stderr is searched for its dump: faulthandler's stacks of
 # many threads and a native trace run to tens of KB; more than this is a runaway log.
 DUMP_BYTES = 256 * 1024
+QUEUE_AHEAD = 1  # tests a worker holds behind the one it runs
+# A test larger than this waits for a free worker instead: the queued test and the answer
+# to the running one would cross in the socket pair's buffers (about 200 KiB each way), and
+# one that does not fit blocks its sender while the other side is blocked sending too.
+QUEUE_BYTES = 32 * 1024
 
 
 class Status(StrEnum):
@@ -92,15 +105,25 @@ class BackendInfo:
 
 
 # The worker's clock for the test in flight, in a small file both processes map: the stage
-# byte (0 compile, 1 run) and when the worker began the test and its run (perf_counter,
-# a system-wide monotonic clock). The parent reads it instead of a message per test: a
-# timeout is measured from when the *worker* started, whatever the parent was doing.
-_CLOCK = struct.Struct("=B7xdd")
+# byte (0 compile, 1 run), the test's number (``Test.seq``), when the worker began the test
+# and its run (perf_counter, a system-wide monotonic clock) and where its stderr stood then.
+# The parent reads it instead of a message per test: a timeout is measured from when the
+# *worker* started, whatever the parent was doing, and a test queued behind another is
+# not timed (nor blamed for a crash) until the worker is on it.
+_CLOCK = struct.Struct("=B7xQddQ")
 CLOCK_BYTES = _CLOCK.size
 
 
-def _mark(clock: Any, stage: int, began: float, run_began: float) -> None:
-    _CLOCK.pack_into(clock, 0, stage, began, run_began)
+def _mark(clock: Any, stage: int, seq: int, began: float, run_began: float, err_at: int) -> None:
+    _CLOCK.pack_into(clock, 0, stage, seq, began, run_began, err_at)
+
+
+def _stderr_at() -> int:
+    """In the worker: where its stderr stands (what earlier tests wrote is flushed)."""
+    try:
+        return os.fstat(2).st_size
+    except OSError:
+        return 0
 
 
 def serve(text: str, conn: Any, clock: Any = None) -> None:
@@ -140,8 +163,10 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
         if req is None:
             return
         stage = Stage.COMPILE
+        seq = getattr(req, "seq", 0)
+        err_at = _stderr_at()  # this test's evidence begins here (the parent reads it)
         t0 = time.perf_counter()
-        _mark(clock, 0, t0, 0.0)
+        _mark(clock, 0, seq, t0, 0.0, err_at)
         c0 = time.process_time()
         compile_s = 0.0
         try:
@@ -158,7 +183,7 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
             compile_s = time.perf_counter() - t0
             stage = Stage.RUN
             t1 = time.perf_counter()
-            _mark(clock, 1, t0, t1)
+            _mark(clock, 1, seq, t0, t1, err_at)
             outs = backend.run(exe, req.inputs)
             run_s = time.perf_counter() - t1
             cpu_s = time.process_time() - c0
@@ -259,9 +284,36 @@ def _rss_mb(pid: int) -> float:
         return 0.0
 
 
+_SEQ = itertools.count(1)  # test numbers, unique in this process (0: no test on a clock)
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A test as it crosses to a worker: pickled once for every worker that runs it."""
+
+    seq: int
+    data: bytes  # the pickled ``Test``
+
+
+def pack(model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Packed:
+    seq = next(_SEQ)
+    return Packed(seq, bytes(ForkingPickler.dumps(Test(model_bytes, inputs, seq))))
+
+
+@dataclass
+class _Queued:
+    """A test submitted to a worker and not yet collected."""
+
+    seq: int
+    data: bytes  # the pickled ``Test``
+    since: float  # its pick-up clock: from its hand-over, or the answer to the test ahead
+    sent: bool = False
+
+
 @dataclass
 class Worker:
-    """One backend in one persistent spawned process."""
+    """One backend in one persistent spawned process. Tests are collected in the order
+    they were submitted; up to ``1 + QUEUE_AHEAD`` of them are in the worker at once."""
 
     ref: BackendRef
     timeout: float = 30.0
@@ -272,6 +324,7 @@ class Worker:
     _conn: Any = field(default=None, repr=False)
     restarts: int = 0
     _test_stderr: int = field(default=0, repr=False)  # stderr offset where the test began
+    _queue: deque[_Queued] = field(default_factory=deque, repr=False)  # oldest first
 
     def start(self) -> BackendInfo:
         """Spawn a fresh interpreter (``python -m onnxfuzz.execute.worker``) talking over a socket
@@ -341,6 +394,7 @@ class Worker:
     def close(self) -> None:
         stop(self._proc, self._conn)
         self._proc = self._conn = None
+        self._queue.clear()
 
     def _crash(self, stage: str) -> Outcome:
         code = self._proc.returncode if self._proc is not None else None
@@ -360,23 +414,25 @@ class Worker:
         """CPU time the worker process has used so far (0 when it is not running)."""
         return process_cpu_seconds(self._proc.pid) if self._alive() else 0.0
 
-    def _read_clock(self) -> tuple[Stage, float, float]:
-        """The test in flight on the worker's clock: stage, when it began (0: not yet),
-        when its run began (0: still compiling)."""
-        stage, began, run_began = _CLOCK.unpack_from(self._clock, 0)
-        return (Stage.RUN if stage else Stage.COMPILE), began, run_began
+    def _read_clock(self, seq: int) -> tuple[Stage, float, float, int | None]:
+        """Test ``seq`` on the worker's clock: stage, when it began (0: not yet), when its
+        run began (0: still compiling), where its stderr began (None: not begun)."""
+        stage, on, began, run_began, err_at = _CLOCK.unpack_from(self._clock, 0)
+        if on != seq or began == 0.0:  # the worker is on an earlier test, or receiving
+            return Stage.COMPILE, 0.0, 0.0, None
+        return (Stage.RUN if stage else Stage.COMPILE), began, run_began, err_at
 
-    def _stage(self) -> Stage:
-        return self._read_clock()[0]
+    def _stage(self, seq: int) -> Stage:
+        return self._read_clock(seq)[0]
 
-    def _timed_out(self, now: float) -> Outcome | None:
+    def _timed_out(self, now: float, head: _Queued) -> Outcome | None:
         """A timeout, measured from when the worker began the test (not from ``submit``:
         a parent busy elsewhere must not turn a finished test into a timeout)."""
-        stage, began, run_began = self._read_clock()
+        stage, began, run_began, _ = self._read_clock(head.seq)
         if began == 0.0:
             # Not begun: the worker is still receiving it. Only a worker that never picks
             # the test up (wedged between tests) is timed from the hand-over.
-            if now - self._submitted <= self.timeout + PICKUP_GRACE:
+            if now - head.since <= self.timeout + PICKUP_GRACE:
                 return None
             self._kill()
             return Outcome(
@@ -401,45 +457,120 @@ class Worker:
         )
 
     def execute(self, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome:
+        assert not self._queue, "collect the tests submitted first"
         failed = self.submit(model_bytes, inputs)
         return failed if failed is not None else self.collect()
 
     def submit(self, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome | None:
         """Send a test; returns an Outcome only if it could not even be sent. Several
-        workers can be submitted to before collecting: they run in parallel."""
+        workers can be submitted to before collecting: they run in parallel. A worker still
+        on an earlier test holds this one behind it (``QUEUE_AHEAD``; larger tests wait
+        here until it is free) and begins it as soon as it answers the earlier one."""
+        return self.submit_packed(pack(model_bytes, inputs))
+
+    def submit_packed(self, test: Packed) -> Outcome | None:
+        """``submit`` of a test already pickled (``pack``)."""
+        q = _Queued(test.seq, test.data, time.perf_counter())
+        if self._queue:  # behind an earlier test: collect() answers for a dead worker
+            self._queue.append(q)
+            self._pump()
+            return None
         if not self._alive():
             if self._proc is not None:
                 self.restarts += 1
             self._kill()
             self.start()
-        _mark(self._clock, 0, 0.0, 0.0)  # the worker marks when it begins and runs
         self._test_stderr = self._stderr_size()  # this test's stderr begins here
-        self._submitted = time.perf_counter()
         try:
-            self._conn.send(Test(model_bytes, inputs))
+            self._conn.send_bytes(q.data)
         except OSError:
             return self._crash(Stage.COMPILE)
+        q.sent = True
+        self._queue.append(q)
         return None
 
+    def _pump(self) -> None:
+        """Send the queued tests the worker may hold now: the one it runs and
+        ``QUEUE_AHEAD`` more, a large one only to a free worker (``QUEUE_BYTES``). Never
+        to a dead worker: collecting the test it died on starts a fresh one."""
+        if not self._alive():
+            return
+        held = sum(q.sent for q in self._queue)
+        for q in self._queue:
+            if q.sent:
+                continue
+            if held > QUEUE_AHEAD or (held and len(q.data) > QUEUE_BYTES):
+                return
+            try:
+                self._conn.send_bytes(q.data)
+            except OSError:
+                return
+            q.sent, held = True, held + 1
+
     def collect(self) -> Outcome:
-        """Wait for the submitted test's outcome (timeout and memory cap enforced)."""
+        """Wait for the outcome of the oldest test submitted and not yet collected
+        (timeout and memory cap enforced). The tests behind it go on: to a fresh worker
+        if this one died or had to be killed on it."""
+        assert self._queue, "no test submitted"
+        head = self._queue[0]
+        if not head.sent:  # it waited for a free (or fresh) worker
+            if not self._alive():
+                if self._proc is not None:
+                    self.restarts += 1
+                self._kill()
+                self.start()
+            self._test_stderr = self._stderr_size()
+            head.since = time.perf_counter()
+            try:
+                self._conn.send_bytes(head.data)
+                head.sent = True
+            except OSError:
+                pass  # the worker died at once: reported as the crash of this test
+        got = self._collect(head) if head.sent else self._crash(Stage.COMPILE)
+        self._queue.popleft()
+        if self._queue:
+            # The next test's pick-up clock starts now at the latest; its stderr where the
+            # worker's stands (the worker marks its own start on the clock, preferred).
+            nxt = self._queue[0]
+            nxt.since = max(nxt.since, time.perf_counter())
+            if self._proc is None:  # killed on the test collected: those behind went too
+                self.start()
+                for q in self._queue:
+                    q.sent = False
+                    q.since = time.perf_counter()
+            # (A worker that died by itself after answering died on the next test: its
+            # collect reports that crash, with its evidence.)
+            self._test_stderr = self._stderr_size()
+            self._pump()
+        return got
+
+    def _crash_of(self, head: _Queued) -> Outcome:
+        """The worker died: the crash of ``head``, with the stderr it wrote (from where the
+        worker marked its start, when it got that far)."""
+        stage, _, _, err_at = self._read_clock(head.seq)
+        if err_at is not None:
+            self._test_stderr = err_at
+        return self._crash(stage)
+
+    def _collect(self, head: _Queued) -> Outcome:
+        """``head``'s outcome (sent: the worker has it or has had it)."""
         while True:
             # A result that arrived counts, however late the parent comes to it.
             ready = False
             with contextlib.suppress(OSError, EOFError):
                 ready = self._conn.poll(0)
             if not ready:
-                timed_out = self._timed_out(time.perf_counter())
+                timed_out = self._timed_out(time.perf_counter(), head)
                 if timed_out is not None:
                     return timed_out
                 with contextlib.suppress(OSError, EOFError):
                     ready = self._conn.poll(0.05)
             if not ready:
                 if not self._alive():
-                    return self._crash(self._stage())
+                    return self._crash_of(head)
                 rss = _rss_mb(self._proc.pid)
                 if rss > self.memory_mb:
-                    stage = self._stage()
+                    stage = self._stage(head.seq)
                     self._kill()
                     return Outcome(
                         Status.CRASH,
@@ -451,7 +582,7 @@ class Worker:
             try:
                 msg = self._conn.recv()
             except (EOFError, OSError):
-                return self._crash(self._stage())
+                return self._crash_of(head)
             if isinstance(msg, Done):
                 return Outcome(
                     Status.OK,

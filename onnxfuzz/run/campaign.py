@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -42,6 +42,15 @@ DIVERSITY_EVERY = 5.0  # seconds between writes of the diversity to campaign.db
 CATCH_UP_MAX = 5000  # on resume, tests stored after the last write that are regenerated
 MAX_REDUCED = 3  # hits of one signature that are reduced (their patterns split bugs)
 HANG_TRY_FLOOR, HANG_TRY_FACTOR = 2.0, 4.0  # per-try time limit reducing a hang (seconds, x)
+# Tests a lane keeps started: each worker holds the next test while it runs one, and goes
+# on to it without waiting for this process to judge and store (execute.sandbox).
+AHEAD = 2
+# Tests a lane's generator process makes ahead of what the lane has taken: enough that the
+# next one is ready when a test ends, few enough that a stop discards little work.
+MADE_AHEAD = AHEAD + 2
+# Seconds of finished tests committed to campaign.db in one transaction (a kill -9 loses at
+# most these: not counted, they run again on resume, as a test in flight does).
+COMMIT_EVERY = 0.2
 
 
 @dataclass
@@ -61,7 +70,7 @@ class CampaignOptions:
     probe: str = "steer"  # steer | classify | exclude | off (see onnxfuzz.run.probe)
     reduce: bool = True  # reduce findings (and dedup bugs after reduction)
     reduce_budget: float = 30.0  # seconds per reduction
-    pregen: bool | None = None  # generate in a process of its own (None: when cores allow)
+    pregen: bool | None = None  # generate in processes of their own (None: the default)
 
     @property
     def reference_label(self) -> str:
@@ -317,7 +326,7 @@ class Campaign:
         self.lanes: list[BackendPool] = []
         self.names: dict[str, str] = {}  # label -> display name, once the backends start
         self.infos: dict[str, BackendInfo] = {}
-        self.pregen: Pregenerator | None = None
+        self.pregens: list[Pregenerator] = []  # one generator process per lane, or none
         self.diversity = CampaignDiversity(self.labels)
         self._diversity_saved = 0.0  # time.perf_counter() of the last write
         self._diversity_loaded = False  # start() read the stored diversity
@@ -371,8 +380,12 @@ class Campaign:
             )
             self.generator = Generator(self.cfg)
         if self._use_pregen():
-            self.pregen = Pregenerator(self.cfg)
-            self.pregen.start()
+            self.pregens = [Pregenerator(self.cfg) for _ in self.lanes]
+            for pregen in self.pregens:  # start together: each takes a second or two
+                pregen.launch()
+            for pregen in self.pregens:
+                pregen.ready()
+        self.store.batch_seconds = COMMIT_EVERY
         self.names = display_names(self.labels, {k: i.name for k, i in self.infos.items()})
         self.store.names = self.names
         self.store.set_meta("names", self.names)
@@ -410,17 +423,18 @@ class Campaign:
         self._diversity_saved = time.perf_counter()
 
     def _use_pregen(self) -> bool:
-        """Generate in a process of its own when there is a core for it: one per worker,
-        one for this process, one for the generator. With fewer, the processes only take
-        turns on the same cores and the extra hand-over costs more than it hides
-        (measured on 2 cores: ORT vs ORT 384 tests/s with it, 434 without)."""
+        """Generate in processes of their own (one per lane) unless there is a single core.
+        Generation is most of this process's work per test: here it holds up the lane (and,
+        with several lanes, the GIL) while the backends wait for their next test. Measured
+        on 2 cores shared with other work, ORT vs ORT:opt=none, one lane: 143-158 tests/s
+        and 31-34 % overhead with it, 94-140 tests/s and 38-50 % without."""
         if self.opts.pregen is not None:
             return self.opts.pregen
         try:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:  # not Linux
             cores = os.cpu_count() or 1
-        return cores >= len(self.labels) * len(self.lanes) + 2
+        return cores >= 2
 
     def print_summary(self) -> None:
         assert self.store is not None, "start the campaign first"
@@ -428,8 +442,8 @@ class Campaign:
         print_summary(self.store, self.out, self.labels, self.opts.reference_label, overhead)
 
     def close(self) -> None:
-        if self.pregen is not None:
-            self.pregen.close()
+        for pregen in self.pregens:
+            pregen.close()
         for lane in self.lanes:
             lane.close()
         if self.store is not None:
@@ -468,55 +482,58 @@ class Campaign:
             with ids_lock:
                 return next(ids, None)
 
-        # With a generator process (onnxfuzz.run.pregen) tests are made a few ahead and handed
-        # to the lanes in order; those still owed at a stop are not run (nor stored: a
-        # resumed campaign makes them again). Without, each lane makes its next test while
-        # its backends run the current one.
-        pregen = self.pregen
-        window = 2 + 2 * len(self.lanes)
-        gen_lock = threading.Lock()
-
-        def next_test() -> Made | None:
+        def next_test(pregen: Pregenerator | None) -> Made | None:
+            # With a generator process per lane (onnxfuzz.run.pregen) a lane's tests are
+            # made a few ahead and handed over in the order the lane asked for them; those
+            # still owed at a stop are not run (nor stored: a resumed campaign makes them
+            # again). Without, the lane makes its next test while its backends run.
             if pregen is None:
                 return self.prepare(i) if (i := next_id()) is not None else None
-            with gen_lock:
-                while len(pregen.owed) < window and (i := next_id()) is not None:
-                    pregen.request(i, o.seed + i)
-                if not pregen.owed or over():
-                    return None
-                m = pregen.receive()
-            return m
+            while len(pregen.owed) < MADE_AHEAD and (i := next_id()) is not None:
+                pregen.request(i, o.seed + i)
+            if not pregen.owed or over():
+                return None
+            return pregen.receive()
 
         errors: list[BaseException] = []
 
-        def lane_loop(lane: BackendPool) -> None:
+        def lane_loop(lane: BackendPool, pregen: Pregenerator | None) -> None:
             try:
-                pipelined(lane)
+                pipelined(lane, pregen)
             except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
                 errors.append(e)
                 self._stop.set()
 
-        def pipelined(lane: BackendPool) -> None:
-            # Pipelined: while the backends run test i, test i+1 is generated, and test i-1
-            # is judged and stored. A mismatch's localization and a new bug's reduction need
-            # the workers: the lane settles the test in flight first.
-            current = next_test()
-            self._start(lane, current)
-            while current is not None:
-                nxt = next_test()
-                if current.case is None:  # generation failed: nothing ran
-                    self._start(lane, nxt)
-                    self.finish_error(current)
-                    current = nxt
-                    continue
+        def pipelined(lane: BackendPool, pregen: Pregenerator | None) -> None:
+            # The lane keeps AHEAD tests started: each backend goes from one test to the next
+            # without waiting. When the oldest ends, the next is made (or received) and
+            # started, then the oldest is judged and stored while the backends run. A
+            # mismatch's localization and a new bug's reduction need the workers: they settle
+            # the tests in flight first (their outcomes wait in the pool).
+            started: deque[Made] = deque()
+
+            def fill() -> None:
+                while len(started) < AHEAD and (t := next_test(pregen)) is not None:
+                    if t.case is None:  # generation failed: nothing to run
+                        self.finish_error(t)
+                        continue
+                    lane.start_test(t.model_bytes, t.inputs)
+                    started.append(t)
+
+            fill()
+            while started:
+                current = started.popleft()
                 outcomes = lane.wait()
-                self._start(lane, nxt)
+                fill()
+                assert current.case is not None
                 judged = self.judge_all(current.case, current.inputs, outcomes, lane)
                 self.finish(current, outcomes, judged, lane if judged.findings else None)
-                current = nxt
 
         threads = [
-            threading.Thread(target=lane_loop, args=(lane,), daemon=True) for lane in self.lanes
+            threading.Thread(target=lane_loop, args=(lane, pregen), daemon=True)
+            for lane, pregen in zip(
+                self.lanes, self.pregens or [None] * len(self.lanes), strict=True
+            )
         ]
         for t in threads:
             t.start()
@@ -524,6 +541,8 @@ class Campaign:
             while any(t.is_alive() for t in threads):
                 for t in threads:
                     t.join(0.25)
+                with self._lock:  # tests a lane finished a while ago are not left uncommitted
+                    self.store.commit_due()
                 if on_update:
                     on_update(self.progress)
         except KeyboardInterrupt:
@@ -535,17 +554,13 @@ class Campaign:
             on_update(self.progress)
         with self._lock:
             self._save_diversity()  # before the summary reads it
+            self.store.commit()
         if errors:
             raise errors[0]
         return self.progress
 
     def prepare(self, i: int) -> Made:
         return make(self.generator, i, self.opts.seed + i)
-
-    @staticmethod
-    def _start(lane: BackendPool, t: Made | None) -> None:
-        if t is not None and t.case is not None:
-            lane.start_test(t.model_bytes, t.inputs)
 
     def finish_error(self, t: Made) -> None:
         """A test whose model could not be generated (a bug in onnxfuzz, reported with its
@@ -579,8 +594,10 @@ class Campaign:
         # Backends run in parallel: the test's backend time is the wall time during which
         # any of them compiled or ran.
         backend_s = busy_seconds(list(outcomes.values())) + judged.probe_s
-        feats = features(t.case.model)  # outside the lock: other lanes may store meanwhile
+        feats = t.features  # made with the test (in the lane's generator process, if any)
         with self._lock:
+            if findings:  # a reduction takes a while: the tests before it are safe first
+                self.store.commit()
             known = self.store.bug_keys() if findings else set()
             by_backend = {r.backend: r for r in results}
             reducing = 0.0  # reduction is its own phase, not fuzz-loop time
@@ -617,8 +634,9 @@ class Campaign:
             p.last = ", ".join(t.case.ops[:6])
 
     def _count_diversity(self, test_id: int, f: Features | None, verdicts: dict[str, str]) -> None:
-        """Count a stored test (under ``self._lock``, after its commit: the diversity never
-        counts a test that a resume would run again); written every ``DIVERSITY_EVERY`` s."""
+        """Count a stored test (under ``self._lock``, after it is recorded); written every
+        ``DIVERSITY_EVERY`` s in the transaction that holds the tests it counts, so that the
+        stored diversity never counts a test that a resume would run again."""
         self.diversity.add(test_id, f, verdicts)
         if time.perf_counter() - self._diversity_saved >= DIVERSITY_EVERY:
             self._save_diversity()

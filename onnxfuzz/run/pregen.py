@@ -2,9 +2,11 @@
 
 Generation is the campaign process's largest cost per test (the Python solver), and the
 campaign process is the loop's serial part: while it generates, judges and stores, the
-backends wait. A spawned generator process (``python -m onnxfuzz.run.pregen FD``) builds the
-next tests (model, serialized bytes, inputs) while the campaign process judges and the
-backends run, and hands them over in request order.
+backends wait; with several lanes, their threads would take turns generating under one
+GIL. Each lane has a spawned generator process (``python -m onnxfuzz.run.pregen FD``) that
+builds its next tests (model, serialized bytes, inputs, diversity features) from their
+seeds while the campaign process judges and the backends run, and hands them over in
+request order: only (index, seed) goes in.
 
 Generation is deterministic in (options, seed): a test made here is byte-identical to one
 made in the campaign process, which still regenerates a case when it reduces a bug. If the
@@ -28,6 +30,7 @@ from onnxfuzz.execute.messages import LoadError
 from onnxfuzz.execute.sandbox import kill, process_cpu_seconds, spawn, stop
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.generate.metrics import Features, features
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,9 @@ class Request:
 @dataclass
 class Made:
     """Test ``index`` of a campaign, made from ``seed`` (``case`` None: generation failed,
-    ``error`` says why). ``started``: when making it began (``time.perf_counter()``)."""
+    ``error`` says why). ``started``: when making it began (``time.perf_counter()``).
+    ``features``: the model's diversity features as the campaign counts them (digests
+    computed, keys left out: see ``counted``)."""
 
     index: int
     seed: int
@@ -55,10 +60,19 @@ class Made:
     inputs: dict[str, np.ndarray]
     error: str | None = None
     started: float = 0.0
+    features: Features | None = None
+
+
+def counted(f: Features) -> Features:
+    """``f`` as a campaign's diversity adds it (``Diversity.add_features``): its digests
+    computed where the model is made, the readable keys dropped (what crosses to the
+    campaign process is a third the size)."""
+    return Features(f.ops, {}, f.nodes, f.connectivity, f.longest, f.digests())
 
 
 def make(gen: Generator, index: int, seed: int) -> Made:
-    """One test: the model, its serialized bytes (what the backends take) and inputs."""
+    """One test: the model, its serialized bytes (what the backends take), inputs and
+    diversity features."""
     started = time.perf_counter()
     try:
         case = gen.generate(seed)
@@ -66,7 +80,11 @@ def make(gen: Generator, index: int, seed: int) -> Made:
         data = case.model.SerializeToString()
     except Exception as e:  # noqa: BLE001 - a spec bug must not end the campaign
         return Made(index, seed, None, b"", {}, f"{type(e).__name__}: {e}", started)
-    return Made(index, seed, case, data, inputs, None, started)
+    try:
+        feats: Features | None = counted(features(case.model))
+    except Exception:  # noqa: BLE001 - metrics are no reason to lose a test
+        feats = None
+    return Made(index, seed, case, data, inputs, None, started, feats)
 
 
 def serve(conn: Connection) -> None:
@@ -104,8 +122,18 @@ class Pregenerator:
         self.restarts = 0
 
     def start(self) -> None:
+        self.launch()
+        self.ready()
+
+    def launch(self) -> None:
+        """Spawn the process without waiting for it (``ready`` waits): several start at
+        once."""
         self._proc, self._conn = spawn("onnxfuzz.run.pregen", [])
         self._conn.send(self.cfg)
+
+    def ready(self) -> None:
+        """Wait until the launched process serves; then ask again for what it owes (after a
+        restart)."""
         deadline = time.monotonic() + self.startup_timeout
         while not self._conn.poll(0.1):
             if self._proc.poll() is not None or time.monotonic() > deadline:

@@ -1,8 +1,11 @@
 """A campaign's state in one embedded SQLite database (``DIR/campaign.db``).
 
-One transaction per test: the test row, its per-backend results and the bug hit counts
-are committed together, so a campaign killed at any moment (``kill -9`` included) resumes
-with every finished test counted exactly once and the interrupted one run again.
+A test's row, its per-backend results and the bug hit counts are written together (a
+savepoint each) and committed in one transaction with the other tests stored in the last
+``batch_seconds`` (0: a transaction per test), so a campaign killed at any moment (``kill
+-9`` included) resumes with every committed test counted exactly once and the ones not yet
+committed, like the interrupted one, run again. Whatever else the campaign writes meanwhile
+(its diversity record) commits with the tests it counts.
 
 A bug is keyed by its signature and the op pattern of its reduced model: two findings
 with the same signature whose reductions end in different ops are different bugs.
@@ -76,6 +79,21 @@ class Store:
         self.db.executescript(SCHEMA)
         # label -> display name (onnxfuzz.backend.display_names), for bug ids
         self.names: dict[str, str] = self.get_meta("names") or {}
+        # Tests stored within this many seconds share a transaction: a commit per test is
+        # a large share of storing one when tests take a few milliseconds.
+        self.batch_seconds = 0.0
+        self._batch_began = 0.0  # time.perf_counter() when the open transaction began
+
+    # --- transactions --------------------------------------------------------------
+    def commit(self) -> None:
+        """Commit the tests stored since the last commit (and anything written with them)."""
+        if self.db.in_transaction:
+            self.db.execute("COMMIT")
+
+    def commit_due(self) -> None:
+        """Commit if the open transaction is ``batch_seconds`` old."""
+        if self.db.in_transaction and time.perf_counter() - self._batch_began >= self.batch_seconds:
+            self.db.execute("COMMIT")
 
     @classmethod
     def create(cls, path: Path, meta: dict[str, Any]) -> Store:
@@ -113,6 +131,7 @@ class Store:
         return store
 
     def close(self) -> None:
+        self.commit()
         self.db.close()
 
     # --- campaign options ----------------------------------------------------------
@@ -151,11 +170,16 @@ class Store:
         backend_seconds: float,
         results: list[Result],
     ) -> list[str]:
-        """Commit one test; returns the bug keys seen for the first time."""
+        """Store one test, committed now or with the batch it joins (``batch_seconds``);
+        returns the bug keys seen for the first time."""
         new: list[str] = []
         now = time.time()
-        with self.db:
+        if not self.db.in_transaction:
             self.db.execute("BEGIN")
+            self._batch_began = time.perf_counter()
+        # A savepoint: a test that fails half-way leaves no trace, and the batch goes on.
+        self.db.execute("SAVEPOINT test")
+        try:
             self.db.execute(
                 "INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (test_id, seed, json.dumps(ops), opset, seconds, backend_seconds, now),
@@ -194,6 +218,12 @@ class Store:
                         "UPDATE bugs SET hits=hits+1, seeds=? WHERE key=?",
                         (json.dumps(seeds), r.bug),
                     )
+        except BaseException:
+            self.db.execute("ROLLBACK TO test")
+            self.db.execute("RELEASE test")
+            raise
+        self.db.execute("RELEASE test")
+        self.commit_due()
         return new
 
     def verdicts_of(self, test_id: int) -> dict[str, str]:

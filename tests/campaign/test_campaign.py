@@ -342,8 +342,10 @@ def test_triage_table_in_terminal_and_markdown(tmp_path, capsys) -> None:
     md = (c.out / "triage.md").read_text()
     bug = _bugs(c)[0]
     assert bug["id"] in md and "Sigmoid" in md and "Sigmoid" in out
-    assert bug["id"].startswith("adapters-WrongOp-op-Sigmoid-mismatch-run-")
-    assert "| id | verdict | stage | suspect | reduced ops | hits | first seen |" in md
+    # the adapter's `name` with its options, not its file and class
+    assert bug["id"].startswith("wrong-op-op-Sigmoid-mismatch-run-")
+    header = "| id | verdict | stage | backend | suspect | reduced ops | hits | first seen |"
+    assert header in md and "| wrong-op:op=Sigmoid |" in md
 
 
 def test_a_two_op_hang_is_one_bundle_reduced_to_its_pair(tmp_path) -> None:

@@ -60,6 +60,7 @@ def test_a_generator_error_is_recorded_and_the_campaign_goes_on(tmp_path, monkey
         tests=6,
         probe="off",
         generator={"min_nodes": 1, "max_nodes": 3, "ops": ["Relu"]},
+        pregen=False,  # generated in this process, where the planted error is
     )
     c = Campaign(tmp_path / "c", opts, resume=False)
     c.start()
