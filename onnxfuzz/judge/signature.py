@@ -26,6 +26,8 @@ RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b[a-z][a-z0-9_]*?\d+(_[A-Za-z]\w*)?\b"), "T"),
     (re.compile(r"'[^']{0,80}'|\"[^\"]{0,80}\""), "S"),
     (re.compile(r"[-+]?\d+(\.\d+)?([eE][-+]?\d+)?"), "N"),
+    # shapes as tuples, e.g. TVM's R.Tensor((N, N, N), ...): one bug across ranks
+    (re.compile(r"\(\s*N(\s*,\s*N)*\s*,?\s*\)"), "(SHAPE)"),
     (re.compile(r"\s+"), " "),
 ]
 

@@ -192,3 +192,15 @@ def test_the_evidence_shows_the_frames_then_the_tail_and_reads_back() -> None:
     assert back.native == d.native[:SHOWN] and back.python == d.python[:SHOWN]
     long = evidence("x" * 5000 + "\n" + _fh(), limit=300)
     assert len(long) < 1000 and long.splitlines()[1] == "  _pack_weights (kernels.py)"
+
+
+def test_shapes_in_a_message_do_not_split_a_bug() -> None:
+    """TVM prints the operands' shapes: the same type error at rank 2 and rank 4 is one bug."""
+    msg = (
+        "TypeError: Binary operators must have the same datatype for both operands. However, "
+        'R.subtract(R.const(1.0, "float32"), lv) uses datatype T.float32 on the LHS (Type of '
+        'R.Tensor((), dtype="float32")), and datatype T.float16 on the RHS (Type of '
+        'R.Tensor({}, dtype="float16")).'
+    )
+    assert normalize(msg.format("(8, 4)")) == normalize(msg.format("(7, 5, 1, 2)"))
+    assert normalize("expected rank 3") != normalize("expected rank-3 tensor")  # words count
