@@ -239,12 +239,30 @@ def precision_dtypes(model: onnx.ModelProto) -> dict[str, str]:
             out[name] = dt.NAMES[t]
     for node in model.graph.node:
         upstream = loosest([out[i] for i in node.input if i in out])
+        stash = _stash_type(node)
+        if stash and upstream:  # the op computes its statistics in this type, whatever X is
+            upstream = loosest([upstream, stash])
         for t in node.output:
             own = dt.NAMES.get(types.get(t, 0))
             best = loosest([x for x in (upstream, own) if x])
             if best:
                 out[t] = best
     return out
+
+
+# Ops whose "stage one" (mean, variance) the standard computes in ``stash_type``
+# (default 1, float32) whatever the input's type: a float64 model's output carries float32
+# rounding there, and two correct backends may differ by it.
+_STASHING = {"LayerNormalization", "GroupNormalization", "RMSNormalization"}
+
+
+def _stash_type(node: onnx.NodeProto) -> str | None:
+    from onnxfuzz import dtypes as dt
+
+    if node.op_type not in _STASHING:
+        return None
+    stash = next((a.i for a in node.attribute if a.name == "stash_type"), 1)
+    return dt.NAMES.get(stash)
 
 
 def compare(
