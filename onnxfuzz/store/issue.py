@@ -57,10 +57,13 @@ def issue_markdown(bundle: Path) -> str:
         "timeout": f"hangs while {'compiling' if stage == 'compile' else 'running'}",
         "mismatch": "returns wrong results",
     }.get(meta["verdict"], f"fails ({meta['verdict']})")
+    reference = meta.get("reference")
+    blamed = meta.get("suspect") is not None or meta["verdict"] != "mismatch"
+    if not blamed:  # no majority: the two disagree, and either may be wrong
+        what = f"and {reference} disagree"
     title = f"{name} {what} on a {len(ops)}-node model: {' -> '.join(ops) or '-'}"
     log = (bundle / "log.txt").read_text().splitlines() if (bundle / "log.txt").exists() else []
     actual = _actual(log) or meta.get("signature", "")
-    reference = meta.get("reference")
     if meta["verdict"] == "mismatch":
         tol = meta.get("tolerance", {})
         expected = (
@@ -74,7 +77,13 @@ def issue_markdown(bundle: Path) -> str:
     text = _model_text(model)
     sections = {
         "summary": f"{name} {what} on this model (found by onnxfuzz, reduced to "
-        f"{len(ops)} node{'s' if len(ops) != 1 else ''}).",
+        f"{len(ops)} node{'s' if len(ops) != 1 else ''})."
+        + (
+            ""
+            if blamed
+            else f" No other backend decided which of {name} and {reference} is wrong: "
+            "check the values against the operator's definition before filing."
+        ),
         "repro": "\n".join(
             [
                 "```",

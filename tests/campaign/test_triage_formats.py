@@ -69,3 +69,31 @@ def test_each_backend_files_to_its_own_tracker() -> None:
     assert tracker("npu=./npu.py:Npu") == "generic"
     assert tracker("ort_wrapper.py:Mine") == "generic"
     assert tracker("myort=ort:opt=none") == "onnxruntime"
+
+
+def test_a_mismatch_without_a_majority_accuses_no_one(tmp_path: Path) -> None:
+    """Two backends that disagree: either may be wrong, and issue.md says so."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnxfuzz.store.issue import issue_markdown
+
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    bundle = tmp_path / "b"
+    (bundle / "test_data_set_0").mkdir(parents=True)
+    onnx.save(helper.make_model(g), str(bundle / "model.onnx"))
+    meta = {"id": "tvm-mismatch-run-1", "verdict": "mismatch", "stage": "run", "ops": ["Relu"]}
+    meta |= {"backend": "tvm", "reference": "ort", "suspect": None, "versions": {}}
+    (bundle / "meta.json").write_text(json.dumps(meta))
+    (bundle / "log.txt").write_text("mismatch in tvm at run stage\n\noutput y: 2/2 differ\n")
+    text = issue_markdown(bundle)
+    assert text.startswith("# tvm and ort disagree on a 1-node model: Relu")
+    assert "returns wrong results" not in text and "either" not in text.split("\n")[0]
+    meta["suspect"] = "tvm"  # a third backend sided with ort
+    (bundle / "meta.json").write_text(json.dumps(meta))
+    assert issue_markdown(bundle).startswith("# tvm returns wrong results")
