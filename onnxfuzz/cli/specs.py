@@ -32,7 +32,7 @@ def specs_cmd(opset: int, table: bool, show_blocks: bool) -> None:
 
         click.echo(markdown(), nl=False)
         return
-    from onnxfuzz.generate.coverage import _main_types
+    from onnxfuzz.generate.coverage import main_types
     from onnxfuzz.generate.spec import load_specs, op_info
 
     rows = []
@@ -40,7 +40,7 @@ def specs_cmd(opset: int, table: bool, show_blocks: bool) -> None:
         info = op_info(name, opset)
         if info is None or not spec.covers(opset):
             continue
-        types = ",".join(dt.NAMES[t] for t in _main_types(name, opset)) or "-"
+        types = ",".join(dt.NAMES[t] for t in main_types(name, opset)) or "-"
         rows.append(f"{name:<26} v{info.version:<3} {spec.family:<20} {types}")
     click.echo("\n".join(rows))
     click.echo(f"{len(rows)} ops at opset {opset}")

@@ -28,7 +28,7 @@ from onnxfuzz.errors import ConfigError, SpecError
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.config import MAX_RANK, Config
 from onnxfuzz.generate.domains import Domain, Ints, OneOf
-from onnxfuzz.generate.glue import Glue, Need, adapt
+from onnxfuzz.generate.glue import Glue, Need, adapt, fits_values
 from onnxfuzz.generate.graph import Graph, Node, Tensor
 from onnxfuzz.generate.intervals import ANY, Interval, Values, rounding_room
 from onnxfuzz.generate.spec import OpInfo, OpSpec, restricted_by_dtypes
@@ -323,14 +323,9 @@ class GenBuilder(Builder, SpecBuilder):
         d = src.dtype
         values = values_arg(d) if callable(values_arg) else values_arg
         if d in allowed and lo <= src.rank <= hi and not values.fresh_only(d):
-            vlo, vhi = values.bounds(d)
-            iv = src.interval
             pattern = self._dims_at(dims, src.rank)
-            if (
-                iv.lo >= vlo
-                and iv.hi <= vhi
-                and iv.min_abs >= values.min_abs
-                and (not pattern or (len(pattern) == src.rank and _fits(src.shape, pattern)))
+            if fits_values(src.interval, *values.bounds(d), values.min_abs) and (
+                not pattern or (len(pattern) == src.rank and _fits(src.shape, pattern))
             ):
                 return src
         if self.glue is None or self.budget <= 0:

@@ -15,13 +15,31 @@ from onnxfuzz.generate.spec import ONNX_OPSET, load_specs, op_info
 OPSETS = range(MIN_OPSET, MAX_OPSET + 1)
 
 
-def _main_types(op: str, opset: int) -> list[int]:
+def main_types(op: str, opset: int) -> list[int]:
+    """The element types the op's main type variable takes at ``opset`` (schema, ONNX
+    Runtime's kernels, the default --dtypes)."""
     spec = load_specs()[op]
     info = op_info(op, opset)
     assert info is not None
     b = GenBuilder(spec, info, Config(opset=opset), Graph(), ChoiceStream(0))
     tv = info.main_type_var
     return list(b.types(tv)) if tv else []
+
+
+def spec_cases() -> list[tuple[str, int, int]]:
+    """(op, opset, dtype) for every op version a spec covers in MIN..MAX_OPSET (at the last
+    opset where that version is in force) and every element type it takes there: what the
+    conformance and audit tests walk."""
+    out = []
+    for op, spec in load_specs().items():
+        last: dict[int, int] = {}
+        for opset in OPSETS:
+            info = op_info(op, opset)
+            if info is not None and spec.covers(opset):
+                last[info.version] = opset
+        for opset in sorted(last.values()):
+            out.extend((op, opset, d) for d in main_types(op, opset))
+    return out
 
 
 def _backend_checks() -> dict[str, object]:
@@ -79,7 +97,7 @@ def rows() -> list[dict[str, str]]:
         )
         info = op_info(op, opset)
         assert info is not None
-        types = _main_types(op, opset)
+        types = main_types(op, opset)
         backends = ["ort"] if dt.ort_kernels(op, info.version, opset) else []
         backends += [name for name, has in checks.items() if has(op, info.version)]
         notes = sorted({why for case, why in excluded.items() if _case_op(case) == op.lower()})

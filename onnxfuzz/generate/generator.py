@@ -24,7 +24,7 @@ from onnxfuzz.generate.builder import GenBuilder
 from onnxfuzz.generate.choices import ChoiceStream, Span
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.export import to_model
-from onnxfuzz.generate.glue import GLUE_OPS, Glue
+from onnxfuzz.generate.glue import GLUE, GLUE_OPS, Glue
 from onnxfuzz.generate.graph import Graph, Tensor
 from onnxfuzz.generate.intervals import Values
 from onnxfuzz.generate.spec import OpSpec, op_info, specs_for
@@ -109,7 +109,7 @@ class Generator:
             types[spec.op_type] = frozenset(b.types(info.main_type_var))
             if spec.op_type == "Cast":
                 cast_to = frozenset(b.types(info.output_type[0]))
-        return Glue(types, cast_to, self.cfg.connectivity)
+        return Glue(types, cast_to)
 
     def graph(
         self,
@@ -185,3 +185,15 @@ def _ref(made: list[GenBuilder], ref: blocks.Ref) -> Tensor | None:
     if ref.input is not None:
         return b.taken.get(ref.input)
     return b.outs[ref.output] if ref.output < len(b.outs) else None
+
+
+def glue_per_op(spans: Sequence[Span]) -> list[int]:
+    """The glue nodes each op brought (spans are listed in the order they opened, so an
+    op's glue spans follow its own span)."""
+    counts: list[int] = []
+    for span in spans:
+        if span.label == OP:
+            counts.append(0)
+        elif span.label == GLUE and counts:
+            counts[-1] += 1
+    return counts

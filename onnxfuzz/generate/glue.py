@@ -33,6 +33,7 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.graph import Graph, Node, Tensor
 from onnxfuzz.generate.intervals import Interval, Values, rounding_room
+from onnxfuzz.generate.spec_api import DimEntry
 
 GLUE_OPS = (
     "Clip",
@@ -50,8 +51,6 @@ GLUE_OPS = (
 GLUE = "glue"  # span label: one per glue node (the shrinker counts nodes per op with it)
 TRANSPOSE_RATE = 0.1  # how often a rank >= 2 adaptation also permutes the axes
 
-DimEntry = object  # an entry of a dims pattern (see spec_api.DimEntry)
-
 
 @dataclass(frozen=True)
 class Glue:
@@ -60,7 +59,6 @@ class Glue:
 
     types: Mapping[str, frozenset[int]]
     cast_to: frozenset[int]
-    rate: float  # Config.connectivity
 
     def has(self, op: str, dtype: int) -> bool:
         return dtype in self.types.get(op, ())
@@ -92,24 +90,24 @@ def adapt(
     """A tensor fitting ``need``, made from one a node produced (or one of ``sources``)
     with at most ``budget`` glue nodes (None when none can be adapted), and the glue nodes
     it emitted."""
-    best: list[Tensor] = []
+    best: list[tuple[Tensor, list[tuple[int, int]]]] = []  # sources and their types
     best_key = (budget + 1, 0)
     for t in g.produced if sources is None else sources:
         if max(t.shape, default=1) > need.cap:
             continue
-        cost = _cost(glue, t, need)
-        if cost is None or cost > budget:
+        costed = _cost(glue, t, need)
+        if costed is None or costed[0] > budget:
             continue
-        key = (cost, 0 if t.name not in g.consumed else 1)  # dangling outputs first
+        key = (costed[0], 0 if t.name not in g.consumed else 1)  # dangling outputs first
         if key < best_key:
-            best, best_key = [t], key
+            best, best_key = [(t, costed[1])], key
         elif key == best_key:
-            best.append(t)
+            best.append((t, costed[1]))
     if not best:
         return None, 0
-    src = best[s.index(len(best))]
+    src, targets = best[s.index(len(best))]
     emitter = _Emitter(glue, g, s, spare=budget - best_key[0], cap=need.cap)
-    out = emitter.run(src, need)
+    out = emitter.run(src, targets, need)
     return out, emitter.emitted
 
 
@@ -168,7 +166,8 @@ def _inside(v: float, dtype: int, up: bool) -> float:
     return float(x)
 
 
-def _fits_values(iv: Interval, lo: float, hi: float, m: float) -> bool:
+def fits_values(iv: Interval, lo: float, hi: float, m: float) -> bool:
+    """Does a tensor with interval ``iv`` fit the value domain [lo, hi], |x| >= m?"""
     return iv.within(lo, hi) and (iv.min_abs >= m or m == 0)
 
 
@@ -179,21 +178,23 @@ def _value_steps(glue: Glue, iv: Interval, src: int, dst: int, v: Values) -> int
     if src != dst:
         tlo, thi = dt.value_range(dst)
         if not iv.within(tlo, thi):
-            if not glue.has("Clip", src) or _clip_bounds(iv, src, tlo, thi, 0) is None:
+            bounds = _clip_bounds(iv, src, tlo, thi, 0) if glue.has("Clip", src) else None
+            if bounds is None:
                 return None
-            iv = _clip_interval(iv, _clip_bounds(iv, src, tlo, thi, 0))  # type: ignore[arg-type]
+            iv = _clip_interval(iv, bounds)
             steps += 1
         iv = _cast_interval(iv, src, dst)
     vlo, vhi = v.bounds(dst)
-    if not _fits_values(iv, vlo, vhi, v.min_abs):
+    if not fits_values(iv, vlo, vhi, v.min_abs):
         if not glue.has("Clip", dst) or _clip_bounds(iv, dst, vlo, vhi, v.min_abs) is None:
             return None
         steps += 1
     return steps
 
 
-def _cost(glue: Glue, t: Tensor, need: Need) -> int | None:
-    """An upper bound on the glue nodes adapting ``t`` takes; None if it cannot be done."""
+def _cost(glue: Glue, t: Tensor, need: Need) -> tuple[int, list[tuple[int, int]]] | None:
+    """An upper bound on the glue nodes adapting ``t`` takes, and the element types it may
+    become (``_cast_targets``); None if it cannot be done."""
     targets = _cast_targets(glue, t, need)
     if not targets:
         return None
@@ -213,7 +214,7 @@ def _cost(glue: Glue, t: Tensor, need: Need) -> int | None:
             need.fits(c, e) for c, e in zip(t.shape, pattern, strict=True)
         ):
             steps += 2
-    return steps
+    return steps, targets
 
 
 def _clip_interval(iv: Interval, bounds: Interval) -> Interval:
@@ -243,9 +244,9 @@ class _Emitter:
         self.glue, self.g, self.s, self.spare, self.cap = glue, g, s, spare, cap
         self.emitted = 0
 
-    def run(self, src: Tensor, need: Need) -> Tensor | None:
+    def run(self, src: Tensor, targets: list[tuple[int, int]], need: Need) -> Tensor | None:
+        """``src`` adapted to ``need``, as one of ``targets`` (its ``_cast_targets``)."""
         s = self.s
-        targets = _cast_targets(self.glue, src, need)
         d = targets[s.index(len(targets))][0]
         v = need.values(d)
         t = src
@@ -257,7 +258,7 @@ class _Emitter:
                 "Cast", [t], d, t.shape, _cast_interval(t.interval, t.dtype, d), to=int(d)
             )
         vlo, vhi = v.bounds(d)
-        if not _fits_values(t.interval, vlo, vhi, v.min_abs):
+        if not fits_values(t.interval, vlo, vhi, v.min_abs):
             t = self._clip(t, _clip_bounds(t.interval, d, vlo, vhi, v.min_abs))
         r = min(max(t.rank, need.lo), need.hi)
         if r != t.rank:
@@ -298,9 +299,9 @@ class _Emitter:
         self.emitted += 1
         return out
 
-    def _const(self, node_hint: str, values: Sequence[int] | np.ndarray, dtype: int) -> str:
+    def _const(self, label: str, values: Sequence[int] | np.ndarray, dtype: int) -> str:
         arr = np.asarray(values, dtype=dt.np_dtype(dtype))
-        name = self.g.fresh_name(f"glue_{node_hint}")
+        name = self.g.fresh_name(f"glue_{label}")
         iv = Interval(float(arr.min()), float(arr.max())) if arr.size else Interval(0, 0)
         self.g.initializers.append((Tensor(name, dtype, tuple(arr.shape), iv, "init"), arr))
         return name
@@ -382,9 +383,7 @@ class _Emitter:
         shape = tuple(min(c, w) for c, w in zip(t.shape, want, strict=True))
         return self._node("Slice", ins, t.dtype, shape, t.interval)
 
-    def _dims(self, t: Tensor | None, need: Need) -> Tensor | None:
-        if t is None:
-            return None
+    def _dims(self, t: Tensor, need: Need) -> Tensor | None:
         pattern = need.pattern(t.rank) or (None,) * t.rank
         if len(pattern) != t.rank:
             return None

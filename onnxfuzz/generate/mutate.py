@@ -13,8 +13,7 @@ from __future__ import annotations
 import random
 
 from onnxfuzz.generate.choices import OpReplay, Span, spans_by_label
-from onnxfuzz.generate.generator import NODE_COUNT, OP, OP_TYPE, Case, Generator
-from onnxfuzz.generate.glue import GLUE
+from onnxfuzz.generate.generator import NODE_COUNT, OP, OP_TYPE, Case, Generator, glue_per_op
 
 MUTATIONS = ("insert-op", "replace-op", "delete-op", "redraw-choice", "insert-block")
 
@@ -35,7 +34,7 @@ def mutate(gen: Generator, case: Case, seed: int) -> tuple[Case, str]:
         return gen.generate(seed), "new"
     spans = case.spans
     op_spans = spans_by_label(spans, OP)
-    glue = _glue_per_op(spans)
+    glue = glue_per_op(spans)
     kinds = [m for m in MUTATIONS if m != "insert-block" or gen.blocks]
     if len(ops) < 2:
         kinds.remove("delete-op")
@@ -67,16 +66,6 @@ def mutate(gen: Generator, case: Case, seed: int) -> tuple[Case, str]:
         cfg = gen.cfg
         head[count[0].start] = min(max(nodes, cfg.min_nodes), cfg.max_nodes) - cfg.min_nodes
     return gen.generate(seed, stream=OpReplay(seed, head, ops, OP)), f"{kind} at op {k}"
-
-
-def _glue_per_op(spans: list[Span]) -> list[int]:
-    counts: list[int] = []
-    for span in spans:
-        if span.label == OP:
-            counts.append(0)
-        elif span.label == GLUE and counts:
-            counts[-1] += 1
-    return counts
 
 
 def _type_positions(spans: list[Span], op: Span) -> set[int]:

@@ -13,8 +13,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from onnxfuzz.generate.choices import Span, spans_by_label
-from onnxfuzz.generate.generator import NODE_COUNT, OP, OP_TYPE, Case, Generator
-from onnxfuzz.generate.glue import GLUE
+from onnxfuzz.generate.generator import (
+    NODE_COUNT,
+    OP,
+    OP_TYPE,
+    Case,
+    Generator,
+    glue_per_op,
+)
 from onnxfuzz.reduce.measure import Size, size_of
 from onnxfuzz.reduce.passes import Pass, fixed_point
 
@@ -36,15 +42,7 @@ class Choices:
 
     @property
     def glue_per_op(self) -> list[int]:
-        """The glue nodes each op brought (spans are listed in the order they opened, so
-        an op's glue spans follow its own span)."""
-        counts: list[int] = []
-        for span in self.spans:
-            if span.label == OP:
-                counts.append(0)
-            elif span.label == GLUE and counts:
-                counts[-1] += 1
-        return counts
+        return glue_per_op(self.spans)
 
     def fixed(self) -> set[int]:
         """Positions the single-choice passes leave alone: the node count (dropping ops

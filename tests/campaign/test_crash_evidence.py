@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from models import chain
 
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.execute.crashdump import TAIL_HEAD
@@ -29,17 +29,6 @@ ADAPTERS = Path(__file__).resolve().parent / "adapters.py"
 X = {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)}
 
 
-def _chain(ops: list[str]) -> onnx.ModelProto:
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
-    names = ["x"] + [f"t{i}" for i in range(len(ops) - 1)] + ["y"]
-    nodes = [
-        helper.make_node(op, [a], [b]) for op, a, b in zip(ops, names, names[1:], strict=False)
-    ]
-    graph = helper.make_graph(nodes, "g", [x], [y])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
 def _signature(label: str, model: onnx.ModelProto, crash: Outcome) -> str:
     """The signature a campaign gives ``crash`` (the reference ran fine)."""
     ok = Outcome(Status.OK, outputs={"y": np.zeros((2, 3), np.float32)})
@@ -49,7 +38,7 @@ def _signature(label: str, model: onnx.ModelProto, crash: Outcome) -> str:
 
 
 def _crash(w: Worker, ops: list[str]) -> Outcome:
-    got = w.execute(_chain(ops).SerializeToString(), X)
+    got = w.execute(chain(ops).SerializeToString(), X)
     assert got.status == Status.CRASH, got
     return got
 
@@ -60,7 +49,7 @@ def test_a_segfault_names_the_function_it_died_in_and_one_site_is_one_signature(
     with BackendPool([fuse, pack], timeout=30) as pool:
         # Different models (one node, three nodes) hitting each crash site, on both at once.
         for ops in (["Tanh"], ["Relu", "Tanh", "Relu"]):
-            model = _chain(ops)
+            model = chain(ops)
             got = pool.run_all(model.SerializeToString(), X)
             for label, where in ((fuse, "_fuse_kernels"), (pack, "_pack_weights")):
                 crash = got[label]
@@ -92,12 +81,12 @@ def test_an_earlier_tests_stderr_never_leaks_into_a_later_crash() -> None:
         for noise in (["Relu"], ["Relu", "Relu"]):
             # A healthy test that prints a native trace and faulthandler's dump of every
             # thread (from _warm_cache), then a crash on the same worker.
-            assert w.execute(_chain(noise).SerializeToString(), X).status == Status.OK
+            assert w.execute(chain(noise).SerializeToString(), X).status == Status.OK
             crash = _crash(w, ["Tanh"])
             assert "_pack_weights (adapters.py)" in crash.trace
             for earlier in ("_warm_cache", "npu::Cache", "slow cache warm-up"):
                 assert earlier not in crash.trace, crash.trace
-            sigs.append(_signature(label, _chain(["Tanh"]), crash))
+            sigs.append(_signature(label, chain(["Tanh"]), crash))
             # the next crash, on a respawned worker, has only its own text too
             again = _crash(w, ["Tanh"])
             assert again.trace.count("Fatal Python error") == 1, again.trace
@@ -122,7 +111,7 @@ def test_a_librarys_own_backtrace_and_last_words_are_kept() -> None:
                 # the Python call that reached it, and the check's words before the trace
                 assert "Python stack: _lower_fused (adapters.py) < compile (adapters.py)" in lines
                 assert any("Check failed: (lhs == rhs) is false" in ln for ln in lines)
-                sigs[site].append(_signature(label, _chain(ops), crash))
+                sigs[site].append(_signature(label, chain(ops), crash))
         finally:
             w.close()
     for site, (a, b) in sigs.items():
@@ -152,23 +141,23 @@ def test_faulthandler_chains_to_a_librarys_own_segfault_handler() -> None:
     assert ", in _start" in crash.trace
     python = next(ln for ln in lines if ln.startswith("Python stack: "))
     assert "_fuse_kernels (adapters.py)" in python
-    sig = _signature(label, _chain(["Tanh"]), crash)
+    sig = _signature(label, chain(["Tanh"]), crash)
     assert "via string_at (__init__.py) < _fuse_kernels (adapters.py)" in sig
 
 
 def test_a_reduction_and_repro_py_still_recognise_the_same_crash(tmp_path) -> None:
     label = f"{ADAPTERS}:SegfaultIn:op=Tanh,where=fuse"
     with BackendPool(["ort", label], timeout=30) as pool:
-        big = _chain(["Relu", "Tanh", "Sigmoid"])
+        big = chain(["Relu", "Tanh", "Sigmoid"])
         first = Reproducer(pool, Target(label, "ort")).assess(big, X)
         assert first.signature is not None and "_fuse_kernels" in first.signature
         same = Reproducer(pool, Target(label, "ort", first.signature))
-        assert same(_chain(["Tanh"]), X)  # a smaller model, the same crash
-        assert not same(_chain(["Relu"]), X)  # no crash
+        assert same(chain(["Tanh"]), X)  # a smaller model, the same crash
+        assert not same(chain(["Relu"]), X)  # no crash
     other = f"{ADAPTERS}:SegfaultIn:op=Tanh,where=pack"
     with BackendPool(["ort", other], timeout=30) as pool:
         moved = Reproducer(pool, Target(other, "ort", first.signature.replace(label, other)))
-        assert not moved(_chain(["Tanh"]), X)  # the same signal at another site
+        assert not moved(chain(["Tanh"]), X)  # the same signal at another site
 
     opts = CampaignOptions(
         backends=["ort", label],

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from models import chain
 from onnx import TensorProto, helper
 
 from onnxfuzz.backend import parse_backend
@@ -88,17 +89,6 @@ def test_a_hang_only_one_backend_has_is_still_its_bug() -> None:
     assert alone["b"].judgement.verdict == Verdict.INVALID_REFERENCE
 
 
-def _chain(ops: list[str]) -> onnx.ModelProto:
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
-    names = ["x"] + [f"t{i}" for i in range(len(ops) - 1)] + ["y"]
-    nodes = [
-        helper.make_node(op, [a], [b]) for op, a, b in zip(ops, names, names[1:], strict=False)
-    ]
-    graph = helper.make_graph(nodes, "g", [x], [y])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
 def test_a_crash_carries_only_its_own_tests_stderr() -> None:
     label = f"{ADAPTERS}:NoisySegfault:op=Tanh"
     w = Worker(parse_backend(label), timeout=30)
@@ -106,14 +96,12 @@ def test_a_crash_carries_only_its_own_tests_stderr() -> None:
     try:
         w.start()
         for noise in (["Relu"], ["Relu", "Relu"]):  # different log lines before each crash
-            assert w.execute(_chain(noise).SerializeToString(), X).status == Status.OK
-            crash = w.execute(_chain(["Tanh"]).SerializeToString(), X)
+            assert w.execute(chain(noise).SerializeToString(), X).status == Status.OK
+            crash = w.execute(chain(["Tanh"]).SerializeToString(), X)
             assert crash.status == Status.CRASH, crash
             assert "[E:npu]" not in crash.trace, crash.trace
             ok = Outcome(Status.OK, outputs={"y": np.tanh(X["x"])})
-            got = Judge("ref", OracleConfig()).assess(
-                _chain(["Tanh"]), X, {"ref": ok, label: crash}
-            )
+            got = Judge("ref", OracleConfig()).assess(chain(["Tanh"]), X, {"ref": ok, label: crash})
             sigs.append(got[label].signature)
     finally:
         w.close()

@@ -37,7 +37,7 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.generate import audit
 from onnxfuzz.generate.config import MAX_OPSET, MIN_OPSET, Config
-from onnxfuzz.generate.coverage import _main_types
+from onnxfuzz.generate.coverage import main_types, spec_cases
 from onnxfuzz.generate.generator import Generator
 from onnxfuzz.generate.spec import load_specs, op_info
 
@@ -46,30 +46,15 @@ SLOW_SEEDS = int(os.environ.get("ONNXFUZZ_AUDIT_SLOW_SEEDS", "8"))
 SLOW_BASE = 10_000  # the slow variant's seeds start here (no overlap with the fast ones)
 
 
-def _cases() -> list[tuple[str, int, int, int]]:
-    """(op, opset, dtype, k): every op version a spec covers (at the last opset where it is
-    in force) and every element type it takes there; k numbers the element types, so each
-    draws from seeds of its own."""
-    out = []
-    for op, spec in load_specs().items():
-        last: dict[int, int] = {}
-        for opset in range(MIN_OPSET, MAX_OPSET + 1):
-            info = op_info(op, opset)
-            if info is not None and spec.covers(opset):
-                last[info.version] = opset
-        for opset in sorted(last.values()):
-            out.extend((op, opset, d, k) for k, d in enumerate(_main_types(op, opset)))
-    return out
-
-
-CASES = _cases()
+# k numbers an op version's element types, so each draws from seeds of its own
+CASES = [(op, opset, d, main_types(op, opset).index(d)) for op, opset, d in spec_cases()]
 IDS = [f"{o}-{v}-{dt.NAMES[d]}" for o, v, d, _ in CASES]
 
 
 def _generator(op: str, opset: int, dtype: int) -> Generator:
     """Single-op models: one node, no glue, no blocks; only the op's main type variable is
     pinned (other type variables keep the types the main one does not take)."""
-    others = dt.DEFAULT - set(_main_types(op, opset))
+    others = dt.DEFAULT - set(main_types(op, opset))
     cfg = Config(
         min_nodes=1,
         max_nodes=1,

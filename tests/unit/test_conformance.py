@@ -12,37 +12,15 @@ import pytest
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.config import MAX_OPSET, MIN_OPSET, Config
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.coverage import main_types, spec_cases
 from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.spec import load_specs, op_info
 from onnxfuzz.generate.validate import validate
 
 SEEDS = int(os.environ.get("ONNXFUZZ_CONFORMANCE_SEEDS", "6"))
 
 
-def _main_types(op: str, opset: int) -> list[int]:
-    """The element types the op's main type variable takes at ``opset`` (schema & ORT)."""
-    from onnxfuzz.generate.coverage import _main_types
-
-    return _main_types(op, opset)
-
-
-def _cases() -> list[tuple[str, int, int]]:
-    """(op, opset, dtype) for every op version a spec covers in MIN..MAX_OPSET (at the last
-    opset where that version is in force) and every element type it takes there."""
-    out = []
-    for op, spec in load_specs().items():
-        last: dict[int, int] = {}
-        for opset in range(MIN_OPSET, MAX_OPSET + 1):
-            info = op_info(op, opset)
-            if info is not None and spec.covers(opset):
-                last[info.version] = opset
-        for opset in sorted(last.values()):
-            out.extend((op, opset, d) for d in _main_types(op, opset))
-    return out
-
-
-CASES = _cases()
+CASES = spec_cases()
 
 
 @pytest.mark.parametrize(
@@ -51,7 +29,7 @@ CASES = _cases()
 def test_spec_conformance(op: str, opset: int, dtype: int) -> None:
     # Only the main type variable is pinned to ``dtype``; other type variables (a
     # QuantizeLinear's integer output) keep the types the main one does not take.
-    others = dt.DEFAULT - set(_main_types(op, opset))
+    others = dt.DEFAULT - set(main_types(op, opset))
     cfg = Config(
         min_nodes=1,
         max_nodes=4,
