@@ -595,18 +595,28 @@ class Campaign:
         # any of them compiled or ran.
         backend_s = busy_seconds(list(outcomes.values())) + judged.probe_s
         feats = t.features  # made with the test (in the lane's generator process, if any)
-        with self._lock:
-            if findings:  # a reduction takes a while: the tests before it are safe first
+        # Reductions run outside the campaign lock: a reduction takes up to --reduce-budget
+        # (longer per try on a slow compiler), and under the lock every other lane waited
+        # to store its tests and the progress line stalled (6 GPU lanes stored nothing for
+        # 15 minutes). The lane's own pool does the reducing; only the store needs the lock.
+        if findings:
+            with self._lock:  # a reduction takes a while: the tests before it are safe first
                 self.store.commit()
+        keyed: list[tuple[Finding, str, Reduced | None]] = []
+        reducing = 0.0  # reduction is its own phase, not fuzz-loop time
+        for f in findings:
+            t_red = time.perf_counter()
+            key, reduced = self.bug_key(f, lane)
+            t_end = time.perf_counter()
+            reducing += t_end - t_red
+            keyed.append((f, key, reduced))
+            with self._lock:
+                self.progress.reduced(t_red, t_end)
+        with self._lock:
+            # Read the known bugs again: another lane may have filed one of these meanwhile.
             known = self.store.bug_keys() if findings else set()
             by_backend = {r.backend: r for r in results}
-            reducing = 0.0  # reduction is its own phase, not fuzz-loop time
-            for f in findings:
-                t_red = time.perf_counter()
-                key, reduced = self.bug_key(f, lane)
-                t_end = time.perf_counter()
-                reducing += t_end - t_red
-                self.progress.reduced(t_red, t_end)
+            for f, key, reduced in keyed:
                 r = by_backend[f.backend]
                 r.bug, r.pattern = key, key.rsplit("|", 1)[1]
                 if key not in known:
@@ -712,14 +722,16 @@ class Campaign:
     def bug_key(self, f: Finding, lane: BackendPool | None) -> tuple[str, Reduced | None]:
         """A finding's bug: its signature and the op pattern its reduced model ends in.
         The first few hits of a signature are reduced; later ones join its first bug."""
-        hits = self.store.hits_of(f.signature)
+        with self._lock:  # called outside it (reductions run unlocked): the store needs it
+            hits = self.store.hits_of(f.signature)
         if self.opts.reduce and lane is not None and f.case is not None and hits < MAX_REDUCED:
             lane.settle()  # the reduction uses the workers
             rep = Reproducer(lane, Target(f.backend, f.reference, f.signature), self.oracle)
             with lane.time_limit(reduction_timeout(f)):
                 reduced = reduce_case(self.generator, f.case, rep, self.opts.reduce_budget)
             return f"{f.signature}|{reduced.pattern}", reduced
-        keys = self.store.keys_of(f.signature)
+        with self._lock:
+            keys = self.store.keys_of(f.signature)
         return (keys[0] if keys else f"{f.signature}|unreduced"), None
 
 

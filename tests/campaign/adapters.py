@@ -108,6 +108,22 @@ class Raise(_OrtWrapper):
         return super().compile(model)
 
 
+class SlowRaise(Raise):
+    """Raises like ``Raise``, after ``delay`` seconds: each reduction try of its bug is slow,
+    as it is with a compiler that takes seconds per model (TVM's cuda target)."""
+
+    name = "slow-raise"
+
+    def __init__(self, op: str = "Add", delay: str = "0.3") -> None:
+        super().__init__(op)
+        self.delay = float(delay)
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            time.sleep(self.delay)
+        return super().compile(model)
+
+
 class Unsupported(_OrtWrapper):
     """Says "not implemented" for ``op`` (missing support, not a bug)."""
 

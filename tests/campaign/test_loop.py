@@ -6,6 +6,7 @@ tests are committed in batches (a test is stored whole or not at all)."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
@@ -187,3 +188,47 @@ def test_a_batch_is_committed_whole_and_a_failed_test_leaves_no_trace(tmp_path) 
     finally:
         other.close()
         store.close()
+
+
+def test_a_lane_reducing_a_bug_does_not_stop_the_other_lanes(tmp_path) -> None:
+    """A reduction (here several seconds: every try of the planted bug compiles for 0.3 s)
+    runs in its lane, outside the campaign's lock: the other lane goes on storing tests
+    meanwhile. Under the lock it stored none (6 GPU lanes stalled 15 minutes behind
+    TVM-cuda reductions)."""
+    slow = f"{ADAPTERS}:SlowRaise:op=Mul,delay=0.3"
+    opts = CampaignOptions(
+        backends=["ort", slow],
+        tests=60,
+        seed=11,
+        workers=2,
+        probe="off",
+        pregen=False,
+        reduce_budget=4.0,
+        generator={"min_nodes": 3, "max_nodes": 6, "ops": ["Add", "Mul", "Relu", "Sigmoid"]},
+    )
+    c = Campaign(tmp_path, opts, resume=False)
+    windows: list[tuple[float, float]] = []  # wall-clock spans of the reductions
+    reduce_and_key = c.bug_key
+
+    def timed_bug_key(f, lane):  # noqa: ANN001, ANN202 - the method's own signature
+        began = time.time()
+        key = reduce_and_key(f, lane)
+        if key[1] is not None:
+            windows.append((began, time.time()))
+        return key
+
+    c.bug_key = timed_bug_key  # type: ignore[method-assign]
+    c.start()
+    try:
+        c.run()
+    finally:
+        c.close()
+    windows = [(a, b) for a, b in windows if b - a > 1.0]
+    assert windows, "no reduction long enough to tell: the planted bug was not reduced"
+    db = sqlite3.connect(tmp_path / "campaign.db")
+    try:
+        finished = [f for (f,) in db.execute("SELECT finished FROM tests")]
+    finally:
+        db.close()
+    during = [f for f in finished if any(a + 0.05 < f < b - 0.05 for a, b in windows)]
+    assert len(during) >= 3, (len(during), windows)
