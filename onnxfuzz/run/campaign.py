@@ -216,6 +216,9 @@ class IdSet:
     def __contains__(self, i: int) -> bool:
         return i < self.below or i in self.extra
 
+    def __len__(self) -> int:
+        return self.below + len(self.extra)
+
     def to_record(self) -> dict[str, Any]:
         return {"below": self.below, "extra": sorted(self.extra)}
 
@@ -245,6 +248,13 @@ class CampaignDiversity:
             d = self.backends.get(label)
             if d is not None and verdict not in NOT_RUN:
                 d.add_features(f)
+
+    def summary(self) -> dict[str, Any]:
+        """The figures alone (``Diversity.summary``), small enough to keep one per write."""
+        return {
+            "all": self.all.summary(),
+            "backends": {k: d.summary() for k, d in self.backends.items()},
+        }
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -420,6 +430,8 @@ class Campaign:
     def _save_diversity(self) -> None:
         assert self.store is not None
         self.store.set_meta("diversity", self.diversity.to_record())
+        # and the figures as they stand, for the report's coverage curves
+        self.store.add_diversity_snapshot(len(self.diversity.tests), self.diversity.summary())
         self._diversity_saved = time.perf_counter()
 
     def _use_pregen(self) -> bool:
