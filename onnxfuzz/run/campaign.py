@@ -24,6 +24,7 @@ from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
 from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
 from onnxfuzz.generate.generator import Case, Generator
 from onnxfuzz.generate.metrics import Diversity, Features, features
+from onnxfuzz.generate.single_op import single_op_pairs
 from onnxfuzz.judge.attribution import blame
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import OracleConfig, Verdict
@@ -365,6 +366,8 @@ class Campaign:
             if o.probe != "off":
                 for label in self.labels:
                     support[label] = unsupported_pairs(self.lanes[0], label, self.cfg)
+                # every pair probed, for the report's heatmap (its cells)
+                self.store.set_meta("probe_pairs", single_op_pairs(self.cfg))
             self.store.set_meta("probe_unsupported", support)
         self.support: dict[str, Support] = support
         excluded: dict[str, str] = {}

@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS bugs (
     stage TEXT, backend TEXT NOT NULL, suspect TEXT, pattern TEXT NOT NULL,
     first_test INTEGER NOT NULL, first_seen REAL NOT NULL, hits INTEGER NOT NULL,
     seeds TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS results_by_verdict ON results (backend, verdict);
 CREATE TABLE IF NOT EXISTS diversity_history (
     tests INTEGER PRIMARY KEY, at REAL NOT NULL, summary TEXT NOT NULL);
 """

@@ -186,12 +186,13 @@ def _support(store: Store, options: dict[str, Any], opset: int | None) -> Suppor
     unsupported = store.get_meta("probe_unsupported")
     if not isinstance(unsupported, dict) or not unsupported:
         return None
-    pairs: dict[str, list[str]] | None
-    try:
-        cfg = Config.from_record(options["generator"], **({"opset": opset} if opset else {}))
-        pairs = single_op_pairs(cfg)
-    except (OnnxFuzzError, KeyError, TypeError, ValueError):
-        pairs = None  # options of another version: only the unsupported pairs are known
+    pairs: dict[str, list[str]] | None = store.get_meta("probe_pairs")
+    if not isinstance(pairs, dict):  # a campaign from before probe_pairs: rebuild the list
+        try:
+            cfg = Config.from_record(options["generator"], **({"opset": opset} if opset else {}))
+            pairs = single_op_pairs(cfg)
+        except (OnnxFuzzError, KeyError, TypeError, ValueError):
+            pairs = None  # options of another version: only the unsupported pairs are known
     return Support(unsupported, pairs)
 
 

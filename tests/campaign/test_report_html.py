@@ -53,6 +53,12 @@ def test_the_campaign_keeps_its_diversity_over_time(campaign: Path) -> None:
     assert len(rows) >= 2 and rows[0][0] == 0 and rows[-1][0] == 30
     last = json.loads(rows[-1][1])
     assert last["all"]["models"] == 30 and last["all"]["ops"] >= 2
+    # and every (op, dtype) the probe tried: the heatmap's cells
+    pairs = json.loads(
+        _db(campaign).execute("SELECT value FROM meta WHERE key='probe_pairs'").fetchone()[0]
+    )
+    assert set(pairs) == {"Mul", "Add", "Relu", "Neg", "Abs"}
+    assert all(set(types) == {"float32", "float64"} for types in pairs.values())
 
 
 def test_the_page_shows_verdicts_timeline_coverage_support_and_bugs(
