@@ -66,7 +66,7 @@ svg text{font:11px system-ui,sans-serif;fill:#333}.grid{stroke:#eee}.axis{stroke
 font-size:10px;padding:0 1px;cursor:default}.heat td.op{width:auto;padding-right:6px;
 text-align:left;font-family:monospace}.heat .y{background:#7bc47f}.heat .n{background:#d55e00}
 .heat .v{writing-mode:vertical-rl;transform:rotate(180deg);height:64px}
-.heat .g{border-left:2px solid #999}
+.heat .g{border-left:2px solid #999;text-align:left}
 article{background:#fff;border:1px solid #e3e3e3;border-radius:4px;margin:10px 0;
 padding:4px 12px 10px}article .cols{display:flex;gap:24px;flex-wrap:wrap}
 pre{background:#f4f4f4;padding:6px 8px;overflow-x:auto;margin:4px 0;font-size:12px}
