@@ -2,7 +2,9 @@
 PY := .venv/bin/python
 STAMP := .venv/.installed
 
-.PHONY: run test lint bench
+BROWSER := .browser/chromium/chromium
+
+.PHONY: run test lint bench browser
 
 $(STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -20,8 +22,16 @@ run: $(STAMP)
 	.venv/bin/onnxfuzz fuzz --backend ort --backend tvm --backend torch --tests 150 \
 		--seed 0 --nodes 3:12 --out runs/demo; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 
+# A headless Chromium (npm's @sparticuz/chromium, unpacked into .browser/) for the test
+# that loads `onnxfuzz report`'s page in a real browser. A failed install does not stop
+# the suite: that one test skips, saying how to install it.
+$(BROWSER):
+	tools/install_browser.sh || echo "warning: no headless browser installed; the report's browser test will skip" >&2
+
+browser: $(BROWSER)
+
 # pytest exits 5 when it collects nothing: that is a failure here, never a pass.
-test: $(STAMP)
+test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest -q; rc=$$?; [ $$rc -ne 5 ] || { echo "no tests collected" >&2; exit 1; }; exit $$rc
 
 lint: $(STAMP)
@@ -29,3 +39,4 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) tools/bench_generate.py
+	$(PY) tools/bench_report.py

@@ -14,6 +14,7 @@ from onnxfuzz.cli.generate import generate
 from onnxfuzz.cli.metrics import metrics
 from onnxfuzz.cli.reduce import reduce
 from onnxfuzz.cli.replay import replay
+from onnxfuzz.cli.report import report
 from onnxfuzz.cli.specs import specs_cmd
 from onnxfuzz.cli.triage import triage
 from onnxfuzz.errors import OnnxFuzzError
@@ -25,7 +26,7 @@ def cli() -> None:
     """Generate valid random ONNX models and test ONNX compilers and runtimes with them."""
 
 
-for command in (generate, specs_cmd, fuzz, replay, backend, reduce, triage, metrics):
+for command in (generate, specs_cmd, fuzz, replay, backend, reduce, triage, report, metrics):
     cli.add_command(command)
 
 

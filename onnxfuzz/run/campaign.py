@@ -24,6 +24,7 @@ from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
 from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
 from onnxfuzz.generate.generator import Case, Generator
 from onnxfuzz.generate.metrics import Diversity, Features, features
+from onnxfuzz.generate.single_op import single_op_pairs
 from onnxfuzz.judge.attribution import blame
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import OracleConfig, Verdict
@@ -216,6 +217,9 @@ class IdSet:
     def __contains__(self, i: int) -> bool:
         return i < self.below or i in self.extra
 
+    def __len__(self) -> int:
+        return self.below + len(self.extra)
+
     def to_record(self) -> dict[str, Any]:
         return {"below": self.below, "extra": sorted(self.extra)}
 
@@ -245,6 +249,13 @@ class CampaignDiversity:
             d = self.backends.get(label)
             if d is not None and verdict not in NOT_RUN:
                 d.add_features(f)
+
+    def summary(self) -> dict[str, Any]:
+        """The figures alone (``Diversity.summary``), small enough to keep one per write."""
+        return {
+            "all": self.all.summary(),
+            "backends": {k: d.summary() for k, d in self.backends.items()},
+        }
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -355,6 +366,8 @@ class Campaign:
             if o.probe != "off":
                 for label in self.labels:
                     support[label] = unsupported_pairs(self.lanes[0], label, self.cfg)
+                # every pair probed, for the report's heatmap (its cells)
+                self.store.set_meta("probe_pairs", single_op_pairs(self.cfg))
             self.store.set_meta("probe_unsupported", support)
         self.support: dict[str, Support] = support
         excluded: dict[str, str] = {}
@@ -420,6 +433,8 @@ class Campaign:
     def _save_diversity(self) -> None:
         assert self.store is not None
         self.store.set_meta("diversity", self.diversity.to_record())
+        # and the figures as they stand, for the report's coverage curves
+        self.store.add_diversity_snapshot(len(self.diversity.tests), self.diversity.summary())
         self._diversity_saved = time.perf_counter()
 
     def _use_pregen(self) -> bool:

@@ -18,19 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import onnx
 
 from onnxfuzz import __version__
 from onnxfuzz import dtypes as dt
-from onnxfuzz.errors import ConfigError
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Status
 from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.spec import op_info, specs_for
+from onnxfuzz.generate.single_op import single_op_generators
+from onnxfuzz.generate.spec import op_info
 
 Support = dict[str, dict[str, str]]  # op -> dtype name -> why unsupported
 
@@ -69,33 +67,12 @@ def unsupported_pairs(pool: BackendPool, label: str, cfg: Config) -> Support:
         except (OSError, json.JSONDecodeError):
             pass
     out: Support = {}
-    ops = set(cfg.ops) if cfg.ops is not None else None
-    for spec in specs_for(cfg.opset, ops, set(cfg.exclude_ops)):
-        info = op_info(spec.op_type, cfg.opset)
-        tv = info.main_type_var if info is not None else None
-        types = sorted(info.type_sets.get(tv, frozenset()) & cfg.dtypes) if tv else []
-        for d in types or [None]:
-            pinned = (
-                cfg.dtypes if d is None else (frozenset({d}) | (cfg.dtypes - info.type_sets[tv]))
-            )
-            try:
-                gen = Generator(
-                    replace(
-                        cfg,
-                        min_nodes=1,
-                        max_nodes=1,
-                        exclude_ops=frozenset(),
-                        ops=frozenset([spec.op_type]),
-                        dtypes=pinned,
-                    )
-                )
-            except ConfigError:
-                continue  # onnxfuzz does not generate this pair at all
-            case = gen.generate(0)
-            o = pool.run_one(label, case.model.SerializeToString(), case.make_inputs(0))
-            if o.status == Status.UNSUPPORTED:
-                why = o.message.splitlines()[0][:200] if o.message else "unsupported"
-                out.setdefault(spec.op_type, {})[dt.NAMES[d] if d else "*"] = why
+    for single in single_op_generators(cfg):
+        case = single.generator.generate(0)
+        o = pool.run_one(label, case.model.SerializeToString(), case.make_inputs(0))
+        if o.status == Status.UNSUPPORTED:
+            why = o.message.splitlines()[0][:200] if o.message else "unsupported"
+            out.setdefault(single.op, {})[single.dtype] = why
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(out, indent=1, sort_keys=True))

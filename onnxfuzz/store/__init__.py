@@ -3,7 +3,8 @@
 Owns the campaign database (``db``: tests, per-backend results, bugs, options; one
 transaction per test), bug bundles on disk (``bundle``: model, inputs, outputs, meta.json,
 log.txt, a standalone repro.py) and reports for people (``report``: bug rows, tables, the
-end-of-campaign summary).
+end-of-campaign summary; ``html_report``: the campaign as one HTML page, from
+``report_data``'s aggregates, drawn with ``svg`` and ``model_graph``).
 
 May import: ``onnxfuzz.errors``, ``onnxfuzz.dtypes``, ``onnxfuzz.backend``,
 ``onnxfuzz.generate``, ``onnxfuzz.execute``, ``onnxfuzz.judge``, ``onnxfuzz.reduce``.

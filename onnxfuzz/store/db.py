@@ -7,6 +7,10 @@ savepoint each) and committed in one transaction with the other tests stored in 
 committed, like the interrupted one, run again. Whatever else the campaign writes meanwhile
 (its diversity record) commits with the tests it counts.
 
+Besides the latest diversity record (``meta``), ``diversity_history`` keeps the diversity
+figures as they stood every few seconds (one row per write, keyed by the tests counted),
+for coverage curves; a campaign.db older than it simply has no rows.
+
 A bug is keyed by its signature and the op pattern of its reduced model: two findings
 with the same signature whose reductions end in different ops are different bugs.
 """
@@ -38,6 +42,9 @@ CREATE TABLE IF NOT EXISTS bugs (
     stage TEXT, backend TEXT NOT NULL, suspect TEXT, pattern TEXT NOT NULL,
     first_test INTEGER NOT NULL, first_seen REAL NOT NULL, hits INTEGER NOT NULL,
     seeds TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS results_by_verdict ON results (backend, verdict);
+CREATE TABLE IF NOT EXISTS diversity_history (
+    tests INTEGER PRIMARY KEY, at REAL NOT NULL, summary TEXT NOT NULL);
 """
 BUG_COLUMNS = (
     "key",
@@ -230,6 +237,15 @@ class Store:
         """A stored test's verdict per backend."""
         rows = self.db.execute("SELECT backend, verdict FROM results WHERE test_id=?", (test_id,))
         return dict(rows.fetchall())
+
+    # --- diversity over time --------------------------------------------------------
+    def add_diversity_snapshot(self, tests: int, summary: dict[str, Any]) -> None:
+        """The diversity figures after ``tests`` tests (written with the tests it counts;
+        a resume that counts the same tests again replaces the row)."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO diversity_history VALUES (?, ?, ?)",
+            (tests, time.time(), json.dumps(summary, sort_keys=True)),
+        )
 
     # --- summaries -----------------------------------------------------------------
     def counts(self) -> dict[str, int]:

@@ -38,7 +38,11 @@ def as_json(
     campaign_dir: Path, rows: list[dict[str, Any]], n: int, versions: dict[str, str]
 ) -> str:
     bugs = [
-        {**r, "bundle": str(campaign_dir / "bugs" / r["id"]), "repro": _repro(campaign_dir, r)}
+        {
+            **r,
+            "bundle": str(campaign_dir / "bugs" / r["id"]),
+            "repro": repro_command(campaign_dir, r),
+        }
         for r in rows
     ]
     doc = {"campaign": str(campaign_dir), "tests": n, "versions": versions, "bugs": bugs}
@@ -69,7 +73,7 @@ def as_sarif(campaign_dir: Path, rows: list[dict[str, Any]], versions: dict[str,
                 "message": {
                     "text": f"{r['backend']}: {r['verdict']} at {r['stage'] or 'run'} on "
                     f"{r['pattern'].replace('+', ' ')} ({r['hits']} hits); "
-                    f"repro: {_repro(campaign_dir, r)}"
+                    f"repro: {repro_command(campaign_dir, r)}"
                 },
                 "locations": [{"physicalLocation": {"artifactLocation": {"uri": str(model)}}}],
                 "partialFingerprints": {"onnxfuzzBug": r["id"]},
@@ -103,7 +107,8 @@ def as_sarif(campaign_dir: Path, rows: list[dict[str, Any]], versions: dict[str,
     return json.dumps(doc, indent=1, default=str)
 
 
-def _repro(campaign_dir: Path, r: dict[str, Any]) -> str:
+def repro_command(campaign_dir: Path, r: dict[str, Any]) -> str:
+    """The one command that replays bug ``r``: its reduced bundle's repro.py if any."""
     bundle = campaign_dir / "bugs" / r["id"]
     folder = bundle / "reduced" if (bundle / "reduced" / "repro.py").exists() else bundle
     return f"python {folder / 'repro.py'}"
