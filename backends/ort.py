@@ -90,3 +90,34 @@ class OrtCudaBackend(OrtBackend):
 
     name = "ort-cuda"
     provider = "CUDAExecutionProvider"
+
+    def available(self) -> str | None:
+        why = super().available()
+        if why:
+            return why
+        # "Available" only says the build has the provider: when its CUDA or cuDNN libraries
+        # do not load, a session silently runs on the CPU, and a campaign would compare
+        # ORT-CPU with itself under the name ort-cuda. Start one and ask what it got.
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        graph = helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["y"])],
+            "probe",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+        model.ir_version = 8
+        try:
+            got = ort.InferenceSession(
+                model.SerializeToString(), self._options(), providers=[self.provider]
+            ).get_providers()
+        except Exception as e:  # noqa: BLE001 - any failure means: not usable here
+            return f"onnxruntime could not start a {self.provider} session: {e}"
+        if self.provider not in got:
+            return (
+                f"onnxruntime fell back to {', '.join(got)}: its {self.provider} did not "
+                "load (are the CUDA and cuDNN libraries it was built for on the library path?)"
+            )
+        return None
