@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,20 @@ def _progress(p, elapsed: float) -> str:
     eta = p.eta()
     left = f", ETA {_clock(eta)}" if eta is not None else ""
     return f"{done} tests ({rate:.1f}/s, {_clock(elapsed)}{left})"
+
+
+def _probe_reporter() -> Callable[[str, int, int], None]:
+    """A line every 10 s (and at the end) while a backend's support is probed: on a slow
+    compiler it takes minutes before the first test, and a silent tool looks hung."""
+    last = [time.perf_counter()]
+
+    def report(name: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done == total or now - last[0] > 10:
+            last[0] = now
+            click.echo(f"probing {name}: {done}/{total} (op, type) pairs", err=True)
+
+    return report
 
 
 def _render(campaign, p) -> object:
@@ -226,7 +241,7 @@ def fuzz(
         )
     campaign = Campaign(out, opts, resume, changes)
     try:
-        campaign.start()
+        campaign.start(on_probe=_probe_reporter())
         live = sys.stdout.isatty()
         if live:
             with Live(_render(campaign, campaign.progress), refresh_per_second=4) as screen:

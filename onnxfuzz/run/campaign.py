@@ -13,6 +13,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -343,12 +344,15 @@ class Campaign:
         self._diversity_loaded = False  # start() read the stored diversity
 
     # --- set-up ----------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, on_probe: Callable[[str, int, int], None] | None = None) -> None:
+        """Start the lanes, probe what each backend supports (``on_probe(label, done,
+        total)`` as it goes: a slow compiler's probe takes minutes), open campaign.db."""
         o = self.opts
         for _ in range(max(1, o.workers)):
             lane = BackendPool(self.labels, o.timeout, o.memory_mb)
             self.lanes.append(lane)
             self.infos.update(lane.start())
+        self.names = display_names(self.labels, {k: i.name for k, i in self.infos.items()})
         opset = negotiate_opset(list(self.infos.values()), o.generator.get("opset"))
         self.cfg = Config.from_record(o.generator, opset=opset)
         self.generator = Generator(self.cfg)  # checks the options against the specs
@@ -365,7 +369,12 @@ class Campaign:
             support = {}
             if o.probe != "off":
                 for label in self.labels:
-                    support[label] = unsupported_pairs(self.lanes[0], label, self.cfg)
+                    support[label] = unsupported_pairs(
+                        self.lanes,
+                        label,
+                        self.cfg,
+                        None if on_probe is None else partial(on_probe, self.names[label]),
+                    )
                 # every pair probed, for the report's heatmap (its cells)
                 self.store.set_meta("probe_pairs", single_op_pairs(self.cfg))
             self.store.set_meta("probe_unsupported", support)
@@ -399,7 +408,6 @@ class Campaign:
             for pregen in self.pregens:
                 pregen.ready()
         self.store.batch_seconds = COMMIT_EVERY
-        self.names = display_names(self.labels, {k: i.name for k, i in self.infos.items()})
         self.store.names = self.names
         self.store.set_meta("names", self.names)
         self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})

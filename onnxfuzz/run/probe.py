@@ -16,8 +16,11 @@ only the ops some backend lacks in every type.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import onnx
@@ -57,21 +60,54 @@ def _cache_file(info: BackendInfo, cfg: Config) -> Path:
     return cache_dir() / f"probe-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
 
 
-def unsupported_pairs(pool: BackendPool, label: str, cfg: Config) -> Support:
-    """op -> {dtype: reason} for the (op, element type) pairs backend ``label`` of a started
-    pool reports unsupported on a single-op model."""
-    path = _cache_file(pool.infos[label], cfg)
+def unsupported_pairs(
+    pools: BackendPool | Sequence[BackendPool],
+    label: str,
+    cfg: Config,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Support:
+    """op -> {dtype: reason} for the (op, element type) pairs backend ``label`` of started
+    pools reports unsupported on a single-op model. The pairs are shared out over the pools
+    (a campaign's lanes): a slow compiler probes ~850 pairs (TVM's cuda target took ten
+    minutes on one lane). ``on_progress(done, total)`` is called as pairs finish."""
+    pools = [pools] if isinstance(pools, BackendPool) else list(pools)
+    path = _cache_file(pools[0].infos[label], cfg)
     if path.exists():
         try:
             return json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             pass
-    out: Support = {}
-    for single in single_op_generators(cfg):
-        case = single.generator.generate(0)
-        o = pool.run_one(label, case.model.SerializeToString(), case.make_inputs(0))
-        if o.status == Status.UNSUPPORTED:
-            why = o.message.splitlines()[0][:200] if o.message else "unsupported"
+    singles = list(single_op_generators(cfg))
+    reasons: list[str | None] = [None] * len(singles)
+    claims = itertools.count()  # next() on a count is atomic under the GIL
+    lock = threading.Lock()
+    done = [0]
+    errors: list[BaseException] = []
+
+    def probe_on(pool: BackendPool) -> None:
+        try:
+            while (k := next(claims)) < len(singles):
+                case = singles[k].generator.generate(0)
+                o = pool.run_one(label, case.model.SerializeToString(), case.make_inputs(0))
+                if o.status == Status.UNSUPPORTED:
+                    reasons[k] = o.message.splitlines()[0][:200] if o.message else "unsupported"
+                with lock:
+                    done[0] += 1
+                    if on_progress is not None:
+                        on_progress(done[0], len(singles))
+        except BaseException as e:  # noqa: BLE001 - re-raised by the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=probe_on, args=(pool,), daemon=True) for pool in pools]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    out: Support = {}  # in the pairs' order, whichever pool probed them
+    for single, why in zip(singles, reasons, strict=True):
+        if why is not None:
             out.setdefault(single.op, {})[single.dtype] = why
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -370,3 +370,27 @@ def test_a_two_op_hang_is_one_bundle_reduced_to_its_pair(tmp_path) -> None:
     assert bugs[0]["verdict"] == "timeout" and bugs[0]["hits"] == timeouts
     meta = json.loads((c.out / "bugs" / bugs[0]["id"] / "meta.json").read_text())
     assert sorted(meta["reduced_ops"]) == ["Add", "Mul"], meta["reduced_ops"]
+
+
+def test_the_probe_is_shared_out_over_the_lanes_and_gives_what_one_lane_gives(
+    tmp_path, monkeypatch
+) -> None:
+    """Each lane probes part of the (op, type) pairs (a slow compiler's probe took ten
+    minutes on one lane); the result, in the pairs' order, is the same as one lane's, and
+    progress is reported up to the total."""
+    from onnxfuzz.execute.pool import BackendPool
+    from onnxfuzz.generate.config import Config
+    from onnxfuzz.run.probe import unsupported_pairs
+
+    label = f"{ADAPTERS}:UnsupportedType:op=Add,dtype=float64"
+    cfg = Config(ops=frozenset(OPS + ["Sub", "Abs", "Neg"]), dtypes=frozenset({1, 11, 6}))
+    seen: list[tuple[int, int]] = []
+    with BackendPool(["ort", label], 30.0) as a, BackendPool(["ort", label], 30.0) as b:
+        monkeypatch.setenv("ONNXFUZZ_CACHE", str(tmp_path / "one"))
+        one = unsupported_pairs(a, label, cfg)
+        monkeypatch.setenv("ONNXFUZZ_CACHE", str(tmp_path / "two"))
+        two = unsupported_pairs([a, b], label, cfg, lambda done, total: seen.append((done, total)))
+    assert list(one) == ["Add"] and list(one["Add"]) == ["float64"]
+    assert json.dumps(two) == json.dumps(one)
+    total = seen[-1][1]
+    assert [d for d, _ in seen] == list(range(1, total + 1)) and total >= 8
