@@ -369,9 +369,16 @@ def _values(
     min_atol = float(np.max(np.where(bad, err - rtol * np.abs(w), 0.0)))
     msg = (
         f"output {name}: {n}/{want.size} elements outside atol={atol:g} rtol={rtol:g}; "
-        f"max abs err {float(np.nanmax(np.where(bad, err, 0))):.4g}, max rel err "
-        f"{float(np.nanmax(np.where(bad, rel, 0))):.4g}; worst at {list(idx)}: "
+        f"max abs err {_nanmax(err[bad]):.4g}, max rel err "
+        f"{_nanmax(rel[bad]):.4g}; worst at {list(idx)}: "
         f"{g[idx]:.6g} vs reference {w[idx]:.6g}; minimum atol to pass at rtol={rtol:g}: "
         f"{min_atol:.4g}"
     )
     return Judgement(Verdict.MISMATCH, "run", "values", name, msg, min_atol)
+
+
+def _nanmax(a: np.ndarray) -> float:
+    """The largest value that is not NaN, NaN when all are (np.nanmax warns on that case:
+    every wrong element a NaN against a number)."""
+    kept = a[~np.isnan(a)]
+    return float(kept.max()) if kept.size else float("nan")
