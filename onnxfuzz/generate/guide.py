@@ -130,7 +130,7 @@ def _forced_ops(gen: Generator, action: str) -> list[list[int | None]]:
 class Uct:
     """GraphFuzzer's tree search over what starts a model: a node is a sequence of
     actions (ops or blocks), its children the actions that may follow. ``select`` walks
-    from the root by UCT (an unvisited child first, ties broken by ``rng``), and ``visit``
+    from the root by UCT (ties broken by ``rng``), and ``visit``
     counts the walk at once (so that tests decided before their rewards arrive spread
     out); ``reward`` adds a test's coverage reward in [0, 1] along its path. Plain data:
     the same visits and rewards in the same order give the same tree."""
@@ -146,19 +146,21 @@ class Uct:
         node = self.root
         for _ in range(self.depth):
             kids = node.kids
-            fresh = [a for a in self.actions if a not in kids]
-            if fresh:
-                a = fresh[rng.randrange(len(fresh))]
-            else:
-                log_n = math.log(max(node.n, 1))
-                best, scores = -1.0, []
-                for a, k in kids.items():
-                    s = k.w / k.n + self.c * math.sqrt(log_n / k.n)
-                    if s > best + 1e-12:
-                        best, scores = s, [a]
-                    elif abs(s - best) <= 1e-12:
-                        scores.append(a)
-                a = scores[rng.randrange(len(scores))]
+            log_n = math.log(max(node.n, 1))
+            # An untried child scores as one tried once at its parent's mean ("first-play
+            # urgency"): with ~190 actions, trying every one before any is repeated would
+            # take a short campaign's whole budget; this way an action that paid above the
+            # average is taken again before the untried ones.
+            untried = (node.w / node.n if node.n else 0.0) + self.c * math.sqrt(log_n)
+            best, ties = -1.0, []
+            for a in self.actions:
+                k = kids.get(a)
+                s = untried if k is None or not k.n else k.w / k.n + self.c * math.sqrt(log_n / k.n)
+                if s > best + 1e-12:
+                    best, ties = s, [a]
+                elif s >= best - 1e-12:
+                    ties.append(a)
+            a = ties[rng.randrange(len(ties))]
             path.append(a)
             node = kids.get(a) or _Node()
         return path
