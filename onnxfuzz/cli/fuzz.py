@@ -184,6 +184,14 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "failure signatures per backend; random: every test is its seed's model.",
 )
 @click.option(
+    "--mutants",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="With --guide mcts: the share of tests that are mutants (GraphFuzzer's six "
+    "mutations) of earlier tests that added an op-type triple or a failure signature.",
+)
+@click.option(
     "--seed-models",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
@@ -213,6 +221,7 @@ def fuzz(
     reduce_budget,
     pregen,
     guide,
+    mutants,
     seed_models,
     seed,
     **gen,
@@ -249,6 +258,7 @@ def fuzz(
             reduce_budget=reduce_budget,
             pregen={"auto": None, "on": True, "off": False}[pregen],
             guide=guide,
+            mutants=mutants,
             seed_models=str(seed_models) if seed_models is not None else None,
         )
     campaign = Campaign(out, opts, resume, changes)

@@ -79,6 +79,7 @@ class CampaignOptions:
     # (what campaigns stored before the guide existed did)
     guide: str = "random"
     seed_models: str | None = None  # a folder of user models to mutate (onnxfuzz.generate.seeds)
+    mutants: float = 0.0  # guided tests that are mutants of interesting earlier tests
 
     @property
     def reference_label(self) -> str:
@@ -394,7 +395,12 @@ class Campaign:
         if o.guide not in ("mcts", "random"):
             raise UsageError(f"--guide: mcts or random, got {o.guide!r}")
         steering = Steering(
-            self.guided, o.seed, o.guide, list(seed_blocks), self.store.guide_rows()
+            self.guided,
+            o.seed,
+            o.guide,
+            list(seed_blocks),
+            self.store.guide_rows(),
+            mutants=o.mutants,
         )
         self.steering = steering if steering.active else None
         if self._use_pregen():

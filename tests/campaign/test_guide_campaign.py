@@ -33,6 +33,7 @@ def _opts(tests: int, backend: str = "ort:opt=none", **kw) -> CampaignOptions:
         timeout=10.0,
         generator={"min_nodes": 2, "max_nodes": 6, "ops": OPS, **kw.pop("generator", {})},
         guide="mcts",
+        mutants=kw.pop("mutants", 0.2),
         **kw,
     )
 

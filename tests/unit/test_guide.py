@@ -101,18 +101,18 @@ def _run(guided: Guided, ids: range, steer: Steering, order_seed: int | None) ->
 
 
 def test_steering_is_the_same_however_rewards_arrive_and_after_a_resume(guided: Guided) -> None:
-    a = _run(guided, range(90), Steering(guided, 100, "mcts", [], lag=6), None)
-    b = _run(guided, range(90), Steering(guided, 100, "mcts", [], lag=6), order_seed=3)
+    a = _run(guided, range(90), Steering(guided, 100, "mcts", [], lag=6, mutants=0.2), None)
+    b = _run(guided, range(90), Steering(guided, 100, "mcts", [], lag=6, mutants=0.2), order_seed=3)
     assert a == b
     assert any("of" in (d or {}) for d in a.values())  # mutants of interesting tests
     assert all(d is not None for d in a.values())
     # Resume: the first 50 tests stored (decision and keys), the rest decided anew.
     history = {i: (a[i], _keys(guided, 100 + i, a[i])) for i in range(50)}
-    resumed = Steering(guided, 100, "mcts", [], history=history, lag=6)
+    resumed = Steering(guided, 100, "mcts", [], history=history, lag=6, mutants=0.2)
     c = _run(guided, range(50, 90), resumed, order_seed=7)
     assert c == {i: a[i] for i in range(50, 90)}
     # another seed decides otherwise
-    other = _run(guided, range(90), Steering(guided, 101, "mcts", [], lag=6), None)
+    other = _run(guided, range(90), Steering(guided, 101, "mcts", [], lag=6, mutants=0.2), None)
     assert other != a
 
 
