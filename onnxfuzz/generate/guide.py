@@ -15,7 +15,8 @@ process, a resumed campaign, the reducer). A decision is plain JSON data:
   ``onnxfuzz.generate.seeds``) as the model's first ops, then a mutant of that (``false``:
   the lifted block as it is).
 
-A decision only ever sets *choices* of the one choice stream (through ``OpReplay``), so the
+A decision only ever sets *choices* of the one choice stream (``OpStart``, or ``OpReplay``
+through ``mutate``), so the
 case it makes is an ordinary case: valid by construction, byte-deterministic, and its
 record replays and shrinks with the generator that made it (``Guided.generator_for``).
 """
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from onnxfuzz.generate.blocks import Step
-from onnxfuzz.generate.choices import OpReplay
+from onnxfuzz.generate.choices import OpStart
 from onnxfuzz.generate.generator import OP, Case, Generator
 from onnxfuzz.generate.mutate import mutate
 
@@ -106,13 +107,13 @@ class Guided:
 
     @staticmethod
     def _forced(gen: Generator, seed: int, path: Sequence[str]) -> Case:
-        ops: list[list[int | None]] = []
+        ops: list[list[int]] = []
         for action in path:
             ops.extend(_forced_ops(gen, action))
-        return gen.generate(seed, stream=OpReplay(seed, [], ops, OP))
+        return gen.generate(seed, stream=OpStart(seed, ops, OP))
 
 
-def _forced_ops(gen: Generator, action: str) -> list[list[int | None]]:
+def _forced_ops(gen: Generator, action: str) -> list[list[int]]:
     """The per-op choice lists that put ``action`` at the next op slots: the op-type
     choices as ``Generator.graph`` draws them (the block coin, then the index; an index
     over one option draws nothing), the rest of each op left to the seed."""
@@ -122,7 +123,7 @@ def _forced_ops(gen: Generator, action: str) -> list[list[int | None]]:
         return [([0] if coin else []) + ([k] if len(gen.specs) > 1 else [])]
     if action.startswith(BLOCK_ACTION):
         b = gen.block_names.index(action[len(BLOCK_ACTION) :])
-        first: list[int | None] = [1] + ([b] if len(gen.blocks) > 1 else [])
+        first = [1] + ([b] if len(gen.blocks) > 1 else [])
         return [first] + [[] for _ in range(len(gen.blocks[b]) - 1)]
     raise ValueError(f"unknown guide action {action!r}")
 
