@@ -3,7 +3,9 @@
 Owns the spec language (what a spec may call: ``spec_api``; registration: ``spec``; the
 builders that implement it: ``builder``; ``domains``, ``spec_domains``, ``shapes``), the
 options and the opset range (``config``), the backtrack-free solver (``generator`` over one
-recorded ``choices`` stream, connecting ops with ``glue``, drawing real-model ``blocks``),
+recorded ``choices`` stream, connecting ops with ``glue``, drawing real-model ``blocks``;
+``mutate`` edits a case's choices; ``guide`` makes a case from a seed and a guide's
+decision; ``seeds`` lifts user models into blocks),
 value domains (``intervals``, ``values``), the in-memory graph
 and its export (``graph``, ``export``), validation (``validate``), and what is built on
 generation alone: corpus export (``corpus``), the coverage table (``coverage``), the

@@ -146,3 +146,29 @@ class OpReplay(ChoiceStream):
         v = 0 if r <= 0 else 1
         self.record.append(v)
         return v == 0
+
+
+class OpStart(ChoiceStream):
+    """A stream whose first top-level ``op_label`` spans begin with given choices (the
+    k-th list of ``ops`` for the k-th op; an empty list: nothing forced), every other
+    choice drawn from the seed. Only span starts are intercepted (each forced list becomes
+    the stream's prefix at that position), so a choice costs what it does in a plain stream:
+    a guide forcing an op type or two pays nothing per choice, where ``OpReplay`` (which
+    can leave holes to redraw) checks every one."""
+
+    __slots__ = ("_forced", "_op_label", "_k")
+
+    def __init__(self, seed: int, ops: Sequence[Sequence[int]], op_label: str) -> None:
+        super().__init__(seed)
+        self._forced = [list(o) for o in ops]
+        self._op_label = op_label
+        self._k = 0
+
+    def start_span(self, label: str) -> None:
+        if label == self._op_label and not self._open:  # a top-level op
+            if self._k < len(self._forced) and self._forced[self._k]:
+                at = len(self.record)
+                self._prefix = [0] * at + self._forced[self._k]  # read from ``at`` on
+                self._n_prefix = len(self._prefix)
+            self._k += 1
+        super().start_span(label)

@@ -82,7 +82,8 @@ class Generator:
         self.glue = self._glue() if cfg.connectivity > 0 else None
         self._op_index = {spec.op_type: k for k, spec in enumerate(self.specs)}
         usable = blocks.usable(set(self._op_index)) if cfg.block_rate > 0 else {}
-        self.blocks = [usable[name] for name in sorted(usable)]
+        self.block_names = sorted(usable)  # what a guide names a block by
+        self.blocks = [usable[name] for name in self.block_names]
 
     def _infeasible(self, spec: OpSpec) -> str | None:
         """Options such as --dtypes or --max-rank can rule an op out entirely; find out

@@ -24,7 +24,9 @@ from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
 from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
 from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.generate.guide import Decision, Guided
 from onnxfuzz.generate.metrics import Diversity, Features, features
+from onnxfuzz.generate.seeds import blocks_from_record, blocks_to_record, lift_folder
 from onnxfuzz.generate.single_op import single_op_pairs
 from onnxfuzz.judge.attribution import blame
 from onnxfuzz.judge.judge import Judge
@@ -34,6 +36,7 @@ from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import Reproducer, Target
 from onnxfuzz.run.pregen import Made, Pregenerator, make
 from onnxfuzz.run.probe import Support, fully_unsupported, lacking, unsupported_pairs
+from onnxfuzz.run.steer import Steering, reward_keys
 from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
 from onnxfuzz.store.db import CampaignLock, Result, Store
 from onnxfuzz.store.report import print_summary
@@ -53,6 +56,7 @@ MADE_AHEAD = AHEAD + 2
 # Seconds of finished tests committed to campaign.db in one transaction (a kill -9 loses at
 # most these: not counted, they run again on resume, as a test in flight does).
 COMMIT_EVERY = 0.2
+WAIT = "wait"  # the guide needs rewards of tests still running (onnxfuzz.run.steer)
 
 
 @dataclass
@@ -73,6 +77,11 @@ class CampaignOptions:
     reduce: bool = True  # reduce findings (and dedup bugs after reduction)
     reduce_budget: float = 30.0  # seconds per reduction
     pregen: bool | None = None  # generate in processes of their own (None: the default)
+    # What steers generation (onnxfuzz.run.steer): "mcts" (the CLI's default) or "random"
+    # (what campaigns stored before the guide existed did)
+    guide: str = "random"
+    seed_models: str | None = None  # a folder of user models to mutate (onnxfuzz.generate.seeds)
+    mutants: float = 0.0  # guided tests that are mutants of interesting earlier tests
 
     @property
     def reference_label(self) -> str:
@@ -342,6 +351,8 @@ class Campaign:
         self.diversity = CampaignDiversity(self.labels)
         self._diversity_saved = 0.0  # time.perf_counter() of the last write
         self._diversity_loaded = False  # start() read the stored diversity
+        self.steering: Steering | None = None  # None: every test is its seed's model
+        self.seed_report: list[str] = []  # what --seed-models left out, model by model
 
     # --- set-up ----------------------------------------------------------------------
     def start(self, on_probe: Callable[[str, int, int], None] | None = None) -> None:
@@ -401,8 +412,21 @@ class Campaign:
                 avoid=self.cfg.avoid | frozenset(avoid),
             )
             self.generator = Generator(self.cfg)
+        seed_blocks = self._seed_blocks()
+        self.guided = Guided(self.generator, blocks_from_record(seed_blocks))
+        if o.guide not in ("mcts", "random"):
+            raise UsageError(f"--guide: mcts or random, got {o.guide!r}")
+        steering = Steering(
+            self.guided,
+            o.seed,
+            o.guide,
+            list(seed_blocks),
+            self.store.guide_rows(),
+            mutants=o.mutants,
+        )
+        self.steering = steering if steering.active else None
         if self._use_pregen():
-            self.pregens = [Pregenerator(self.cfg) for _ in self.lanes]
+            self.pregens = [Pregenerator(self.cfg, seed_blocks=seed_blocks) for _ in self.lanes]
             for pregen in self.pregens:  # start together: each takes a second or two
                 pregen.launch()
             for pregen in self.pregens:
@@ -413,6 +437,23 @@ class Campaign:
         self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})
         self.store.set_meta("opset", opset)
         self._resume_diversity()
+
+    def _seed_blocks(self) -> dict[str, Any]:
+        """The user models' blocks (``--seed-models``), lifted once and stored, so that a
+        resumed campaign makes its tests from the same ones whatever the folder holds now."""
+        assert self.store is not None
+        stored = self.store.get_meta("seed_blocks")
+        if stored is not None or not self.opts.seed_models:
+            return stored or {}
+        folder = Path(self.opts.seed_models)
+        lifted = lift_folder(folder, {s.op_type for s in self.generator.specs}, self.cfg.max_nodes)
+        self.seed_report = lifted.report()
+        if self.seed_report:
+            with open(self.out / "seed-models.log", "a") as log:
+                log.write("".join(line + "\n" for line in self.seed_report))
+        record = blocks_to_record(lifted.blocks)
+        self.store.set_meta("seed_blocks", record)
+        return record
 
     def _resume_diversity(self) -> None:
         """The diversity stored by the last run, with the tests it stored after its last
@@ -431,7 +472,8 @@ class Campaign:
             verdicts = self.store.verdicts_of(i)
             if len(missing) <= CATCH_UP_MAX and Verdict.GENERATOR_ERROR not in verdicts.values():
                 try:
-                    f = features(self.generator.generate(self.opts.seed + i).model)
+                    d = self.store.decision_of(i)
+                    f = features(self.guided.case(self.opts.seed + i, d).model)
                 except Exception:  # noqa: BLE001 - it failed when it ran: count no model
                     f = None
             self.diversity.add(i, f, verdicts)
@@ -495,27 +537,46 @@ class Campaign:
         deadline = time.perf_counter() + o.seconds if o.seconds else None
         ids = self._ids()
         ids_lock = threading.Lock()
+        steer = self.steering
+        peeked: list[int | None] = [None]  # the next id, taken from ids but not handed out
 
         def over() -> bool:
             return self._stop.is_set() or bool(deadline and time.perf_counter() >= deadline)
 
-        def next_id() -> int | None:
+        def next_id() -> tuple[int, Decision] | str | None:
+            """The next test and the guide's decision for it; WAIT: the guide needs
+            rewards not in yet (onnxfuzz.run.steer); None: no more tests."""
             if over():
                 return None
             with ids_lock:
-                return next(ids, None)
+                if peeked[0] is None:
+                    peeked[0] = next(ids, None)
+                i = peeked[0]
+                if i is None:
+                    return None
+                if steer is None:
+                    peeked[0] = None
+                    return i, None
+                if not steer.ready(i):
+                    return WAIT
+                peeked[0] = None
+                return i, steer.decide(i)
 
-        def next_test(pregen: Pregenerator | None) -> Made | None:
+        def next_test(pregen: Pregenerator | None) -> Made | str | None:
             # With a generator process per lane (onnxfuzz.run.pregen) a lane's tests are
             # made a few ahead and handed over in the order the lane asked for them; those
             # still owed at a stop are not run (nor stored: a resumed campaign makes them
             # again). Without, the lane makes its next test while its backends run.
             if pregen is None:
-                return self.prepare(i) if (i := next_id()) is not None else None
-            while len(pregen.owed) < MADE_AHEAD and (i := next_id()) is not None:
-                pregen.request(i, o.seed + i)
-            if not pregen.owed or over():
+                got = next_id()
+                return self.prepare(*got) if isinstance(got, tuple) else got
+            got = None
+            while len(pregen.owed) < MADE_AHEAD and isinstance(got := next_id(), tuple):
+                pregen.request(got[0], o.seed + got[0], got[1])
+            if over():
                 return None
+            if not pregen.owed:
+                return got  # WAIT or None
             return pregen.receive()
 
         errors: list[BaseException] = []
@@ -533,21 +594,33 @@ class Campaign:
             # started, then the oldest is judged and stored while the backends run. A
             # mismatch's localization and a new bug's reduction need the workers: they settle
             # the tests in flight first (their outcomes wait in the pool).
+            # A lane the guide makes wait runs what it holds to the end first (a waiting lane
+            # holds no unfinished test, so no two lanes ever wait on each other).
             started: deque[Made] = deque()
 
-            def fill() -> None:
-                while len(started) < AHEAD and (t := next_test(pregen)) is not None:
+            def fill() -> bool:
+                """Start tests until AHEAD are; True: the guide said to wait."""
+                while len(started) < AHEAD:
+                    t = next_test(pregen)
+                    if not isinstance(t, Made):
+                        return t == WAIT
                     if t.case is None:  # generation failed: nothing to run
                         self.finish_error(t)
                         continue
                     lane.start_test(t.model_bytes, t.inputs)
                     started.append(t)
+                return False
 
-            fill()
-            while started:
+            waiting = fill()
+            while started or waiting:
+                if not started:
+                    if steer is not None and (i := peeked[0]) is not None:
+                        steer.wait(i, self._stop)
+                    waiting = fill()
+                    continue
                 current = started.popleft()
                 outcomes = lane.wait()
-                fill()
+                waiting = fill()
                 assert current.case is not None
                 judged = self.judge_all(current.case, current.inputs, outcomes, lane)
                 self.finish(current, outcomes, judged, lane if judged.findings else None)
@@ -582,12 +655,21 @@ class Campaign:
             raise errors[0]
         return self.progress
 
-    def prepare(self, i: int) -> Made:
-        return make(self.generator, i, self.opts.seed + i)
+    def prepare(self, i: int, decision: Decision = None) -> Made:
+        return make(self.guided, i, self.opts.seed + i, decision)
+
+    def _guide_record(self, t: Made, results: list[Result]) -> tuple[Decision, bytes] | None:
+        """What the guide stores with a test (its decision, its reward keys); tells the
+        guide the keys (under ``self._lock``, after the test is recorded)."""
+        if self.steering is None:
+            return None
+        sigs = [(r.backend, r.signature) for r in results if r.signature]
+        return t.decision, reward_keys(t.features, sigs)
 
     def finish_error(self, t: Made) -> None:
         """A test whose model could not be generated (a bug in onnxfuzz, reported with its
         seed): stored with the verdict ``generator-error`` so that it is counted once."""
+        guide = self._guide_record(t, [])
         with self._lock:
             with open(self.out / "generator-errors.log", "a") as log:
                 log.write(f"test {t.index} seed {t.seed}: {t.error}\n")
@@ -599,7 +681,10 @@ class Campaign:
                 0.0,
                 0.0,
                 [Result("onnxfuzz", Verdict.GENERATOR_ERROR, detail=t.error or "")],
+                guide,
             )
+            if guide is not None and self.steering is not None:
+                self.steering.report(t.index, guide[1])
             self._count_diversity(t.index, None, {})
             self.progress.tests += 1
             self.progress.verdicts[Verdict.GENERATOR_ERROR] += 1
@@ -629,7 +714,7 @@ class Campaign:
         reducing = 0.0  # reduction is its own phase, not fuzz-loop time
         for f in findings:
             t_red = time.perf_counter()
-            key, reduced = self.bug_key(f, lane)
+            key, reduced = self.bug_key(f, lane, self.guided.generator_for(t.decision))
             t_end = time.perf_counter()
             reducing += t_end - t_red
             keyed.append((f, key, reduced))
@@ -652,9 +737,12 @@ class Campaign:
             wall = now - max(t.started, self._last_finish.get(threading.get_ident(), 0.0))
             wall -= reducing
             self._last_finish[threading.get_ident()] = now
+            guide = self._guide_record(t, results)
             self.store.record(
-                t.index, t.case.seed, t.case.ops, self.cfg.opset, wall, backend_s, results
+                t.index, t.case.seed, t.case.ops, self.cfg.opset, wall, backend_s, results, guide
             )
+            if guide is not None and self.steering is not None:
+                self.steering.report(t.index, guide[1])
             self._count_diversity(t.index, feats, {r.backend: r.verdict for r in results})
             p = self.progress
             p.tests += 1
@@ -742,16 +830,19 @@ class Campaign:
         return Judged(results, findings, sum(b.assessed.probe_s for b in blamed.values()))
 
     # --- bugs: dedup after reduction --------------------------------------------------
-    def bug_key(self, f: Finding, lane: BackendPool | None) -> tuple[str, Reduced | None]:
+    def bug_key(
+        self, f: Finding, lane: BackendPool | None, gen: Generator | None = None
+    ) -> tuple[str, Reduced | None]:
         """A finding's bug: its signature and the op pattern its reduced model ends in.
-        The first few hits of a signature are reduced; later ones join its first bug."""
+        The first few hits of a signature are reduced (their records replayed by ``gen``,
+        the generator that made the case); later ones join its first bug."""
         with self._lock:  # called outside it (reductions run unlocked): the store needs it
             hits = self.store.hits_of(f.signature)
         if self.opts.reduce and lane is not None and f.case is not None and hits < MAX_REDUCED:
             lane.settle()  # the reduction uses the workers
             rep = Reproducer(lane, Target(f.backend, f.reference, f.signature), self.oracle)
             with lane.time_limit(reduction_timeout(f)):
-                reduced = reduce_case(self.generator, f.case, rep, self.opts.reduce_budget)
+                reduced = reduce_case(gen or self.generator, f.case, rep, self.opts.reduce_budget)
             return f"{f.signature}|{reduced.pattern}", reduced
         with self._lock:
             keys = self.store.keys_of(f.signature)

@@ -6,7 +6,8 @@ backends wait; with several lanes, their threads would take turns generating und
 GIL. Each lane has a spawned generator process (``python -m onnxfuzz.run.pregen FD``) that
 builds its next tests (model, serialized bytes, inputs, diversity features) from their
 seeds while the campaign process judges and the backends run, and hands them over in
-request order: only (index, seed) goes in.
+request order: only (index, seed) goes in, and the guide's decision for the test
+(``onnxfuzz.run.steer``; None when unguided), which the model is a function of too.
 
 Generation is deterministic in (options, seed): a test made here is byte-identical to one
 made in the campaign process, which still regenerates a case when it reduces a bug. If the
@@ -30,7 +31,9 @@ from onnxfuzz.execute.messages import LoadError
 from onnxfuzz.execute.sandbox import kill, process_cpu_seconds, spawn, stop
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.generate.guide import Decision, Guided
 from onnxfuzz.generate.metrics import Features, features
+from onnxfuzz.generate.seeds import blocks_from_record
 
 
 @dataclass(frozen=True)
@@ -40,10 +43,11 @@ class GeneratorReady:
 
 @dataclass(frozen=True)
 class Request:
-    """Make test ``index`` of the campaign from ``seed``."""
+    """Make test ``index`` of the campaign from ``seed`` and the guide's ``decision``."""
 
     index: int
     seed: int
+    decision: Decision = None
 
 
 @dataclass
@@ -61,6 +65,7 @@ class Made:
     error: str | None = None
     started: float = 0.0
     features: Features | None = None
+    decision: Decision = None  # the guide's (onnxfuzz.generate.guide), made with it
 
 
 def counted(f: Features) -> Features:
@@ -70,28 +75,31 @@ def counted(f: Features) -> Features:
     return Features(f.ops, {}, f.nodes, f.connectivity, f.longest, f.digests())
 
 
-def make(gen: Generator, index: int, seed: int) -> Made:
+def make(gen: Generator | Guided, index: int, seed: int, decision: Decision = None) -> Made:
     """One test: the model, its serialized bytes (what the backends take), inputs and
     diversity features."""
     started = time.perf_counter()
     try:
-        case = gen.generate(seed)
+        case = gen.case(seed, decision) if isinstance(gen, Guided) else gen.generate(seed)
         inputs = case.make_inputs(seed)
         data = case.model.SerializeToString()
     except Exception as e:  # noqa: BLE001 - a spec bug must not end the campaign
-        return Made(index, seed, None, b"", {}, f"{type(e).__name__}: {e}", started)
+        return Made(
+            index, seed, None, b"", {}, f"{type(e).__name__}: {e}", started, decision=decision
+        )
     try:
         feats: Features | None = counted(features(case.model))
     except Exception:  # noqa: BLE001 - metrics are no reason to lose a test
         feats = None
-    return Made(index, seed, case, data, inputs, None, started, feats)
+    return Made(index, seed, case, data, inputs, None, started, feats, decision)
 
 
 def serve(conn: Connection) -> None:
-    """The generator process's loop: a Config, then ``Request``s (None: leave)."""
+    """The generator process's loop: a Config and the lifted user-model blocks' record,
+    then ``Request``s (None: leave)."""
     try:
-        cfg = conn.recv()
-        gen = Generator(cfg)
+        cfg, seed_blocks = conn.recv()
+        gen = Guided(Generator(cfg), blocks_from_record(seed_blocks))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         conn.send(LoadError(f"{type(e).__name__}: {e}"))
         return
@@ -103,7 +111,7 @@ def serve(conn: Connection) -> None:
             return
         if req is None:
             return
-        made = make(gen, req.index, req.seed)
+        made = make(gen, req.index, req.seed, req.decision)
         if made.case is not None:
             # The case travels without its model: the bytes go anyway (parsed on arrival).
             made.case.model = None  # type: ignore[assignment]
@@ -113,8 +121,13 @@ def serve(conn: Connection) -> None:
 class Pregenerator:
     """The campaign side: ``request`` tests ahead, ``receive`` them in order."""
 
-    def __init__(self, cfg: Config, startup_timeout: float = 120.0) -> None:
+    def __init__(
+        self, cfg: Config, startup_timeout: float = 120.0, seed_blocks: dict | None = None
+    ) -> None:
+        """``seed_blocks``: the lifted user-model blocks as a record
+        (``onnxfuzz.generate.seeds.blocks_to_record``)."""
         self.cfg = cfg
+        self.seed_blocks = seed_blocks or {}
         self.startup_timeout = startup_timeout
         self.owed: deque[Request] = deque()  # requested, not yet received
         self._proc: Any = None
@@ -129,7 +142,7 @@ class Pregenerator:
         """Spawn the process without waiting for it (``ready`` waits): several start at
         once."""
         self._proc, self._conn = spawn("onnxfuzz.run.pregen", [])
-        self._conn.send(self.cfg)
+        self._conn.send((self.cfg, self.seed_blocks))
 
     def ready(self) -> None:
         """Wait until the launched process serves; then ask again for what it owes (after a
@@ -146,8 +159,8 @@ class Pregenerator:
         for req in self.owed:  # after a restart: ask again for what the last one owed
             self._conn.send(req)
 
-    def request(self, index: int, seed: int) -> None:
-        req = Request(index, seed)
+    def request(self, index: int, seed: int, decision: Decision = None) -> None:
+        req = Request(index, seed, decision)
         self.owed.append(req)
         try:
             self._conn.send(req)
@@ -164,7 +177,7 @@ class Pregenerator:
             except (EOFError, OSError):
                 self._restart()
         want = self.owed.popleft()
-        got = Request(made.index, made.seed)
+        got = Request(made.index, made.seed, made.decision)
         assert got == want, f"generator answered {got} for {want}"
         if made.case is not None:
             made.case.model = onnx.load_from_string(made.model_bytes)

@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS bugs (
 CREATE INDEX IF NOT EXISTS results_by_verdict ON results (backend, verdict);
 CREATE TABLE IF NOT EXISTS diversity_history (
     tests INTEGER PRIMARY KEY, at REAL NOT NULL, summary TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS guide (
+    test_id INTEGER PRIMARY KEY, decision TEXT NOT NULL, keys BLOB NOT NULL);
 """
 BUG_COLUMNS = (
     "key",
@@ -176,9 +178,11 @@ class Store:
         seconds: float,
         backend_seconds: float,
         results: list[Result],
+        guide: tuple[Any, bytes] | None = None,
     ) -> list[str]:
         """Store one test, committed now or with the batch it joins (``batch_seconds``);
-        returns the bug keys seen for the first time."""
+        returns the bug keys seen for the first time. ``guide``: the guide's decision for
+        the test and its reward keys (``onnxfuzz.run.steer``), stored with it."""
         new: list[str] = []
         now = time.time()
         if not self.db.in_transaction:
@@ -191,6 +195,11 @@ class Store:
                 "INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (test_id, seed, json.dumps(ops), opset, seconds, backend_seconds, now),
             )
+            if guide is not None:
+                self.db.execute(
+                    "INSERT INTO guide VALUES (?, ?, ?)",
+                    (test_id, json.dumps(guide[0], sort_keys=True), guide[1]),
+                )
             for r in results:
                 self.db.execute(
                     "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -232,6 +241,15 @@ class Store:
         self.db.execute("RELEASE test")
         self.commit_due()
         return new
+
+    def guide_rows(self) -> dict[int, tuple[Any, bytes]]:
+        """Every stored test's guide decision and reward keys (tests stored without: none)."""
+        rows = self.db.execute("SELECT test_id, decision, keys FROM guide")
+        return {i: (json.loads(d), bytes(k)) for i, d, k in rows}
+
+    def decision_of(self, test_id: int) -> Any:
+        row = self.db.execute("SELECT decision FROM guide WHERE test_id=?", (test_id,)).fetchone()
+        return json.loads(row[0]) if row else None
 
     def verdicts_of(self, test_id: int) -> dict[str, str]:
         """A stored test's verdict per backend."""

@@ -1,0 +1,127 @@
+"""Guided vs random generation at equal test counts (issue 9: guided >= 1.3x random on
+op-type triples and on distinct bug signatures in equal-length ORT vs TVM campaigns).
+
+Two parts:
+- ``--models N`` (no backends): N models made with the campaign's guide (``--guide mcts``:
+  UCT, mutants of interesting tests; rewards from the models' own triples and instances,
+  as a campaign with no failures would give) vs N seeds' own models; the diversity of
+  each and the generation rate (the guide's cost included).
+- ``--campaign-tests N``: two campaigns of N tests each, ``--guide random`` and ``--guide
+  mcts``, same seed and options, against ``--backends``; their triples (over every test,
+  and over what each backend ran) and distinct failure signatures per backend, read from
+  their campaign.db.
+
+    .venv/bin/python tools/bench_guide.py --models 500 --campaign-tests 300 \\
+        --backends ort,tvm --seed 9100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.guide import Guided
+from onnxfuzz.generate.metrics import Diversity, features
+from onnxfuzz.run.pregen import counted
+from onnxfuzz.run.steer import LAG, Steering, reward_keys
+
+FIGURES = ("ops", "instances", "edges", "triples", "connectivity", "longest")
+
+
+def offline(models: int, seed: int, lo: int, hi: int, guide: str) -> tuple[dict, float]:
+    """The diversity of ``models`` models made as a ``guide`` campaign would make them, and
+    models/s (generation, features and the guide's bookkeeping)."""
+    guided = Guided(Generator(Config(min_nodes=lo, max_nodes=hi)))
+    steer = Steering(guided, seed, guide, [])
+    d = Diversity()
+    start = time.perf_counter()
+    for i in range(models):
+        decision = steer.decide(i) if steer.active else None
+        case = guided.case(seed + i, decision)
+        f = counted(features(case.model))
+        if steer.active:
+            steer.report(i, reward_keys(f, []))
+        d.add_features(f)
+    rate = models / (time.perf_counter() - start)
+    return d.summary(), rate
+
+
+def campaign(out: Path, backends: list[str], tests: int, seed: int, guide: str) -> dict:
+    cmd = [sys.executable, "-m", "onnxfuzz", "fuzz", "--tests", str(tests), "--seed", str(seed)]
+    for b in backends:
+        cmd += ["--backend", b]
+    cmd += ["--guide", guide, "--no-reduce", "--out", str(out)]
+    start = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    db = sqlite3.connect(out / "campaign.db")
+    div = json.loads(db.execute("SELECT value FROM meta WHERE key='diversity'").fetchone()[0])
+    sigs = dict(
+        db.execute(
+            "SELECT backend, COUNT(DISTINCT signature) FROM results "
+            "WHERE signature IS NOT NULL GROUP BY backend"
+        ).fetchall()
+    )
+    tests_done = db.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
+    db.close()
+    triples = {"all": Diversity.from_record(div["all"]).summary()["triples"]}
+    for label, rec in div["backends"].items():
+        triples[label] = Diversity.from_record(rec).summary()["triples"]
+    return {"tests": tests_done, "seconds": took, "triples": triples, "signatures": sigs}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", type=int, default=500, help="offline models (0: skip)")
+    ap.add_argument("--nodes", default="1:10", help="offline node range MIN:MAX")
+    ap.add_argument("--campaign-tests", type=int, default=0, help="tests per campaign (0: skip)")
+    ap.add_argument("--backends", default="ort,tvm")
+    ap.add_argument("--seed", type=int, default=9100)
+    ap.add_argument("--keep", type=Path, default=None, help="keep the campaigns here")
+    args = ap.parse_args()
+    if args.models:
+        lo, hi = (int(x) for x in args.nodes.split(":"))
+        print(f"offline: {args.models} models, --nodes {lo}:{hi}, seed {args.seed}, lag {LAG}")
+        print(f"{'':10}" + "".join(f"{f:>13}" for f in FIGURES) + f"{'models/s':>10}")
+        rows = {g: offline(args.models, args.seed, lo, hi, g) for g in ("random", "mcts")}
+        for g, (s, rate) in rows.items():
+            cells = "".join(
+                f"{s[f]:>13.2%}" if f == "connectivity" else f"{s[f]:>13.4g}" for f in FIGURES
+            )
+            print(f"{g:10}{cells}{rate:>10.0f}")
+        (a, ra), (b, rb) = rows["random"], rows["mcts"]
+        ratio = "".join(f"{(b[f] / a[f] if a[f] else float('nan')):>12.2f}x" for f in FIGURES)
+        print(f"{'mcts/rand':10}{ratio}{rb / ra:>9.2f}x")
+    if args.campaign_tests:
+        backends = args.backends.split(",")
+        root = args.keep or Path(tempfile.mkdtemp(prefix="bench_guide_"))
+        root.mkdir(parents=True, exist_ok=True)
+        got = {}
+        for g in ("random", "mcts"):
+            got[g] = campaign(root / g, backends, args.campaign_tests, args.seed, g)
+            print(f"campaign --guide {g}: {json.dumps(got[g])}", flush=True)
+        a, b = got["random"], got["mcts"]
+        for k in a["triples"]:
+            ta, tb = a["triples"][k], b["triples"].get(k, 0)
+            x = tb / ta if ta else float("nan")
+            print(f"triples {k:>12}: random {ta}, mcts {tb}, {x:.2f}x")
+        for k in sorted(set(a["signatures"]) | set(b["signatures"])):
+            sa, sb = a["signatures"].get(k, 0), b["signatures"].get(k, 0)
+            x = sb / sa if sa else float("nan")
+            print(f"signatures {k:>9}: random {sa}, mcts {sb}, {x:.2f}x")
+        print(f"campaigns in {root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
