@@ -107,7 +107,9 @@ def serve(conn: Connection) -> None:
     while True:
         try:
             req = conn.recv()
-        except (EOFError, KeyboardInterrupt):
+        except (EOFError, OSError, KeyboardInterrupt):
+            # The campaign is gone (killed, or Ctrl-C): leave quietly. A ConnectionResetError
+            # here printed one traceback per lane under a campaign stopped by `timeout`.
             return
         if req is None:
             return
@@ -115,7 +117,10 @@ def serve(conn: Connection) -> None:
         if made.case is not None:
             # The case travels without its model: the bytes go anyway (parsed on arrival).
             made.case.model = None  # type: ignore[assignment]
-        conn.send(made)
+        try:
+            conn.send(made)
+        except (OSError, KeyboardInterrupt):  # the campaign is gone: as above
+            return
 
 
 class Pregenerator:

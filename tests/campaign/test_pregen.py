@@ -67,3 +67,47 @@ def test_a_generation_error_comes_back_as_data() -> None:
         assert pre.receive().error is None  # the process carries on
     finally:
         pre.close()
+
+
+def test_a_generator_whose_campaign_dies_leaves_quietly(tmp_path) -> None:
+    """A campaign killed with tests made ahead and unread (SIGTERM from `timeout`, kill -9):
+    its generator process finds the connection reset and exits without a traceback on the
+    terminal it shares with the campaign (it printed one per lane)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    campaign = (
+        "import os, sys\n"
+        "from onnxfuzz.generate.config import Config\n"
+        "from onnxfuzz.run.pregen import Pregenerator\n"
+        "pre = Pregenerator(Config(min_nodes=3, max_nodes=12))\n"
+        "pre.start()\n"
+        "for i in range(6):\n"
+        "    pre.request(i, i)\n"
+        "pre.receive()\n"  # the rest are made and sent, never read
+        "print(pre._proc.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as stderr:
+        out = subprocess.run(
+            [sys.executable, "-c", campaign],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+    child = int(out.split()[0])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the generator process outlived its campaign by 30 s")
+    assert "Traceback" not in err.read_text(), err.read_text()[-2000:]
