@@ -334,7 +334,7 @@ class Campaign:
     # --- set-up ----------------------------------------------------------------------
     def start(self) -> None:
         o = self.opts
-        for _ in range(max(1, o.workers)):
+        for _ in range(self._lane_count()):
             lane = BackendPool(self.labels, o.timeout, o.memory_mb)
             self.lanes.append(lane)
             self.infos.update(lane.start())
@@ -392,6 +392,11 @@ class Campaign:
         self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})
         self.store.set_meta("opset", opset)
         self._resume_diversity()
+
+    def _lane_count(self) -> int:
+        """Lanes this process runs tests on (an executor that runs them elsewhere keeps
+        one, for the probe and reductions)."""
+        return max(1, self.opts.workers)
 
     def _resume_diversity(self) -> None:
         """The diversity stored by the last run, with the tests it stored after its last
