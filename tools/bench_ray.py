@@ -112,9 +112,7 @@ def main() -> None:
             )
     finally:
         cluster.shutdown()
-    ratios = [
-        two / one for one, two in zip(rows["ray, 1 node"], rows["ray, 2 nodes"], strict=True)
-    ]
+    ratios = [two / one for one, two in zip(rows["ray, 1 node"], rows["ray, 2 nodes"], strict=True)]
     print(f"{'executor':<14} {'tests/s':>8}  runs")
     for k, v in rows.items():
         print(f"{k:<14} {statistics.median(v):>8.1f}  [{' '.join(f'{x:.1f}' for x in v)}]")

@@ -67,7 +67,7 @@ def _render(campaign, p) -> object:
 
 # --resume: flags that only extend the budget (besides the campaign's RESUMABLE_SETTINGS);
 # any other flag would change what it tests and is refused, naming the flag.
-_RESUME_BUDGET = {"resume", "out", "tests", "seconds", "no_reduce"}
+_RESUME_BUDGET = {"resume", "out", "tests", "seconds", "no_reduce", "executor", "address"}
 
 
 def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Resumed:
@@ -88,7 +88,8 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
         raise UsageError(
             f"{', '.join(refused)}: --resume continues the stored campaign as it was made; "
             "only --tests, --time (more budget), --workers, --timeout, --memory-mb, "
-            "--no-reduce and --reduce-budget may be given. Start a new --out to change it."
+            "--no-reduce, --reduce-budget, --executor and --address may be given. Start a new "
+            "--out to change it."
         )
     names = {p.name for p in given}
     settings = {name: ctx.params[name] for name in RESUMABLE_SETTINGS if name in names}
@@ -123,7 +124,7 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     type=click.IntRange(1, 64),
     default=1,
     show_default=True,
-    help="Tests run concurrently (each with its own backend workers).",
+    help="Tests run concurrently (each with its own backend workers; --executor local).",
 )
 @click.option(
     "--timeout",
@@ -173,6 +174,21 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     show_default=True,
     help="Generate tests ahead in a process per lane (auto: unless the machine has a single core).",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where tests run: local lanes (--workers), or a Ray cluster (one shard runner per "
+    "CPU; needs `pip install onnxfuzz[ray]`). A campaign may be resumed with either.",
+)
+@click.option(
+    "--address",
+    default=None,
+    metavar="HOST:PORT",
+    help="With --executor ray: the cluster's head (`ray start --head` prints it); "
+    "default: start a local Ray cluster.",
+)
 @generator_options(opset_default=None)
 def fuzz(
     backends,
@@ -191,6 +207,8 @@ def fuzz(
     no_reduce,
     reduce_budget,
     pregen,
+    executor,
+    address,
     seed,
     **gen,
 ) -> None:
@@ -200,6 +218,8 @@ def fuzz(
     from onnxfuzz.errors import UsageError
     from onnxfuzz.run.campaign import Campaign, CampaignOptions
 
+    if address is not None and executor != "ray":
+        raise UsageError("--address: only with --executor ray")
     opts = changes = None
     if resume:
         changes = _resumed(click.get_current_context(), tests, seconds)
@@ -224,7 +244,12 @@ def fuzz(
             reduce_budget=reduce_budget,
             pregen={"auto": None, "on": True, "off": False}[pregen],
         )
-    campaign = Campaign(out, opts, resume, changes)
+    if executor == "ray":
+        from onnxfuzz.run.ray_executor import RayCampaign
+
+        campaign: Campaign = RayCampaign(out, opts, resume, changes, address=address)
+    else:
+        campaign = Campaign(out, opts, resume, changes)
     try:
         campaign.start()
         live = sys.stdout.isatty()
