@@ -9,13 +9,17 @@ repeat measures, back to back so that they see the same machine load: one node, 
 (the second node joined, then removed again), and the local executor (``--workers 1``,
 the campaign's defaults, unpinned: the figure that must not change without Ray).
 
-tests/s counts from when the campaign's workers are ready (actors started, lanes started)
-to the end of its run, as ``Progress`` does; probing and reduction are off (a phase of
-their own, not the loop). x1 is the 2-node rate over the 1-node rate of the same repeat;
-the median of the repeats is printed.
+Each run has a time budget (``--seconds``), as a campaign usually has: every node works
+until the deadline, so the figure is the steady rate, not the wait for the last shard of a
+fixed test count (``--tests N`` measures that instead). tests/s counts from when the
+campaign's workers are ready (actors started, lanes started) to the end of its run, as
+``Progress`` does; probing and reduction are off (a phase of their own, not the loop).
+The ratio is the 2-node rate over the 1-node rate of the same repeat (median printed).
+The machine's load average is printed too: other work on these cores slows one node less
+than two (it has a core to itself while one node runs).
 
-    PYTHONPATH=. .venv/bin/python tools/bench_ray.py [--tests 400] [--repeat 3]
-        [--pair ort/ort:opt=none] [--nodes 5:20] [--max-dim 8]
+    PYTHONPATH=. .venv/bin/python tools/bench_ray.py [--seconds 20 | --tests N]
+        [--repeat 3] [--pair ort/ort:opt=none] [--nodes 5:20] [--max-dim 8]
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ def rate(campaign: Campaign) -> tuple[float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tests", type=int, default=400)
+    ap.add_argument("--seconds", type=float, default=20.0, help="time budget per run")
+    ap.add_argument("--tests", type=int, default=None, help="a test budget per run instead")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--pair", default="ort/ort:opt=none", help="REF/BACKEND")
     ap.add_argument("--nodes", default="5:20")
@@ -72,6 +77,7 @@ def main() -> None:
     opts = CampaignOptions(
         backends=args.pair.split("/"),
         tests=args.tests,
+        seconds=None if args.tests else args.seconds,
         seed=1,
         probe="off",
         reduce=False,
@@ -80,7 +86,8 @@ def main() -> None:
     cores = sorted(os.sched_getaffinity(0))
     pins: list[set[int] | None] = [{cores[0]}, {cores[1]}] if len(cores) >= 2 else [None, None]
     print(
-        f"{args.tests} tests per run, {args.repeat} repeat(s), pair {args.pair}, nodes "
+        f"{f'{args.tests} tests' if args.tests else f'{args.seconds:g} s'} per run, "
+        f"{args.repeat} repeat(s), pair {args.pair}, nodes "
         f"{args.nodes}, max dim {args.max_dim}; Ray nodes pinned to cores "
         f"{[sorted(p) if p else 'all' for p in pins]}, one CPU each; {len(cores)} cores here"
     )
@@ -107,7 +114,8 @@ def main() -> None:
                 rows["local"].append(rate(local)[0])
             print(
                 f"repeat {r + 1}: "
-                + ", ".join(f"{k} {v[-1]:.1f} tests/s" for k, v in rows.items()),
+                + ", ".join(f"{k} {v[-1]:.1f} tests/s" for k, v in rows.items())
+                + f"; load average {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
     finally:
