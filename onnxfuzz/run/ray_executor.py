@@ -47,12 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from onnxfuzz.errors import BackendError, UsageError
+from onnxfuzz.execute.sandbox import Outcome
 from onnxfuzz.run.campaign import Campaign, CampaignOptions, Progress, Resumed
 from onnxfuzz.run.shard import Ready, ShardRunner, ShardSetup, Tested, clock_offset, code_digest
 
 RAY_FIX = "pip install onnxfuzz[ray]"
 SHARD = 32  # tests per shard: a second or two of one node's work, little to redo on a loss
-SCALE_EVERY = 5.0  # seconds between looks for free CPUs (a node that joined)
+SCALE_EVERY = 2.0  # seconds between looks for free CPUs (a node that joined)
 MAX_SHARD_TRIES = 3  # a shard that kills its actor this often stops the campaign
 ACTOR_START_TIMEOUT = 300.0  # seconds to wait for the first actor (backends to start)
 CONNECT_TIMEOUT = 5.0  # seconds to reach --address before calling it unreachable
@@ -82,6 +83,43 @@ def _check_address(address: str) -> None:
             f"--address {address}: no Ray cluster answers there ({e.strerror or e}); "
             "start one with `ray start --head` or check the address"
         ) from None
+
+
+@dataclass
+class ClusterProgress(Progress):
+    """``Progress`` for tests that arrive from several nodes, in batches, out of time order:
+    ``busy`` is the union of every backend's compile+run intervals however late one
+    arrives (``Progress.add_busy`` drops an interval that begins before the last one it
+    counted). Reductions run on the driver while the nodes go on testing: their time is
+    not taken out of the wall time."""
+
+    _spans: list[tuple[float, float]] = field(default_factory=list)  # disjoint, sorted
+    _settled: float = 0.0  # busy seconds of spans dropped from ``_spans`` (long past)
+    _extra: float = 0.0  # backend seconds spent localizing
+
+    def add_busy(self, outcomes: list[Outcome], extra: float = 0.0) -> None:
+        for o in outcomes:
+            a, b = o.started, o.started + o.backend_s
+            if b <= a:
+                continue
+            keep = []
+            for x, y in self._spans:
+                if y < a or x > b:
+                    keep.append((x, y))
+                else:  # overlaps: merge into [a, b]
+                    a, b = min(a, x), max(b, y)
+            keep.append((a, b))
+            keep.sort()
+            # what ended a minute before the latest interval gets no more overlaps
+            horizon = keep[-1][1] - 60.0
+            self._settled += sum(y - x for x, y in keep if y < horizon)
+            self._spans = [(x, y) for x, y in keep if y >= horizon]
+        self._extra += extra
+        self.busy = self._settled + sum(y - x for x, y in self._spans) + self._extra
+
+    def overhead(self, now: float | None = None) -> float:
+        wall = (now if now is not None else time.perf_counter()) - self.started
+        return max(0.0, 1.0 - self.busy / wall) if wall > 0 else 0.0
 
 
 @dataclass
@@ -118,6 +156,7 @@ class RayCampaign(Campaign):
         shard: int = SHARD,
     ) -> None:
         super().__init__(out, opts, resume, changes)
+        self.progress = ClusterProgress()
         self.address = address
         self.shard = shard
         self.reruns = 0  # shards given again after their actor died
