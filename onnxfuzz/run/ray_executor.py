@@ -54,7 +54,7 @@ from onnxfuzz.run.shard import Ready, ShardRunner, ShardSetup, Tested, clock_off
 RAY_FIX = "pip install onnxfuzz[ray]"
 SHARD = 32  # tests per shard: a second or two of one node's work, little to redo on a loss
 SCALE_EVERY = 2.0  # seconds between looks for free CPUs (a node that joined)
-MAX_SHARD_TRIES = 3  # a shard that kills its actor this often stops the campaign
+MAX_SHARD_TRIES = 3  # a shard whose actor dies this often stops the campaign
 ACTOR_START_TIMEOUT = 300.0  # seconds to wait for the first actor (backends to start)
 CONNECT_TIMEOUT = 5.0  # seconds to reach --address before calling it unreachable
 
@@ -380,9 +380,10 @@ class RayCampaign(Campaign):
             self._forget(flight.actor)
             if flight.tries + 1 >= MAX_SHARD_TRIES:
                 raise BackendError(
-                    f"tests {flight.indices[0]}..{flight.indices[-1]} killed their Ray "
-                    f"worker {MAX_SHARD_TRIES} times; the campaign stops (resume skips "
-                    "nothing: find the culprit with --executor local)"
+                    f"tests {flight.indices[0]}..{flight.indices[-1]} lost their Ray worker "
+                    f"{MAX_SHARD_TRIES} times (killed, or its node lost); the campaign stops "
+                    "here, the stored tests are kept (--resume; --executor local shows a "
+                    "test that kills its process)"
                 ) from None
             self.reruns += 1
             again.appendleft((flight.indices, flight.tries + 1))
