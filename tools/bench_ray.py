@@ -4,10 +4,13 @@ same size, and the local executor's tests/s in the same run.
 A local Ray cluster stands in for machines: each node (its raylet, its workers and the
 backends' worker processes they spawn) is pinned to a core of its own with
 ``sched_setaffinity`` (children inherit it) and offers Ray one CPU, so a node is one core.
-The campaign process (the driver: it stores, and it would reduce) is not pinned. Each
-repeat measures, back to back so that they see the same machine load: one node, two nodes
-(the second node joined, then removed again), and the local executor (``--workers 1``,
-the campaign's defaults, unpinned: the figure that must not change without Ray).
+The campaign process (the driver: it stores, and it would reduce) runs on the head node's
+core (``--driver head``, the default), as ``onnxfuzz fuzz`` runs on the head machine in the
+README's commands: without it (``--driver free``) the one-node run would get a second core
+for its driver that a one-machine cluster does not have. Each repeat measures, back to
+back so that they see the same machine load: one node, two nodes (the second node joined,
+then removed again), and the local executor (``--workers 1``, the campaign's defaults,
+unpinned: the figure that must not change without Ray).
 
 Each run has a time budget (``--seconds``), as a campaign usually has: every node works
 until the deadline, so the figure is the steady rate, not the wait for the last shard of a
@@ -19,7 +22,8 @@ The machine's load average is printed too: other work on these cores slows one n
 than two (it has a core to itself while one node runs).
 
     PYTHONPATH=. .venv/bin/python tools/bench_ray.py [--seconds 20 | --tests N]
-        [--repeat 3] [--pair ort/ort:opt=none] [--nodes 5:20] [--max-dim 8]
+        [--repeat 3] [--driver head|free] [--pair ort/ort:opt=none] [--nodes 5:20]
+        [--max-dim 8]
 """
 
 from __future__ import annotations
@@ -69,6 +73,12 @@ def main() -> None:
     ap.add_argument("--pair", default="ort/ort:opt=none", help="REF/BACKEND")
     ap.add_argument("--nodes", default="5:20")
     ap.add_argument("--max-dim", type=int, default=8)
+    ap.add_argument(
+        "--driver",
+        choices=("head", "free"),
+        default="head",
+        help="the campaign process on the head node's core, or on any core",
+    )
     args = ap.parse_args()
 
     from ray.cluster_utils import Cluster
@@ -89,8 +99,12 @@ def main() -> None:
         f"{f'{args.tests} tests' if args.tests else f'{args.seconds:g} s'} per run, "
         f"{args.repeat} repeat(s), pair {args.pair}, nodes "
         f"{args.nodes}, max dim {args.max_dim}; Ray nodes pinned to cores "
-        f"{[sorted(p) if p else 'all' for p in pins]}, one CPU each; {len(cores)} cores here"
+        f"{[sorted(p) if p else 'all' for p in pins]}, one CPU each; driver on "
+        f"{'the head' if args.driver == 'head' else 'any core'}; {len(cores)} cores here"
     )
+    # Ray's threads in the driver start with ray.init in RayCampaign.start: pinned around
+    # the whole campaign, every one of them runs on the head's core.
+    driver = pins[0] if args.driver == "head" else None
     rows: dict[str, list[float]] = {"ray, 1 node": [], "ray, 2 nodes": [], "local": []}
     with pinned(pins[0]):
         cluster = Cluster(
@@ -99,15 +113,17 @@ def main() -> None:
     try:
         for r in range(args.repeat):
             with tempfile.TemporaryDirectory() as tmp:
-                c = RayCampaign(Path(tmp) / "one", opts, address=cluster.address)
-                c.start()
-                rows["ray, 1 node"].append(rate(c)[0])
+                with pinned(driver):
+                    c = RayCampaign(Path(tmp) / "one", opts, address=cluster.address)
+                    c.start()
+                    rows["ray, 1 node"].append(rate(c)[0])
                 with pinned(pins[1]):
                     second = cluster.add_node(num_cpus=1)
                 cluster.wait_for_nodes()
-                c = RayCampaign(Path(tmp) / "two", opts, address=cluster.address)
-                c.start()
-                rows["ray, 2 nodes"].append(rate(c)[0])
+                with pinned(driver):
+                    c = RayCampaign(Path(tmp) / "two", opts, address=cluster.address)
+                    c.start()
+                    rows["ray, 2 nodes"].append(rate(c)[0])
                 cluster.remove_node(second)
                 local = Campaign(Path(tmp) / "local", opts, resume=False)
                 local.start()
