@@ -130,27 +130,6 @@ def test_a_killed_ray_worker_loses_no_test_and_counts_none_twice(tmp_path, clust
     assert _state(c.out) == _state(local)
 
 
-def test_a_lost_node_s_shards_run_on_the_nodes_left(tmp_path, cluster, local) -> None:
-    worker = next(n for n in cluster.list_all_nodes() if not n.head)
-    c = RayCampaign(tmp_path / "camp", _opts(), address=cluster.address, shard=8)
-    lost: list[bool] = []
-
-    def lose_node(p: Progress) -> None:
-        if not lost and 8 <= p.tests < TESTS - 16:
-            cluster.remove_node(worker, allow_graceful=False)  # raylet, workers: all gone
-            lost.append(True)
-
-    try:
-        _run(c, lose_node)
-    finally:
-        if lost:  # the module's other tests get their two nodes back
-            cluster.add_node(num_cpus=1)
-            cluster.wait_for_nodes()
-    assert lost, "the run ended before the node was lost"
-    assert c.reruns >= 1
-    assert _state(c.out) == _state(local)
-
-
 def test_resume_across_executors_gives_the_tests_of_one_run(tmp_path, cluster, local) -> None:
     # local 16 tests, then 16 more on Ray (through the command line), then 16 locally: each
     # executor continues a campaign the other began.
@@ -167,6 +146,24 @@ def test_resume_across_executors_gives_the_tests_of_one_run(tmp_path, cluster, l
     assert len(_state(out)[0]) == 32
     _run(Campaign(out, None, resume=True, changes=Resumed(more_tests=16)))
     assert _state(out) == _state(local)
+
+
+def test_a_lost_node_s_shards_run_on_the_nodes_left(tmp_path, cluster, local) -> None:
+    # The module's last use of the cluster: its worker node is not brought back (starting
+    # a node again costs more than the rest of the test).
+    worker = next(n for n in cluster.list_all_nodes() if not n.head)
+    c = RayCampaign(tmp_path / "camp", _opts(), address=cluster.address, shard=8)
+    lost: list[bool] = []
+
+    def lose_node(p: Progress) -> None:
+        if not lost and 8 <= p.tests < TESTS - 16:
+            cluster.remove_node(worker, allow_graceful=False)  # raylet, workers: all gone
+            lost.append(True)
+
+    _run(c, lose_node)
+    assert lost, "the run ended before the node was lost"
+    assert c.reruns >= 1
+    assert _state(c.out) == _state(local)
 
 
 def _fuzz(out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
