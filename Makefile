@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	# torch/torchvision first and pinned: these builds lie on the machine's disk, and
 	# onnx2torch must not pull any other torch.
 	$(PY) -m pip install -q torch==2.14.1 torchvision==0.29.1
-	$(PY) -m pip install -q -e '.[cpu,dev]' torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install -q -e '.[cpu,ray,dev]' torch==2.14.1 torchvision==0.29.1
 	touch $(STAMP)
 
 # The main job: a short differential campaign, ONNX Runtime vs TVM vs PyTorch, on the CPU.

@@ -82,7 +82,7 @@ def _render(campaign, p) -> object:
 
 # --resume: flags that only extend the budget (besides the campaign's RESUMABLE_SETTINGS);
 # any other flag would change what it tests and is refused, naming the flag.
-_RESUME_BUDGET = {"resume", "out", "tests", "seconds", "no_reduce"}
+_RESUME_BUDGET = {"resume", "out", "tests", "seconds", "no_reduce", "executor", "address"}
 
 
 def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Resumed:
@@ -103,7 +103,8 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
         raise UsageError(
             f"{', '.join(refused)}: --resume continues the stored campaign as it was made; "
             "only --tests, --time (more budget), --workers, --timeout, --memory-mb, "
-            "--no-reduce and --reduce-budget may be given. Start a new --out to change it."
+            "--no-reduce, --reduce-budget, --executor and --address may be given. Start a new "
+            "--out to change it."
         )
     names = {p.name for p in given}
     settings = {name: ctx.params[name] for name in RESUMABLE_SETTINGS if name in names}
@@ -138,7 +139,7 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     type=click.IntRange(1, 64),
     default=1,
     show_default=True,
-    help="Tests run concurrently (each with its own backend workers).",
+    help="Tests run concurrently (each with its own backend workers; --executor local).",
 )
 @click.option(
     "--timeout",
@@ -218,6 +219,21 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "folder, or have nothing liftable are skipped and named; control flow and ops without a "
     "spec are left out of a model.",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where tests run: local lanes (--workers), or a Ray cluster (one shard runner per "
+    "CPU; needs `pip install onnxfuzz[ray]`). A campaign may be resumed with either.",
+)
+@click.option(
+    "--address",
+    default=None,
+    metavar="HOST:PORT",
+    help="With --executor ray: the cluster's head (`ray start --head` prints it); "
+    "default: start a local Ray cluster.",
+)
 @generator_options(opset_default=None)
 def fuzz(
     backends,
@@ -239,6 +255,8 @@ def fuzz(
     guide,
     mutants,
     seed_models,
+    executor,
+    address,
     seed,
     **gen,
 ) -> None:
@@ -248,6 +266,8 @@ def fuzz(
     from onnxfuzz.errors import UsageError
     from onnxfuzz.run.campaign import Campaign, CampaignOptions
 
+    if address is not None and executor != "ray":
+        raise UsageError("--address: only with --executor ray")
     opts = changes = None
     if resume:
         changes = _resumed(click.get_current_context(), tests, seconds)
@@ -277,7 +297,12 @@ def fuzz(
             mutants=mutants,
             seed_models=str(seed_models) if seed_models is not None else None,
         )
-    campaign = Campaign(out, opts, resume, changes)
+    if executor == "ray":
+        from onnxfuzz.run.ray_executor import RayCampaign
+
+        campaign: Campaign = RayCampaign(out, opts, resume, changes, address=address)
+    else:
+        campaign = Campaign(out, opts, resume, changes)
     try:
         campaign.start(on_probe=_probe_reporter())
         for line in campaign.seed_report:

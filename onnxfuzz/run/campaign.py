@@ -359,7 +359,7 @@ class Campaign:
         """Start the lanes, probe what each backend supports (``on_probe(label, done,
         total)`` as it goes: a slow compiler's probe takes minutes), open campaign.db."""
         o = self.opts
-        for _ in range(max(1, o.workers)):
+        for _ in range(self._lane_count()):
             lane = BackendPool(self.labels, o.timeout, o.memory_mb)
             self.lanes.append(lane)
             self.infos.update(lane.start())
@@ -454,6 +454,11 @@ class Campaign:
         record = blocks_to_record(lifted.blocks)
         self.store.set_meta("seed_blocks", record)
         return record
+
+    def _lane_count(self) -> int:
+        """Lanes this process runs tests on (an executor that runs them elsewhere keeps
+        one, for the probe and reductions)."""
+        return max(1, self.opts.workers)
 
     def _resume_diversity(self) -> None:
         """The diversity stored by the last run, with the tests it stored after its last

@@ -1,0 +1,201 @@
+"""The Ray executor on a real local Ray cluster (a head and a worker node, one CPU each):
+the same tests and bug hits as the local executor, nothing lost or counted twice when a
+Ray worker is killed mid-shard, and a campaign resumed across executors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import ray  # the `ray` extra: `make test` installs it
+from ray.cluster_utils import Cluster
+
+from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.generator import Generator
+from onnxfuzz.run.campaign import Campaign, CampaignOptions, Progress, Resumed
+from onnxfuzz.run.ray_executor import RayCampaign
+
+ADAPTERS = Path(__file__).resolve().parent / "adapters.py"
+WRONG = f"{ADAPTERS}:WrongOp:op=Sigmoid"  # a planted miscompilation: Sigmoid + 0.5
+TESTS = 48
+GENERATOR = {
+    "min_nodes": 2,
+    "max_nodes": 5,
+    "ops": ["Add", "Relu", "Mul", "Sigmoid", "Tanh"],
+    "dtypes": ["float32"],
+}
+
+
+def _opts(tests: int = TESTS, reduce: bool = False) -> CampaignOptions:
+    return CampaignOptions(
+        backends=["ort", WRONG], tests=tests, probe="off", reduce=reduce, generator=GENERATOR
+    )
+
+
+def _run(c: Campaign, on_update=None) -> Campaign:
+    c.start()
+    try:
+        c.run(on_update)
+    finally:
+        c.close()
+    return c
+
+
+def _state(out: Path) -> tuple[list, list, dict]:
+    """Tests (id, seed, ops), results (id, backend, verdict, signature) and hits per bug
+    signature. (A bug key adds the reduced op pattern, and the first test of a bug is the
+    first to arrive: neither is a property of the tests.)"""
+    db = sqlite3.connect(out / "campaign.db")
+    try:
+        tests = db.execute("SELECT id, seed, ops FROM tests ORDER BY id").fetchall()
+        results = db.execute(
+            "SELECT test_id, backend, verdict, signature FROM results ORDER BY test_id, backend"
+        ).fetchall()
+        hits: dict[str, int] = {}
+        for sig, n in db.execute("SELECT signature, hits FROM bugs"):
+            hits[sig] = hits.get(sig, 0) + n
+    finally:
+        db.close()
+    return tests, results, hits
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    c.add_node(num_cpus=1)
+    c.wait_for_nodes()
+    try:
+        yield c
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory) -> Path:
+    """The reference: the local executor, findings reduced."""
+    out = tmp_path_factory.mktemp("local") / "camp"
+    _run(Campaign(out, _opts(reduce=True), resume=False))
+    tests, results, hits = _state(out)
+    assert [t[0] for t in tests] == list(range(TESTS))
+    assert sum(hits.values()) >= 3, hits  # the planted bug is hit: there is something to match
+    return out
+
+
+def test_ray_runs_the_tests_and_finds_the_hits_of_the_local_executor(
+    tmp_path, cluster, local
+) -> None:
+    c = RayCampaign(tmp_path / "camp", _opts(reduce=True), address=cluster.address, shard=8)
+    c.start()
+    try:
+        assert len(c.actor_pids()) == 2  # a shard runner on each node
+        c.run()
+    finally:
+        c.close()
+    assert _state(c.out) == _state(local)
+    # One bundle per root cause, reduced by the driver; its model is byte for byte the one
+    # the seed gives locally (made on a node, shipped back with the finding).
+    bundles = sorted((c.out / "bugs").iterdir())
+    assert len(bundles) == 1, bundles
+    meta = json.loads((bundles[0] / "meta.json").read_text())
+    assert meta["reduced_ops"] == ["Sigmoid"], meta["reduced_ops"]
+    seed = meta["seed"]
+    cfg = Config.from_record(GENERATOR, opset=c.cfg.opset)
+    made = Generator(cfg).generate(seed).model.SerializeToString()
+    assert (bundles[0] / "model.onnx").read_bytes() == made
+
+
+def test_a_killed_ray_worker_loses_no_test_and_counts_none_twice(tmp_path, cluster, local) -> None:
+    c = RayCampaign(tmp_path / "camp", _opts(), address=cluster.address, shard=8)
+    killed: list[int] = []
+
+    def kill_one(p: Progress) -> None:
+        # SIGKILL a shard runner once some tests are stored and most are still to come.
+        if not killed and 8 <= p.tests < TESTS - 16:
+            pid = next(iter(c.actor_pids().values()))
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    _run(c, kill_one)
+    assert killed, "the run ended before the kill"
+    assert c.reruns >= 1  # the dead worker's shard was given again
+    assert _state(c.out) == _state(local)
+
+
+def test_resume_across_executors_gives_the_tests_of_one_run(tmp_path, cluster, local) -> None:
+    # local 16 tests, then 16 more on Ray (through the command line), then 16 locally: each
+    # executor continues a campaign the other began.
+    out = tmp_path / "camp"
+    _run(Campaign(out, _opts(tests=16), resume=False))
+    r = subprocess.run(
+        [sys.executable, "-m", "onnxfuzz", "fuzz", "--resume", "--out", str(out), "--tests"]
+        + ["16", "--executor", "ray", "--address", cluster.address],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr  # 1: findings
+    assert len(_state(out)[0]) == 32
+    _run(Campaign(out, None, resume=True, changes=Resumed(more_tests=16)))
+    assert _state(out) == _state(local)
+
+
+def test_a_lost_node_s_shards_run_on_the_nodes_left(tmp_path, cluster, local) -> None:
+    # The module's last use of the cluster: its worker node is not brought back (starting
+    # a node again costs more than the rest of the test).
+    worker = next(n for n in cluster.list_all_nodes() if not n.head)
+    c = RayCampaign(tmp_path / "camp", _opts(), address=cluster.address, shard=8)
+    lost: list[bool] = []
+
+    def lose_node(p: Progress) -> None:
+        if not lost and 8 <= p.tests < TESTS - 16:
+            cluster.remove_node(worker, allow_graceful=False)  # raylet, workers: all gone
+            lost.append(True)
+
+    _run(c, lose_node)
+    assert lost, "the run ended before the node was lost"
+    assert c.reruns >= 1
+    assert _state(c.out) == _state(local)
+
+
+def _fuzz(out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "onnxfuzz", "fuzz", "--backend", "ort", "--backend"]
+    cmd += ["ort:opt=none", "--tests", "4", "--out", str(out), *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_an_unreachable_address_is_one_line_and_writes_nothing(tmp_path) -> None:
+    # A port nothing listens on (bound, never listening).
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    try:
+        r = _fuzz(tmp_path / "camp", "--executor", "ray", "--address", f"127.0.0.1:{port}")
+    finally:
+        s.close()
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "no Ray cluster answers" in r.stderr, r.stderr
+    assert not (tmp_path / "camp").exists()
+
+
+def test_without_ray_the_error_names_the_fix(tmp_path) -> None:
+    # A Python that cannot import ray (a package of that name which fails to import).
+    fake = tmp_path / "site"
+    (fake / "ray").mkdir(parents=True)
+    (fake / "ray" / "__init__.py").write_text("raise ImportError('no ray here')\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(fake), env.get("PYTHONPATH", "")])
+    r = _fuzz(tmp_path / "camp", "--executor", "ray", env=env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip() == (
+        "onnxfuzz: error: --executor ray: Ray is not installed; pip install onnxfuzz[ray]"
+    )
+    assert not (tmp_path / "camp").exists()
