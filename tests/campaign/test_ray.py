@@ -199,3 +199,11 @@ def test_without_ray_the_error_names_the_fix(tmp_path) -> None:
         "onnxfuzz: error: --executor ray: Ray is not installed; pip install onnxfuzz[ray]"
     )
     assert not (tmp_path / "camp").exists()
+
+
+def test_the_guide_is_refused_on_ray_before_anything_is_written(tmp_path) -> None:
+    # The guide decides test i from earlier rewards in one process: not across a cluster.
+    r = _fuzz(tmp_path / "camp", "--executor", "ray", "--guide", "mcts")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "only --guide random" in r.stderr, r.stderr
+    assert not (tmp_path / "camp").exists()
