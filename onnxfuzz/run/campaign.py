@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.backend import display_names, parse_backend
@@ -169,6 +169,8 @@ class Progress:
     seconds: float | None = None  # this run's time budget
     _busy_end: float = 0.0
     _reducing: list[tuple[float, float]] = field(default_factory=list)
+    # What ``overhead``'s wall time leaves out, as the summary says it.
+    wall_note: ClassVar[str] = "reduction excluded"
 
     def add_busy(self, outcomes: list[Outcome], extra: float = 0.0) -> None:
         """Extend ``busy`` by the part of these outcomes' compile+run intervals not yet
@@ -509,7 +511,14 @@ class Campaign:
     def print_summary(self) -> None:
         assert self.store is not None, "start the campaign first"
         overhead = self.progress.overhead() if self.progress.tests else None
-        print_summary(self.store, self.out, self.labels, self.opts.reference_label, overhead)
+        print_summary(
+            self.store,
+            self.out,
+            self.labels,
+            self.opts.reference_label,
+            overhead,
+            self.progress.wall_note,
+        )
 
     def close(self) -> None:
         for pregen in self.pregens:

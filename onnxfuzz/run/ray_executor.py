@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from onnxfuzz.errors import BackendError, UsageError
 from onnxfuzz.execute.sandbox import Outcome
@@ -93,6 +93,7 @@ class ClusterProgress(Progress):
     counted). Reductions run on the driver while the nodes go on testing: their time is
     not taken out of the wall time."""
 
+    wall_note: ClassVar[str] = "reductions included: the nodes test on meanwhile"
     _spans: list[tuple[float, float]] = field(default_factory=list)  # disjoint, sorted
     _settled: float = 0.0  # busy seconds of spans dropped from ``_spans`` (long past)
     _extra: float = 0.0  # backend seconds spent localizing

@@ -101,10 +101,16 @@ COMPARED = ("ok", "mismatch", "unstable")
 
 
 def print_summary(
-    store: Store, out: Path, labels: list[str], reference: str, overhead: float | None = None
+    store: Store,
+    out: Path,
+    labels: list[str],
+    reference: str,
+    overhead: float | None = None,
+    wall: str = "reduction excluded",
 ) -> None:
     """The end-of-campaign summary: verdicts per backend with the share of tests each
-    actually ran and was compared on, the bug table, and this run's loop ``overhead``."""
+    actually ran and was compared on, the bug table, and this run's loop ``overhead``
+    (a share of the wall time that ``wall`` describes)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -131,6 +137,6 @@ def print_summary(
     console.print(bug_table(rows, f"distinct bugs (bundles in {out / 'bugs'})"))
     if overhead is not None:
         console.print(
-            f"fuzz-loop overhead: {overhead:.1%} of this run's wall time (reduction excluded) "
+            f"fuzz-loop overhead: {overhead:.1%} of this run's wall time ({wall}) "
             "in which no backend compiled or ran"
         )
