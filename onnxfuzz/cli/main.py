@@ -11,6 +11,7 @@ from onnxfuzz.cli import exits
 from onnxfuzz.cli.backend import backend
 from onnxfuzz.cli.fuzz import fuzz
 from onnxfuzz.cli.generate import generate
+from onnxfuzz.cli.infer import infer
 from onnxfuzz.cli.metrics import metrics
 from onnxfuzz.cli.reduce import reduce
 from onnxfuzz.cli.replay import replay
@@ -26,7 +27,7 @@ def cli() -> None:
     """Generate valid random ONNX models and test ONNX compilers and runtimes with them."""
 
 
-for command in (generate, specs_cmd, fuzz, replay, backend, reduce, triage, report, metrics):
+for command in (generate, specs_cmd, fuzz, replay, backend, reduce, triage, report, metrics, infer):
     cli.add_command(command)
 
 

@@ -107,6 +107,13 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
             "attention, QDQ pairs, ...: onnxfuzz specs --blocks lists them); 0 for none.",
         ),
         click.option(
+            "--domains",
+            default="ai.onnx",
+            show_default=True,
+            help="Op domains, comma-separated: ai.onnx (hand specs) and domains with inferred "
+            "rules (specs/inferred/DOMAIN.json, made by `onnxfuzz infer`), e.g. com.microsoft.",
+        ),
+        click.option(
             "--weights-as-inputs",
             is_flag=True,
             help="Make fresh weights graph inputs instead of initializers.",
@@ -129,6 +136,7 @@ def generator_fields(
     weights_as_inputs: bool,
     connectivity: float = 0.8,
     block_rate: float = 0.2,
+    domains: str = "ai.onnx",
 ) -> dict:
     """The generator flags as ``Config.to_record`` data (None: the default, or for the
     opset, the one every backend of a campaign supports)."""
@@ -147,6 +155,7 @@ def generator_fields(
         "max_rank": max_rank,
         "max_dim": max_dim,
         "weights_as_initializers": not weights_as_inputs,
+        **({"domains": sorted(_names(domains) or ())} if _names(domains) != {"ai.onnx"} else {}),
     }
 
 

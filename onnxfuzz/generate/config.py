@@ -47,6 +47,9 @@ class Config:
     # (op, element type of its main type variable) pairs not to generate: what a campaign's
     # backends lack, from the probe (--probe steer)
     avoid: frozenset[tuple[str, int]] = frozenset()
+    # Op domains to draw from: ai.onnx (the hand specs) and any domain with inferred rules
+    # (specs/inferred/<domain>.json, from `onnxfuzz infer`).
+    domains: frozenset[str] = frozenset({"ai.onnx"})
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes:
@@ -63,6 +66,8 @@ class Config:
             raise ConfigError(f"--max-rank: need 0..{MAX_RANK}, got {self.max_rank}")
         if not 1 <= self.max_dim <= MAX_DIM:
             raise ConfigError(f"--max-dim: need 1..{MAX_DIM}, got {self.max_dim}")
+        if not self.domains:
+            raise ConfigError("--domains: name at least one domain, e.g. ai.onnx")
         if not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise ConfigError(
                 f"--opset: onnxfuzz exports opsets {MIN_OPSET}..{MAX_OPSET} (ONNX Runtime 1.31 "
@@ -86,6 +91,8 @@ class Config:
             "max_dim": self.max_dim,
             "weights_as_initializers": self.weights_as_initializers,
             "avoid": sorted([op, dt.NAMES[d]] for op, d in self.avoid),
+            # only when not the default: records stored before domains existed still match
+            **({"domains": sorted(self.domains)} if self.domains != {"ai.onnx"} else {}),
         }
 
     @classmethod
@@ -98,7 +105,7 @@ class Config:
             raise ConfigError(f"unknown generator options {sorted(unknown)}")
         if "dtypes" in d:
             d["dtypes"] = frozenset(dt.BY_NAME[n] if isinstance(n, str) else n for n in d["dtypes"])
-        for key in ("ops", "exclude_ops"):
+        for key in ("ops", "exclude_ops", "domains"):
             if key in d:
                 d[key] = frozenset(d[key])
         if "avoid" in d:

@@ -11,6 +11,7 @@ from onnx import helper, numpy_helper
 
 from onnxfuzz import __version__
 from onnxfuzz.generate.graph import Graph, Tensor
+from onnxfuzz.generate.spec import DOMAIN_VERSIONS
 
 INPUTS_KEY = "onnxfuzz.inputs"  # metadata: each graph input's value domain (JSON)
 SEED_KEY = "onnxfuzz.seed"
@@ -33,16 +34,19 @@ def _attr_value(v: Any) -> Any:
 def to_model(
     g: Graph, opset: int, ir_version: int, *, name: str = "onnxfuzz", seed: int | None = None
 ) -> onnx.ModelProto:
+    # An op of another domain is named "domain.Op" (ai.onnx op names have no dot).
     nodes = [
         helper.make_node(
-            n.op_type,
+            n.op_type.rpartition(".")[2],
             n.inputs,
             [t.name for t in n.outputs],
             name=n.name,
+            domain=n.op_type.rpartition(".")[0] or None,
             **{k: _attr_value(v) for k, v in n.attrs.items()},
         )
         for n in g.nodes
     ]
+    domains = sorted({n.domain for n in nodes if n.domain})
     graph = helper.make_graph(
         nodes,
         name,
@@ -53,7 +57,8 @@ def to_model(
     )
     model = helper.make_model(
         graph,
-        opset_imports=[helper.make_opsetid("", opset)],
+        opset_imports=[helper.make_opsetid("", opset)]
+        + [helper.make_opsetid(d, DOMAIN_VERSIONS.get(d, 1)) for d in domains],
         ir_version=ir_version,
         producer_name="onnxfuzz",
         producer_version=__version__,

@@ -65,7 +65,10 @@ class Generator:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         candidates = specs_for(
-            cfg.opset, set(cfg.ops) if cfg.ops is not None else None, set(cfg.exclude_ops)
+            cfg.opset,
+            set(cfg.ops) if cfg.ops is not None else None,
+            set(cfg.exclude_ops),
+            cfg.domains,
         )
         self.specs: list[OpSpec] = []
         self.skipped: dict[str, str] = {}

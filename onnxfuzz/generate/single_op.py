@@ -31,7 +31,7 @@ def single_op_generators(cfg: Config) -> Iterator[SingleOp]:
     with a generator of one-node models of it; pairs onnxfuzz cannot generate alone are
     skipped."""
     ops = set(cfg.ops) if cfg.ops is not None else None
-    for spec in specs_for(cfg.opset, ops, set(cfg.exclude_ops)):
+    for spec in specs_for(cfg.opset, ops, set(cfg.exclude_ops), cfg.domains):
         info = op_info(spec.op_type, cfg.opset)
         tv = info.main_type_var if info is not None else None
         types = sorted(info.type_sets.get(tv, frozenset()) & cfg.dtypes) if tv else []

@@ -49,6 +49,10 @@ class OpSpec:
 
 
 REGISTRY: dict[str, OpSpec] = {}
+# Ops of other domains (inferred rules, onnxfuzz.generate.inferred), by qualified name
+# ("com.microsoft.FusedMatMul"): their schema facts, and each domain's opset version.
+EXTRA_INFO: dict[str, OpInfo] = {}
+DOMAIN_VERSIONS: dict[str, int] = {}
 
 
 def op(
@@ -101,10 +105,24 @@ def load_specs() -> dict[str, OpSpec]:
     return dict(sorted(REGISTRY.items()))
 
 
+def domain_specs(domains: frozenset[str] | set[str]) -> dict[str, OpSpec]:
+    """The hand specs (ai.onnx) and the inferred rules of the other ``domains``."""
+    specs = dict(load_specs()) if "ai.onnx" in domains else {}
+    if set(domains) - {"ai.onnx"}:
+        from onnxfuzz.generate.inferred import register_domain
+
+        for domain in sorted(set(domains) - {"ai.onnx"}):
+            specs.update(register_domain(domain))
+    return specs
+
+
 def specs_for(
-    opset: int, include: set[str] | None = None, exclude: set[str] | None = None
+    opset: int,
+    include: set[str] | None = None,
+    exclude: set[str] | None = None,
+    domains: frozenset[str] | set[str] = frozenset({"ai.onnx"}),
 ) -> list[OpSpec]:
-    specs = load_specs()
+    specs = domain_specs(domains)
     for flag, names in (("--ops", include), ("--exclude-ops", exclude)):
         unknown = sorted(set(names or ()) - set(specs))
         if unknown:
@@ -160,8 +178,16 @@ class OpInfo:
         return self.output_type[0] if self.output_type else None
 
 
-@cache
 def op_info(op_type: str, opset: int) -> OpInfo | None:
+    """The op's facts at ``opset``: from its ai.onnx schema, or an inferred rule's."""
+    extra = EXTRA_INFO.get(op_type)
+    if extra is not None:
+        return extra
+    return _schema_info(op_type, opset)
+
+
+@cache
+def _schema_info(op_type: str, opset: int) -> OpInfo | None:
     from onnxfuzz.dtypes import from_schema_str
 
     try:

@@ -79,10 +79,15 @@ def check_static(model: onnx.ModelProto) -> list[str]:
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     producer = {t: n.op_type for n in model.graph.node for t in n.output}
     declared = {vi.name: vi for vi in model.graph.value_info}
+    # ONNX has no schema of other domains' ops (inferred com.microsoft ops): like a
+    # function body it infers nothing through them; ONNX Runtime checks those shapes.
+    foreign = {t for n in model.graph.node if n.domain not in ("", "ai.onnx") for t in n.output}
 
     def opaque(name: str) -> bool:
         """ONNX infers nothing through some function bodies (GroupNormalization-21): the
         ONNX Runtime run checks those shapes, and inference continues from the spec's."""
+        if name in foreign:
+            return True
         info = op_info(producer[name], opset) if name in producer else None
         return info is not None and info.has_function
 

@@ -1,0 +1,681 @@
+"""``onnxfuzz infer``: NeuRI-style rules for ops without a hand spec, from a backend's verdicts.
+
+For each op of a domain (schemas from ``onnx.defs``, and from ONNX Runtime for its contrib
+domains), draw *variants* (present inputs, element types, ranks, attributes); per variant,
+record invocations (single-op models with random dims) labelled valid or invalid by running
+them on the backend; infer the variant's input constraints and output-shape rule
+(``onnxfuzz.generate.synth``) from training records, and keep the variant only if the rule
+holds on fresh held-out records: every held-out draw that meets the constraints runs, with
+the predicted output shapes and element types, and outputs inside the recorded range.
+
+Records and per-op results are cached in a JSON-lines file, so an interrupted run resumes
+where it stopped (the draws are seeded by op name: a rerun asks for the same records).
+An op with no verified variant is listed with the reason and left out of the rule file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.errors import ConfigError
+from onnxfuzz.execute.pool import BackendPool
+from onnxfuzz.execute.sandbox import Status
+from onnxfuzz.generate.config import DEFAULT_OPSET, ir_version_for
+from onnxfuzz.generate.domains import Ints
+from onnxfuzz.generate.inferred import (
+    DIM_HI,
+    DIM_LO,
+    FORMAT,
+    InputRule,
+    OutputRule,
+    Rule,
+    Variant,
+    class_domain,
+    evaluate,
+    rule_from_json,
+    rule_to_json,
+)
+from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synth_dim
+
+CACHE_VERSION = 1  # of the record format
+# Of the inference itself: an op's cached result is reused only from the same version
+# (records are reused across versions: they depend on the draw and the backend only).
+INFER_VERSION = 5
+VARIANT_TRIES = 8  # variant draws (inputs, types, attributes) per op
+RANK_TRIES = 8  # random rank tuples probed per variant draw, after the common ones
+MAX_VARIANTS = 4  # verified variants kept per op
+MAX_RANK = 4
+TRAIN_POOL, HELDOUT_FROM_RULE, HELDOUT_POOL = 10, 10, 6
+MUTATION_BASES = 3
+MIN_HELDOUT_VALID = 5
+GIVE_UP = 3  # variant draws in a row with no valid record at any rank: the op is left out
+MAX_MAGNITUDE = 1e3  # outputs beyond it on inputs in [-2, 2]: value-unstable (Inverse)
+# Value domains the records draw from, and generation then draws from (inferred ops know no
+# value semantics): small floats; integers 0..1 (valid as indices and counts into dims >= 2).
+FLOAT_VALUES = (-2.0, 2.0)
+INT_VALUES = (0.0, 1.0)
+USABLE = frozenset(
+    {
+        dt.FLOAT,
+        dt.FLOAT16,
+        dt.DOUBLE,
+        dt.INT8,
+        dt.UINT8,
+        dt.INT16,
+        dt.UINT16,
+        dt.INT32,
+        dt.INT64,
+        dt.BOOL,
+    }
+)
+
+
+# --- schemas --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Formal:
+    name: str
+    type_str: str
+    optional: bool
+    variadic: bool
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    kind: str  # INT, FLOAT, STRING, INTS, ...
+    required: bool
+    default: Any = None  # the schema's default value, if any
+
+
+def _default(a: Any) -> Any:
+    """An attribute's default from an onnx.defs or ONNX Runtime schema (None if none)."""
+    proto = getattr(a, "default_value", None)
+    if proto is None:
+        raw = getattr(a, "_default_value", b"")
+        proto = onnx.AttributeProto()
+        if raw:
+            proto.ParseFromString(raw)
+    if proto.type == onnx.AttributeProto.UNDEFINED:
+        return None
+    v = helper.get_attribute_value(proto)
+    return v.decode() if isinstance(v, bytes) else v
+
+
+@dataclass(frozen=True)
+class Schema:
+    op: str
+    domain: str
+    version: int
+    inputs: tuple[Formal, ...]
+    outputs: tuple[Formal, ...]
+    type_sets: dict[str, tuple[int, ...]]
+    attrs: tuple[Attr, ...]
+
+
+def _formal(f: Any) -> Formal:
+    opt = f.option.name
+    type_str = getattr(f, "type_str", None) or f.typeStr
+    return Formal(f.name, type_str, opt == "Optional", opt == "Variadic")
+
+
+def _schema(s: Any, domain: str) -> Schema:
+    type_sets = {
+        tc.type_param_str: tuple(
+            sorted(t for x in tc.allowed_type_strs if (t := dt.from_schema_str(x)) is not None)
+        )
+        for tc in s.type_constraints
+    }
+    return Schema(
+        op=s.name,
+        domain=domain,
+        version=s.since_version,
+        inputs=tuple(_formal(f) for f in s.inputs),
+        outputs=tuple(_formal(f) for f in s.outputs),
+        type_sets=type_sets,
+        attrs=tuple(
+            Attr(a.name, a.type.name, bool(a.required), _default(a))
+            for a in sorted(s.attributes.values(), key=lambda a: a.name)
+        ),
+    )
+
+
+def domain_schemas(domain: str, backend: str) -> dict[str, Schema]:
+    """The newest schema of each op of ``domain``: ai.onnx (at the default opset) from
+    onnx.defs; other domains from ONNX Runtime's registry (its contrib ops)."""
+    if domain in ("", "ai.onnx"):
+        out = {}
+        for s in onnx.defs.get_all_schemas():
+            if s.domain == "" and not s.deprecated:
+                try:
+                    v = onnx.defs.get_schema(s.name, DEFAULT_OPSET)
+                except onnx.defs.SchemaError:
+                    continue
+                if not v.deprecated:
+                    out[s.name] = _schema(v, "ai.onnx")
+        return dict(sorted(out.items()))
+    if not backend.startswith("ort"):
+        raise ConfigError(
+            f"--domain {domain}: only ONNX Runtime (--backend ort) exposes schemas of "
+            "domains other than ai.onnx"
+        )
+    from onnxruntime.capi.onnxruntime_pybind11_state import get_all_operator_schema
+
+    newest: dict[str, Any] = {}
+    for s in get_all_operator_schema():
+        if (
+            s.domain == domain
+            and not s.deprecated
+            and (s.name not in newest or s.since_version > newest[s.name].since_version)
+        ):
+            newest[s.name] = s
+    if not newest:
+        raise ConfigError(f"--domain {domain}: ONNX Runtime registers no op in that domain")
+    return {n: _schema(s, domain) for n, s in sorted(newest.items())}
+
+
+# --- variants and records ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Draw:
+    """A variant before its dims: present inputs, their types and ranks, attributes."""
+
+    present: tuple[int, ...]
+    dtypes: tuple[int, ...]
+    ranks: tuple[int, ...]
+    attrs: tuple[tuple[str, Any], ...]
+    n_out: int
+
+    def key(self) -> str:
+        return json.dumps([self.present, self.dtypes, self.ranks, self.attrs, self.n_out])
+
+
+def _values(dtype: int) -> tuple[float, float]:
+    return FLOAT_VALUES if dtype in dt.FLOATS else (0.0, 1.0) if dtype != dt.BOOL else (0.0, 1.0)
+
+
+class Recorder:
+    """Runs invocations on the backend, each once: results cached in a JSON-lines file."""
+
+    def __init__(self, pool: BackendPool, label: str, cache: Path) -> None:
+        self.pool, self.label, self.path = pool, label, cache
+        self.cache: dict[str, Any] = {}
+        self.runs = 0
+        if cache.is_file():
+            for line in cache.read_text().splitlines():
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by a kill: run it again
+                    continue
+                if d.get("v") == CACHE_VERSION:
+                    self.cache[d["k"]] = d["r"]
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        self._out = cache.open("a")
+
+    def close(self) -> None:
+        self._out.close()
+
+    def put(self, key: str, result: Any) -> None:
+        self.cache[key] = result
+        self._out.write(json.dumps({"v": CACHE_VERSION, "k": key, "r": result}) + "\n")
+        self._out.flush()
+
+    def run(self, s: Schema, d: Draw, dims: tuple[int, ...], values: int = 0) -> dict[str, Any]:
+        """The outcome of one invocation (``values``: which draw of input values)."""
+        vkey = f"|coarse{values}" if values else ""
+        key = hashlib.sha1(f"{s.domain}|{s.op}|{d.key()}|{list(dims)}{vkey}".encode()).hexdigest()
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        model, feeds = single_op_model(s, d, dims, values)
+        outcome = self.pool.run_one(self.label, model.SerializeToString(), feeds)
+        self.runs += 1
+        result: dict[str, Any] = {"ok": False}
+        if outcome.status == Status.OK and outcome.outputs is not None:
+            outs = [outcome.outputs[f"y{k}"] for k in range(d.n_out) if f"y{k}" in outcome.outputs]
+            if len(outs) == d.n_out:
+                result = {"ok": True, "outs": [_summary(a) for a in outs]}
+        else:
+            result["msg"] = (outcome.message or outcome.status.value).splitlines()[0][:160]
+        self.put(key, result)
+        return result
+
+
+def _summary(a: np.ndarray) -> dict[str, Any]:
+    f = a.astype(np.float64) if a.dtype != np.bool_ else a.astype(np.float64)
+    finite = bool(np.isfinite(f).all()) if f.size else True
+    return {
+        "shape": list(a.shape),
+        "dtype": dt.NAMES.get(helper.np_dtype_to_tensor_dtype(a.dtype), str(a.dtype)),
+        "lo": float(f.min()) if f.size and finite else 0.0,
+        "hi": float(f.max()) if f.size and finite else 0.0,
+        "finite": finite,
+    }
+
+
+def single_op_model(
+    s: Schema, d: Draw, dims: tuple[int, ...], values: int = 0
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """One node of ``s`` on graph inputs of the draw's types and ``dims`` (flattened)."""
+    rng = np.random.default_rng([zlib.crc32(f"{s.op}|{dims}".encode()), values])
+    names = [""] * (max(d.present) + 1 if d.present else 0)
+    graph_inputs, feeds = [], {}
+    k = 0
+    for pos, dtype, rank in zip(d.present, d.dtypes, d.ranks, strict=True):
+        shape = tuple(dims[k : k + rank])
+        k += rank
+        name = f"x{pos}"
+        names[pos] = name
+        graph_inputs.append(helper.make_tensor_value_info(name, dtype, shape))
+        feeds[name] = _draw_values(rng, dtype, shape, coarse=values > 0)
+    node = helper.make_node(
+        s.op,
+        names,
+        [f"y{k}" for k in range(d.n_out)],
+        domain="" if s.domain == "ai.onnx" else s.domain,
+        **dict(d.attrs),
+    )
+    outputs = [helper.make_value_info(f"y{k}", onnx.TypeProto()) for k in range(d.n_out)]
+    graph = helper.make_graph([node], "infer", graph_inputs, outputs)
+    imports = [helper.make_opsetid("", DEFAULT_OPSET)]
+    if s.domain != "ai.onnx":
+        imports.append(helper.make_opsetid(s.domain, s.version))
+    model = helper.make_model(graph, opset_imports=imports, ir_version=ir_version_for(21))
+    return model, feeds
+
+
+def _draw_values(
+    rng: np.random.Generator, dtype: int, shape: tuple[int, ...], coarse: bool = False
+) -> np.ndarray:
+    """Input values in the record domain; ``coarse``: whole numbers only, so values repeat
+    (an op whose output shape depends on its values, such as Unique, then shows it)."""
+    npd = dt.np_dtype(dtype)
+    if dtype == dt.BOOL:
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    lo, hi = _values(dtype)
+    if dtype in dt.FLOATS and not coarse:
+        return rng.uniform(lo, hi, shape).astype(npd)
+    return rng.integers(int(lo), int(hi) + 1, shape).astype(npd)
+
+
+def formal_of(s: Schema, pos: int) -> Formal:
+    """The formal input at position ``pos`` (a variadic last formal takes the rest)."""
+    return s.inputs[min(pos, len(s.inputs) - 1)]
+
+
+def draw_variant(s: Schema, rng: np.random.Generator) -> Draw | str:
+    """Present inputs, element types and attributes (ranks later), or why none can be."""
+    if any(f.variadic for f in s.outputs):
+        return "variadic outputs (not inferred)"
+    for a in s.attrs:
+        if a.required and a.kind not in ("INT", "FLOAT"):
+            return f"required attribute {a.name} of type {a.kind} (no candidate values)"
+    present_l = [i for i, f in enumerate(s.inputs) if not f.optional or rng.random() < 0.25]
+    if s.inputs and s.inputs[-1].variadic and present_l and present_l[-1] == len(s.inputs) - 1:
+        # a variadic input: 1..3 tensors in this variant, of one element type
+        present_l += [present_l[-1] + k for k in range(1, int(rng.integers(1, 4)))]
+    present = tuple(present_l)
+    bound: dict[str, int] = {}
+    dtypes = []
+    for i in present:
+        f = formal_of(s, i)
+        if f.type_str in s.type_sets:
+            if f.type_str not in bound:
+                usable = [t for t in s.type_sets[f.type_str] if t in USABLE]
+                if not usable:
+                    return f"input {f.name}: no usable element type"
+                pick = dt.FLOAT if dt.FLOAT in usable and rng.random() < 0.6 else None
+                bound[f.type_str] = pick or int(usable[rng.integers(len(usable))])
+            dtypes.append(bound[f.type_str])
+        else:
+            t = dt.from_schema_str(f.type_str)
+            if t is None or t not in USABLE:
+                return f"input {f.name}: element type {f.type_str} not drawn"
+            dtypes.append(t)
+    attrs = []
+    for a in s.attrs:
+        if a.kind == "INT" and (a.required or rng.random() < 0.3):
+            # a flag (default 0 or 1) takes 0 or 1; a required count (heads, groups) 1 or
+            # 2; any other int keeps its default
+            if a.default in (0, 1):
+                options = [0, 1]
+            elif a.default is not None:
+                options = [int(a.default)]
+            else:
+                options = [1, 2]
+            attrs.append((a.name, options[int(rng.integers(len(options)))]))
+        elif a.kind == "FLOAT" and a.required:
+            attrs.append((a.name, 1.0))
+    n_out = sum(1 for f in s.outputs if not f.optional) or 1
+    return Draw(present, tuple(dtypes), (), tuple(attrs), n_out)
+
+
+def rank_candidates(
+    n: int, rng: np.random.Generator, same: tuple[bool, ...] = ()
+) -> list[tuple[int, ...]]:
+    """Rank tuples to probe, the common shapes of contrib ops first: all inputs of one
+    rank; the first of rank r with the rest vectors (biases, gammas) or scalars (scales,
+    zero points); the first two of rank r (skip inputs); inputs typed like the first of
+    rank r and the others scalars or vectors (QLinear* scales); then random tuples."""
+    out: list[tuple[int, ...]] = []
+    for r in (2, 3, 1, 4):
+        if len(same) == n:
+            for other in (0, 1):
+                out.append(tuple(r if m else other for m in same))
+        for rest in (r, 1, 0):
+            out.append((r,) + (rest,) * (n - 1))
+            out.append((r, r)[:n] + (rest,) * (n - 2))
+    for _ in range(RANK_TRIES):
+        out.append(
+            (int(rng.integers(1, MAX_RANK + 1)),)
+            + tuple(int(x) for x in rng.integers(0, MAX_RANK + 1, n - 1))
+        )
+    return list(dict.fromkeys(t for t in out if len(t) == n))
+
+
+def _pool_dims(rng: np.random.Generator, n: int, size: int) -> tuple[int, ...]:
+    pool = rng.choice(np.arange(DIM_LO, DIM_HI + 1), size=size, replace=False)
+    return tuple(int(pool[rng.integers(size)]) for _ in range(n))
+
+
+def _from_constraints(rng: np.random.Generator, c: Constraints) -> tuple[int, ...]:
+    """Dims drawn as the generator draws them: each class in order of appearance, inside
+    the domain the classes before it leave."""
+    env: dict[str, int] = {}
+    for cls in c.classes:
+        if isinstance(cls, str) and cls not in env:
+            dom = class_domain(cls, env, c.multiple_of, c.le, DIM_LO, DIM_HI)
+            options = (
+                list(range(dom.lo, dom.hi + 1)) if isinstance(dom, Ints) else list(dom.options)
+            )
+            env[cls] = int(options[rng.integers(len(options))])
+    return tuple(x if isinstance(x, int) else env[x] for x in c.classes)
+
+
+# --- inference of one op ---------------------------------------------------------------------
+@dataclass
+class OpResult:
+    op: str
+    variants: list[Variant]
+    reason: str = ""  # why the op is left out (no variant)
+    runs: int = 0
+
+
+def _records(rec: Recorder, s: Schema, d: Draw, dims_list: Iterable[tuple[int, ...]]) -> list:
+    out = []
+    for dims in dims_list:
+        r = rec.run(s, d, dims)
+        out.append((dims, r))
+    return out
+
+
+def _as_record(dims: tuple[int, ...], r: dict[str, Any]) -> Record:
+    return Record(dims, bool(r["ok"]), tuple(tuple(o["shape"]) for o in r.get("outs", ())))
+
+
+def infer_variant(rec: Recorder, s: Schema, d: Draw, rng: np.random.Generator) -> Variant | str:
+    """Records of one variant -> a verified rule, or the reason there is none."""
+    n = sum(d.ranks)
+    train = _records(rec, s, d, [_pool_dims(rng, n, 1 + k % 3) for k in range(TRAIN_POOL)])
+    bases = sorted([x for x in train if x[1]["ok"]], key=lambda x: -len(set(x[0])))[:MUTATION_BASES]
+    for dims, _ in bases:  # NeuRI-style: mutate one dim of a valid record at a time
+        muts = []
+        for i in range(n):
+            m = list(dims)
+            m[i] = int(rng.choice([v for v in range(DIM_LO, DIM_HI + 1) if v != dims[i]]))
+            muts.append(tuple(m))
+        train += _records(rec, s, d, muts)
+    records = [_as_record(dims, r) for dims, r in train]
+    cons = infer_constraints(records)
+    if isinstance(cons, str):
+        return cons
+    valid = [(dims, r) for dims, r in train if r["ok"]]
+    out_dtypes = {tuple(o["dtype"] for o in r["outs"]) for _, r in valid}
+    out_ranks = {tuple(len(o["shape"]) for o in r["outs"]) for _, r in valid}
+    if len(out_dtypes) != 1 or len(out_ranks) != 1:
+        return "output element types or ranks vary with the dims"
+    envs = [cons.env(dims) for dims, _ in valid]
+    candidates: list[list[list[str]]] = []
+    for k, rank in enumerate(next(iter(out_ranks))):
+        per_axis = []
+        for axis in range(rank):
+            fits = synth_dim(envs, [r["outs"][k]["shape"][axis] for _, r in valid])
+            if not fits:
+                return f"output {k} axis {axis}: no expression in the grammar fits"
+            per_axis.append(fits)
+        candidates.append(per_axis)
+    ranges = []
+    for k in range(d.n_out):
+        if not all(r["outs"][k]["finite"] for _, r in valid):
+            return f"output {k} is not finite on inputs in the record domain"
+        lo = min(r["outs"][k]["lo"] for _, r in valid)
+        hi = max(r["outs"][k]["hi"] for _, r in valid)
+        w = max(hi - lo, 1.0)
+        ranges.append((lo - w / 2, hi + w / 2))
+    # held-out: fresh draws from the inferred constraints, and fresh pool draws
+    held = _records(
+        rec,
+        s,
+        d,
+        [_from_constraints(rng, cons) for _ in range(HELDOUT_FROM_RULE)]
+        + [_pool_dims(rng, n, 1 + k % 3) for k in range(HELDOUT_POOL)],
+    )
+    chosen = [[None] * len(axes) for axes in candidates]
+    n_ok = 0
+    for dims, r in held:
+        if not cons.holds(dims):
+            continue
+        if not r["ok"]:
+            return (
+                f"held-out record {list(dims)} meets the constraints but fails: {r.get('msg', '')}"
+            )
+        other = rec.run(s, d, dims, values=1)  # the same dims, other input values
+        if not other["ok"] or [o["shape"] for o in other["outs"]] != [
+            o["shape"] for o in r["outs"]
+        ]:
+            return "validity or output shapes depend on the input values"
+        n_ok += 1
+        env = cons.env(dims)
+        for k, o in enumerate(r["outs"]):
+            if tuple(o["dtype"] for o in r["outs"]) != next(iter(out_dtypes)):
+                return "held-out output element type differs"
+            if len(o["shape"]) != len(candidates[k]):
+                return "held-out output rank differs"
+            if not o["finite"] or not ranges[k][0] <= o["lo"] <= o["hi"] <= ranges[k][1]:
+                return f"held-out output {k} leaves the recorded value range"
+            for axis, fits in enumerate(candidates[k]):
+                keep = [e for e in fits if evaluate(e, env) == o["shape"][axis]]
+                if not keep:
+                    return f"held-out output {k} axis {axis}: no candidate expression holds"
+                candidates[k][axis] = keep
+    if n_ok < MIN_HELDOUT_VALID:
+        return f"only {n_ok} held-out records meet the constraints (need {MIN_HELDOUT_VALID})"
+    for k, axes in enumerate(candidates):
+        for axis, fits in enumerate(axes):
+            chosen[k][axis] = fits[0]  # the smallest expression that held everywhere
+    dtypes = [dt.BY_NAME[x] for x in next(iter(out_dtypes))]
+    for k, (lo, hi) in enumerate(ranges):
+        if dtypes[k] != dt.BOOL and max(abs(lo), abs(hi)) > MAX_MAGNITUDE:
+            big = max(abs(lo), abs(hi))
+            return f"output {k} reaches {big:.3g} on inputs in [-2, 2] (value-unstable)"
+    for k, t in enumerate(dtypes):
+        lo, hi = dt.value_range(t)
+        if t != dt.BOOL and not lo <= ranges[k][0] <= ranges[k][1] <= hi:
+            return f"output {k}'s recorded range {ranges[k]} exceeds the {dt.NAMES[t]} bound"
+    inputs = []
+    k = 0
+    for pos, dtype, rank in zip(d.present, d.dtypes, d.ranks, strict=True):
+        lo, hi = _values(dtype)
+        inputs.append(
+            InputRule(pos, formal_of(s, pos).name, dtype, tuple(cons.classes[k : k + rank]), lo, hi)
+        )
+        k += rank
+    outputs = tuple(
+        OutputRule(
+            dtypes[k],
+            tuple(chosen[k]),  # type: ignore[arg-type]
+            *_round_range(ranges[k], dtypes[k]),
+        )
+        for k in range(d.n_out)
+    )
+    used = {c for i in inputs for c in i.dims if isinstance(c, str)}
+    multiple = {c: m for c, m in cons.multiple_of.items() if c in used}
+    le = tuple((a, b) for a, b in cons.le if a in used and b in used)
+    if any(c in multiple for pair in le for c in pair):
+        return "a class is both a multiple and ordered (its domain could be empty)"
+    return Variant(tuple(inputs), dict(d.attrs), multiple, outputs, le)
+
+
+def _round_range(r: tuple[float, float], dtype: int) -> tuple[float, float]:
+    if dtype in dt.FLOATS:
+        return (round(r[0], 4), round(r[1], 4))
+    return (float(math.floor(r[0])), float(math.ceil(r[1])))
+
+
+def infer_op(rec: Recorder, s: Schema, seed: int, deadline: float) -> OpResult:
+    rng = np.random.default_rng([seed, zlib.crc32(f"{s.domain}.{s.op}".encode())])
+    start_runs = rec.runs
+    variants: list[Variant] = []
+    seen_keys: set[str] = set()
+    reasons: dict[str, int] = {}
+    misses = 0
+    for _ in range(VARIANT_TRIES):
+        if len(variants) >= MAX_VARIANTS or time.monotonic() > deadline:
+            break
+        base = draw_variant(s, rng)
+        if isinstance(base, str):
+            return OpResult(s.op, [], base)
+        first = formal_of(s, base.present[0]).type_str if base.present else ""
+        same = tuple(formal_of(s, i).type_str == first for i in base.present)
+        ranks_tried = rank_candidates(len(base.present), rng, same)
+        found = False
+        for ranks in ranks_tried:
+            d = Draw(base.present, base.dtypes, ranks, base.attrs, base.n_out)
+            if d.key() in seen_keys:
+                continue
+            seen_keys.add(d.key())
+            n = sum(ranks)
+            probes = [tuple([v] * n) for v in (6, 4)] + [_pool_dims(rng, n, 2)]
+            if not any(r["ok"] for _, r in _records(rec, s, d, probes)):
+                continue
+            found = True
+            v = infer_variant(rec, s, d, rng)
+            if isinstance(v, str):
+                reasons[v] = reasons.get(v, 0) + 1
+            else:
+                variants.append(v)
+            break  # one rank tuple per variant draw: spread over types and attributes
+        if not found:
+            reasons["no valid record"] = reasons.get("no valid record", 0) + 1
+            misses += 1
+            if misses >= GIVE_UP and not variants:
+                break  # nothing runs at all (no CPU kernel, or constraints outside reach)
+    runs = rec.runs - start_runs
+    if variants:
+        return OpResult(s.op, variants, runs=runs)
+    why = max(reasons, key=lambda k: reasons[k]) if reasons else "budget spent"
+    if time.monotonic() > deadline and not reasons:
+        why = "budget spent"
+    return OpResult(s.op, [], f"no verified variant ({why})", runs)
+
+
+# --- the job ----------------------------------------------------------------------------------
+@dataclass
+class InferSummary:
+    rules: list[Rule]
+    left_out: dict[str, str]
+    runs: int
+    seconds: float
+
+
+def run_inference(
+    domain: str,
+    backend: str,
+    out: Path,
+    cache: Path,
+    *,
+    ops: Iterable[str] | None = None,
+    budget_s: float = 1800.0,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> InferSummary:
+    """Infer rules for the ops of ``domain`` and write them to ``out`` (JSON)."""
+    t0 = time.monotonic()
+    schemas = domain_schemas(domain, backend)
+    if ops is not None:
+        wanted = list(dict.fromkeys(ops))
+        unknown = [o for o in wanted if o not in schemas]
+        if unknown:
+            raise ConfigError(f"--ops: {', '.join(unknown)} not in the {domain} schemas")
+        schemas = {o: schemas[o] for o in wanted}
+    rules: list[Rule] = []
+    left_out: dict[str, str] = {}
+    runs = 0
+    with BackendPool([backend], timeout=20.0, memory_mb=4096.0) as pool:
+        pool.start()
+        rec = Recorder(pool, backend, cache)
+        try:
+            names = list(schemas)
+            for k, name in enumerate(names):
+                s = schemas[name]
+                key = f"op|{INFER_VERSION}|{domain}|{name}|{seed}"
+                done = rec.cache.get(key)
+                if done is None:
+                    left = budget_s - (time.monotonic() - t0)
+                    if left <= 0:
+                        left_out[name] = "budget spent before the op was reached"
+                        continue
+                    deadline = time.monotonic() + left / (len(names) - k)
+                    r = infer_op(rec, s, seed, deadline)
+                    runs += r.runs
+                    rule = _rule(s, r.variants) if r.variants else None
+                    done = {"rule": rule_to_json(rule) if rule else None, "reason": r.reason}
+                    if r.reason != "no verified variant (budget spent)":
+                        rec.put(key, done)  # a budget-cut op is tried again on resume
+                if done["rule"]:
+                    rules.append(rule_from_json(done["rule"]))
+                else:
+                    left_out[name] = done["reason"]
+                if progress:
+                    state = "rule" if done["rule"] else f"left out: {done['reason']}"
+                    progress(f"{domain}.{name}: {state}")
+        finally:
+            rec.close()
+    write_rules(out, domain, rules, left_out)
+    return InferSummary(rules, left_out, runs, time.monotonic() - t0)
+
+
+def _rule(s: Schema, variants: list[Variant]) -> Rule:
+    return Rule(
+        op=s.op,
+        domain=s.domain,
+        version=s.version,
+        inputs=tuple((f.name, f.type_str) for f in s.inputs),
+        outputs=tuple(f.type_str for f in s.outputs[: len(variants[0].outputs)]),
+        type_sets={k: frozenset(v) for k, v in s.type_sets.items()},
+        variants=tuple(variants),
+    )
+
+
+def write_rules(out: Path, domain: str, rules: list[Rule], left_out: dict[str, str]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = {
+        "format": FORMAT,
+        "domain": domain,
+        "made_by": "onnxfuzz infer (NeuRI-style: records labelled by the backend, rules "
+        "verified on held-out records)",
+        "rules": [rule_to_json(r) for r in sorted(rules, key=lambda r: r.op)],
+        "left_out": dict(sorted(left_out.items())),
+    }
+    out.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
