@@ -53,7 +53,7 @@ from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synt
 CACHE_VERSION = 1  # of the record format
 # Of the inference itself: an op's cached result is reused only from the same version
 # (records are reused across versions: they depend on the draw and the backend only).
-INFER_VERSION = 5
+INFER_VERSION = 6
 VARIANT_TRIES = 8  # variant draws (inputs, types, attributes) per op
 RANK_TRIES = 8  # random rank tuples probed per variant draw, after the common ones
 MAX_VARIANTS = 4  # verified variants kept per op
@@ -234,6 +234,8 @@ class Recorder:
     def run(self, s: Schema, d: Draw, dims: tuple[int, ...], values: int = 0) -> dict[str, Any]:
         """The outcome of one invocation (``values``: which draw of input values)."""
         vkey = f"|coarse{values}" if values else ""
+        if s.domain == "ai.onnx":
+            vkey += "|shape-inference"  # labelled by both (shape_inference_disagrees)
         key = hashlib.sha1(f"{s.domain}|{s.op}|{d.key()}|{list(dims)}{vkey}".encode()).hexdigest()
         hit = self.cache.get(key)
         if hit is not None:
@@ -246,10 +248,33 @@ class Recorder:
             outs = [outcome.outputs[f"y{k}"] for k in range(d.n_out) if f"y{k}" in outcome.outputs]
             if len(outs) == d.n_out:
                 result = {"ok": True, "outs": [_summary(a) for a in outs]}
+                why = shape_inference_disagrees(model, outs) if s.domain == "ai.onnx" else None
+                if why:
+                    result = {"ok": False, "msg": why}
         else:
             result["msg"] = (outcome.message or outcome.status.value).splitlines()[0][:160]
         self.put(key, result)
         return result
+
+
+def shape_inference_disagrees(model: onnx.ModelProto, outs: list[np.ndarray]) -> str | None:
+    """ONNX's strict shape inference as a second labeller (ai.onnx ops; ONNX Runtime runs
+    its own schemas' inference for its contrib ops when it loads a model): a record it
+    rejects, or whose output shapes it infers otherwise, is invalid."""
+    from onnx import shape_inference
+
+    try:
+        inferred = shape_inference.infer_shapes(model, strict_mode=True)
+    except Exception as e:  # noqa: BLE001 - inference raises several types
+        return f"shape inference: {str(e).splitlines()[0][:120]}"
+    for vi, a in zip(inferred.graph.output, outs, strict=False):
+        t = vi.type.tensor_type
+        if not t.HasField("shape"):
+            continue
+        dims = [x.dim_value if x.HasField("dim_value") else -1 for x in t.shape.dim]
+        if len(dims) != a.ndim or any(g not in (-1, d) for g, d in zip(dims, a.shape, strict=True)):
+            return f"shape inference says {dims}, ONNX Runtime made {list(a.shape)}"
+    return None
 
 
 def _summary(a: np.ndarray) -> dict[str, Any]:
