@@ -9,8 +9,9 @@ decision; ``seeds`` lifts user models into blocks),
 value domains (``intervals``, ``values``), the in-memory graph
 and its export (``graph``, ``export``), validation (``validate``), and what is built on
 generation alone: corpus export (``corpus``), the coverage table (``coverage``), the
-spec-completeness check (``completeness``) and diversity metrics over any models
-(``metrics``).
+spec-completeness check (``completeness``), diversity metrics over any models
+(``metrics``), and inferred rules of other domains: loaded as specs (``inferred``), synthesized
+from labelled records (``synth``, z3 offline), compared with hand specs (``rule_check``).
 
 May import: ``onnxfuzz.errors``, ``onnxfuzz.dtypes``, ``onnxfuzz.specs``. Nothing here runs
 a backend in a worker, judges or stores.

@@ -53,7 +53,7 @@ from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synt
 CACHE_VERSION = 1  # of the record format
 # Of the inference itself: an op's cached result is reused only from the same version
 # (records are reused across versions: they depend on the draw and the backend only).
-INFER_VERSION = 6
+INFER_VERSION = 10
 VARIANT_TRIES = 8  # variant draws (inputs, types, attributes) per op
 RANK_TRIES = 8  # random rank tuples probed per variant draw, after the common ones
 MAX_VARIANTS = 4  # verified variants kept per op
@@ -303,7 +303,7 @@ def single_op_model(
         name = f"x{pos}"
         names[pos] = name
         graph_inputs.append(helper.make_tensor_value_info(name, dtype, shape))
-        feeds[name] = _draw_values(rng, dtype, shape, coarse=values > 0)
+        feeds[name] = _draw_values(rng, dtype, shape, values)
     node = helper.make_node(
         s.op,
         names,
@@ -321,15 +321,19 @@ def single_op_model(
 
 
 def _draw_values(
-    rng: np.random.Generator, dtype: int, shape: tuple[int, ...], coarse: bool = False
+    rng: np.random.Generator, dtype: int, shape: tuple[int, ...], values: int = 0
 ) -> np.ndarray:
-    """Input values in the record domain; ``coarse``: whole numbers only, so values repeat
-    (an op whose output shape depends on its values, such as Unique, then shows it)."""
+    """Input values in the record domain. ``values`` 0: uniform; 1: whole numbers only, so
+    values repeat and reach the domain's ends (an op whose output shape depends on its
+    values, such as Unique, then shows it); 2: every element 1 (a constant tensor, as Pad,
+    Expand and Tile make: a singular matrix for Inverse)."""
     npd = dt.np_dtype(dtype)
+    if values == 2:
+        return np.ones(shape, dtype=npd)
     if dtype == dt.BOOL:
         return rng.integers(0, 2, shape).astype(np.bool_)
     lo, hi = _values(dtype)
-    if dtype in dt.FLOATS and not coarse:
+    if dtype in dt.FLOATS and values == 0:
         return rng.uniform(lo, hi, shape).astype(npd)
     return rng.integers(int(lo), int(hi) + 1, shape).astype(npd)
 
@@ -344,7 +348,7 @@ def draw_variant(s: Schema, rng: np.random.Generator) -> Draw | str:
     if any(f.variadic for f in s.outputs):
         return "variadic outputs (not inferred)"
     for a in s.attrs:
-        if a.required and a.kind not in ("INT", "FLOAT"):
+        if a.required and a.kind not in ("INT", "FLOAT", "INTS"):
             return f"required attribute {a.name} of type {a.kind} (no candidate values)"
     present_l = [i for i, f in enumerate(s.inputs) if not f.optional or rng.random() < 0.25]
     if s.inputs and s.inputs[-1].variadic and present_l and present_l[-1] == len(s.inputs) - 1:
@@ -382,6 +386,11 @@ def draw_variant(s: Schema, rng: np.random.Generator) -> Draw | str:
             attrs.append((a.name, options[int(rng.integers(len(options)))]))
         elif a.kind == "FLOAT" and a.required:
             attrs.append((a.name, 1.0))
+        elif a.kind == "INTS" and a.required:
+            # a short list of small ints (kernel_shape [2, 2], axes [1]); the rank probes
+            # then find the input ranks it fits, if any
+            n = int(rng.integers(1, 3))
+            attrs.append((a.name, [int(x) for x in rng.integers(1, 3, n)]))
     n_out = sum(1 for f in s.outputs if not f.optional) or 1
     return Draw(present, tuple(dtypes), (), tuple(attrs), n_out)
 
@@ -480,12 +489,20 @@ def infer_variant(rec: Recorder, s: Schema, d: Draw, rng: np.random.Generator) -
                 return f"output {k} axis {axis}: no expression in the grammar fits"
             per_axis.append(fits)
         candidates.append(per_axis)
+    # The value range: each valid training record also runs on whole-number inputs, which
+    # repeat, cancel and reach the domain's ends, and on constant inputs (all ones): a
+    # singular matrix makes Inverse's outputs infinite, and the op is left out.
+    coarse = [rec.run(s, d, dims, values=1) for dims, _ in valid]
+    coarse += [rec.run(s, d, dims, values=2) for dims, _ in valid]
+    if not all(r["ok"] for r in coarse):
+        return "validity depends on the input values"
+    outs_seen = [r["outs"] for _, r in valid] + [r["outs"] for r in coarse]
     ranges = []
     for k in range(d.n_out):
-        if not all(r["outs"][k]["finite"] for _, r in valid):
+        if not all(o[k]["finite"] for o in outs_seen):
             return f"output {k} is not finite on inputs in the record domain"
-        lo = min(r["outs"][k]["lo"] for _, r in valid)
-        hi = max(r["outs"][k]["hi"] for _, r in valid)
+        lo = min(o[k]["lo"] for o in outs_seen)
+        hi = max(o[k]["hi"] for o in outs_seen)
         w = max(hi - lo, 1.0)
         ranges.append((lo - w / 2, hi + w / 2))
     # held-out: fresh draws from the inferred constraints, and fresh pool draws
@@ -510,6 +527,11 @@ def infer_variant(rec: Recorder, s: Schema, d: Draw, rng: np.random.Generator) -
             o["shape"] for o in r["outs"]
         ]:
             return "validity or output shapes depend on the input values"
+        for k, o in enumerate(other["outs"]):
+            # whole numbers in the domain repeat and cancel (a singular matrix for Inverse):
+            # outputs must stay finite and in the recorded range on them too
+            if not o["finite"] or not ranges[k][0] <= o["lo"] <= o["hi"] <= ranges[k][1]:
+                return f"output {k} leaves the recorded range on whole numbers (value-unstable)"
         n_ok += 1
         env = cons.env(dims)
         for k, o in enumerate(r["outs"]):
@@ -536,6 +558,10 @@ def infer_variant(rec: Recorder, s: Schema, d: Draw, rng: np.random.Generator) -
             return f"output {k} reaches {big:.3g} on inputs in [-2, 2] (value-unstable)"
     for k, t in enumerate(dtypes):
         lo, hi = dt.value_range(t)
+        if t in dt.INTS and t not in (dt.INT64, dt.UINT64):
+            # the type's own range bounds it (saturating QLinear* outputs): widening past it
+            # says nothing (64-bit types: value_range stops short of the type's extremes)
+            ranges[k] = (max(lo, ranges[k][0]), min(hi, ranges[k][1]))
         if t != dt.BOOL and not lo <= ranges[k][0] <= ranges[k][1] <= hi:
             return f"output {k}'s recorded range {ranges[k]} exceeds the {dt.NAMES[t]} bound"
     inputs = []
