@@ -81,8 +81,13 @@ def op(
 def register_spec(spec: OpSpec) -> None:
     """Validate a spec and add it to the registry; the error names the op and the fix."""
     name = spec.op_type
-    if not onnx.defs.has(name):
-        raise SpecError(name, "op_type", "no such operator in the ai.onnx domain")
+    if not onnx.defs.has(name) and name not in EXTRA_INFO:
+        raise SpecError(
+            name,
+            "op_type",
+            "no such operator in the ai.onnx domain (an op of another domain is named "
+            "'domain.Op' and needs its facts in EXTRA_INFO first, as inferred rules register)",
+        )
     if not callable(spec.build) or len(inspect.signature(spec.build).parameters) != 2:
         raise SpecError(name, "build", "build must be a function (b, p) -> None")
     if name in REGISTRY and REGISTRY[name].build is not spec.build:

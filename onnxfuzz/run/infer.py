@@ -50,7 +50,7 @@ from onnxfuzz.generate.inferred import (
 )
 from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synth_dim
 
-CACHE_VERSION = 1  # of the record format
+CACHE_VERSION = 2  # of the record format (2: input values seeded per value draw)
 # Of the inference itself: an op's cached result is reused only from the same version
 # (records are reused across versions: they depend on the draw and the backend only).
 INFER_VERSION = 10
