@@ -110,7 +110,7 @@ class Generator:
             types[spec.op_type] = frozenset(b.types(info.main_type_var))
             if spec.op_type == "Cast":
                 cast_to = frozenset(b.types(info.output_type[0]))
-        return Glue(types, cast_to)
+        return Glue(types, cast_to, ("Clip", "omitted:min") in self.cfg.avoid_features)
 
     def graph(
         self,

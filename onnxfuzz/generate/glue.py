@@ -59,6 +59,9 @@ class Glue:
 
     types: Mapping[str, frozenset[int]]
     cast_to: frozenset[int]
+    # Clip with both bounds given: some backend lacks Clip with ``min`` left out and ``max``
+    # there (onnx2torch; the probe's ``omitted:min`` form)
+    clip_both_bounds: bool = False
 
     def has(self, op: str, dtype: int) -> bool:
         return dtype in self.types.get(op, ())
@@ -312,6 +315,8 @@ class _Emitter:
         # Only the bounds that cut (Clip's min and max are optional inputs)
         lo = self._const("min", np.array(bounds.lo), t.dtype) if bounds.lo > iv.lo else ""
         hi = self._const("max", np.array(bounds.hi), t.dtype) if bounds.hi < iv.hi else ""
+        if hi and not lo and self.glue.clip_both_bounds:  # a min that cuts nothing
+            lo = self._const("min", np.array(dt.value_range(t.dtype)[0]), t.dtype)
         ins = [t, lo, hi] if hi else [t, lo]
         return self._node("Clip", ins, t.dtype, t.shape, _clip_interval(iv, bounds))
 
