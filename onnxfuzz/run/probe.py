@@ -62,7 +62,7 @@ def _cache_file(info: BackendInfo, cfg: Config) -> Path:
             sorted(cfg.dtypes),
             sorted(cfg.ops or ()),
             sorted(cfg.exclude_ops),
-            "features-1",  # results hold the ops' features (attribute values, computed weights)
+            "features-2",  # results hold the ops' features (attribute values, computed weights)
         ]
     )
     return cache_dir() / f"probe-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
