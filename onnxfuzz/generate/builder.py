@@ -31,6 +31,7 @@ from onnxfuzz.generate.domains import Domain, Ints, OneOf
 from onnxfuzz.generate.glue import Glue, Need, adapt, fits_values
 from onnxfuzz.generate.graph import Graph, Node, Tensor, Value
 from onnxfuzz.generate.intervals import ANY, Interval, Values, rounding_room
+from onnxfuzz.generate.sequences import SeqBuilder, SeqCheck, register
 from onnxfuzz.generate.spec import OpInfo, OpSpec, restricted_by_dtypes
 from onnxfuzz.generate.spec_api import (
     DATA,
@@ -41,7 +42,6 @@ from onnxfuzz.generate.spec_api import (
     SpecBuilder,
     ValuesArg,
 )
-from onnxfuzz.generate.sequences import SeqBuilder, SeqCheck, register
 from onnxfuzz.generate.values import sample
 
 FRESH_FLOAT = 4.0  # fresh float tensors are drawn inside [-4, 4] where the domain allows
@@ -231,7 +231,7 @@ class Builder:
         return dims
 
 
-class GenBuilder(SeqBuilder, Builder, SpecBuilder):
+class GenBuilder(Builder, SeqBuilder, SpecBuilder):
     """Draws every variable from the choice stream; reuses tensors from the graph."""
 
     def __init__(
@@ -605,7 +605,7 @@ def _fresh_interval(
     return Interval(lo, hi, m)
 
 
-class CheckBuilder(SeqCheck, Builder, SpecBuilder):
+class CheckBuilder(Builder, SeqCheck, SpecBuilder):
     """Takes each variable from an observed node; raises ``OutOfDomain`` where the spec's
     domain does not contain it."""
 

@@ -27,7 +27,7 @@ from onnxfuzz.generate.export import to_model
 from onnxfuzz.generate.glue import GLUE, GLUE_OPS, Glue
 from onnxfuzz.generate.graph import Graph, Tensor
 from onnxfuzz.generate.intervals import Values
-from onnxfuzz.generate.sequences import close
+from onnxfuzz.generate.sequences import MAKE, close
 from onnxfuzz.generate.spec import OpSpec, op_info, specs_for
 from onnxfuzz.generate.values import inputs_for
 
@@ -198,6 +198,6 @@ def glue_per_op(spans: Sequence[Span]) -> list[int]:
     for span in spans:
         if span.label == OP:
             counts.append(0)
-        elif span.label == GLUE and counts:
+        elif span.label in (GLUE, MAKE) and counts:
             counts[-1] += 1
     return counts

@@ -68,9 +68,7 @@ class Sequence:
         where they differ; None when the ranks differ (or the sequence is empty)."""
         if not self.shapes or len({len(s) for s in self.shapes}) != 1:
             return None
-        return tuple(
-            ds[0] if len(set(ds)) == 1 else None for ds in zip(*self.shapes, strict=True)
-        )
+        return tuple(ds[0] if len(set(ds)) == 1 else None for ds in zip(*self.shapes, strict=True))
 
     def __repr__(self) -> str:
         return f"Sequence({self.name}, dtype={self.dtype}, shapes={self.shapes})"

@@ -11,7 +11,9 @@ elements agree); an ``OptionalValue`` knows whether it holds a value.
   often) or one made for it, as tensors are: a sequence from tensors with
   ``SequenceConstruct``, an optional with ``Optional``. There are no sequence or optional
   graph inputs: not every backend feeds them, and made values keep input making
-  (``values.py``) tensor-only. The made nodes count as glue (one ``glue`` span each).
+  (``values.py``) tensor-only. A made node (named ``make_*``, one ``make`` span each)
+  counts toward the node count as glue does; the last op may need one with no budget
+  left, one node over.
 * ``close`` runs after the last op: every sequence or optional nothing consumed is
   consumed into a tensor (``SequenceAt``, ``ConcatFromSequence``, ``SequenceLength``,
   ``OptionalGetElement``, ``OptionalHasElement``), so graph outputs stay tensors, every
@@ -33,7 +35,6 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError, SpecError
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.domains import Ints
-from onnxfuzz.generate.glue import GLUE
 from onnxfuzz.generate.graph import Graph, Node, OptionalValue, Sequence, Tensor, Value
 from onnxfuzz.generate.intervals import Interval, hull
 
@@ -41,6 +42,23 @@ if TYPE_CHECKING:
     from onnxfuzz.generate.builder import GenBuilder
     from onnxfuzz.generate.spec_api import Dims
 
+# The ops whose inputs or outputs are sequences or optionals (specs/sequence.py)
+OPS = frozenset(
+    [
+        "SequenceEmpty",
+        "SequenceConstruct",
+        "SequenceAt",
+        "SequenceLength",
+        "SequenceInsert",
+        "SequenceErase",
+        "SplitToSequence",
+        "ConcatFromSequence",
+        "Optional",
+        "OptionalHasElement",
+        "OptionalGetElement",
+    ]
+)
+MAKE = "make"  # span label: one per node made for a sequence or optional input
 CLOSE = "close"  # span label: one per node that consumes a dangling sequence or optional
 MAX_LENGTH = 4  # the longest sequence a SequenceConstruct made for an input has
 # How the shapes of a sequence's elements relate (``input_seq(shapes=...)``):
@@ -117,7 +135,7 @@ class SeqBuilder:
         name: str | int,
         *,
         dtype: int | Iterable[int] | None = None,
-        length: Ints = Ints(0, MAX_LENGTH),
+        length: Ints | None = None,
         rank: int | Ints | None = None,
         dims: Dims = None,
         shapes: str = ANY_SHAPES,
@@ -127,6 +145,7 @@ class SeqBuilder:
         them, and the elements' shapes related as ``shapes`` says."""
         name = self._formal(name)
         pos = self._position(name, 0)
+        length = length if length is not None else Ints(0, MAX_LENGTH)
         allowed = self._seq_types(name, dtype)
         lo, hi = self._rank_range(name, rank, dims)
 
@@ -154,7 +173,9 @@ class SeqBuilder:
     def _seq_types(self: GenBuilder, name: str, dtype: int | Iterable[int] | None) -> list[int]:
         tv = self.info.input_type[name]
         schema = self.info.schema
-        strs = next(tc.allowed_type_strs for tc in schema.type_constraints if tc.type_param_str == tv)
+        strs = next(
+            tc.allowed_type_strs for tc in schema.type_constraints if tc.type_param_str == tv
+        )
         allowed = set(elem_types(strs)) & self.cfg.dtypes
         if dtype is not None:
             allowed &= {dtype} if isinstance(dtype, int) else set(dtype)
@@ -192,9 +213,7 @@ class SeqBuilder:
             else:
                 want = dims
             elems.append(sub.input("inputs", index=i, rank=Ints(lo, hi), dims=want))
-        q = sub.output_seq(
-            first.dtype, [t.shape for t in elems], [t.interval for t in elems]
-        )
+        q = sub.output_seq(first.dtype, [t.shape for t in elems], [t.interval for t in elems])
         self._commit_sub(sub)
         return q
 
@@ -229,9 +248,7 @@ class SeqBuilder:
             if not types:
                 raise ConfigError(f"{self.op}: no element type for an optional under --dtypes")
             d = types[self.s.index(len(types))]
-            shape = tuple(
-                self.s.integer(1, self.cfg.max_dim) for _ in range(self.s.integer(0, 2))
-            )
+            shape = tuple(self.s.integer(1, self.cfg.max_dim) for _ in range(self.s.integer(0, 2)))
             elem = Tensor("", d, shape, Interval(0, 0), "none")
             sub.set_attr("type", type_proto(elem))
             o = sub.output_optional(elem, present=False)
@@ -245,10 +262,10 @@ class SeqBuilder:
         spec, info = load_specs()[op], op_info(op, self.cfg.opset)
         if info is None:
             raise ConfigError(f"{self.op}: {op} does not exist at opset {self.cfg.opset}")
-        self.s.start_span(GLUE)
+        self.s.start_span(MAKE)
         self.s.stop_span()
         sub = type(self)(spec, info, self.cfg, self.g, self.s, self.glue, self.budget - 1)
-        sub.name = self.g.fresh_name(f"glue_{op.lower()}")
+        sub.name = self.g.fresh_name(f"make_{op.lower()}")
         return sub
 
     def _commit_sub(self: GenBuilder, sub: GenBuilder) -> None:
@@ -371,9 +388,7 @@ def _at(g: Graph, s: ChoiceStream, name: str, q: Value) -> tuple[list[str], list
     return [q.name, _scalar_const(g, f"{name}_position", p)], [out], {}
 
 
-def _concat(
-    g: Graph, s: ChoiceStream, name: str, q: Value
-) -> tuple[list[str], list[Value], dict]:
+def _concat(g: Graph, s: ChoiceStream, name: str, q: Value) -> tuple[list[str], list[Value], dict]:
     assert isinstance(q, Sequence)
     r = len(q.shapes[0])
     stack = same_shape(q) and (r == 0 or s.chance(0.5))
@@ -429,7 +444,7 @@ class SeqCheck:
         name: str | int,
         *,
         dtype: int | Iterable[int] | None = None,
-        length: Ints = Ints(0, MAX_LENGTH),
+        length: Ints | None = None,
         rank: int | Ints | None = None,
         dims: Dims = None,
         shapes: str = ANY_SHAPES,

@@ -115,12 +115,13 @@ class SpecBuilder(Protocol):
         name: str | int,
         *,
         dtype: int | Iterable[int] | None = None,
-        length: Ints = Ints(0, 4),
+        length: Ints | None = None,
         rank: int | Ints | None = None,
         dims: Dims = None,
         shapes: str = "any",
     ) -> Seq:
-        """A sequence input: element type among ``dtype``, length in ``length``, each
+        """A sequence input: element type among ``dtype``, length in ``length`` (default
+        0..4), each
         element's rank and dims as ``input`` takes them; ``shapes``: "any" (independent),
         "same" (one shape), "concat" (one rank, dims shared but along one axis)."""
         ...

@@ -133,9 +133,13 @@ def check_static(model: onnx.ModelProto) -> list[str]:
         get, gshape = got[name]
         # A dim inference leaves unknown (-1: data-dependent, e.g. after Range) does not
         # disagree; a known dim or the rank that differs does.
-        differs = gshape is not None and shape is not None and (
-            len(gshape) != len(shape)
-            or any(g != -1 and d != -1 and g != d for g, d in zip(gshape, shape, strict=True))
+        differs = (
+            gshape is not None
+            and shape is not None
+            and (
+                len(gshape) != len(shape)
+                or any(g != -1 and d != -1 and g != d for g, d in zip(gshape, shape, strict=True))
+            )
         )
         if get != et or (differs and not opaque(name)):
             problems.append(
