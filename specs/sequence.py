@@ -169,21 +169,36 @@ def optional(b: SpecBuilder, p: None) -> None:
     b.output_optional(elem, present=False)
 
 
+def _optional_or_plain(b: SpecBuilder, present: bool | None) -> tuple[bool, Tensor | Sequence]:
+    """The input of OptionalHasElement/OptionalGetElement: an optional, or (from version 18,
+    which also takes them) a plain tensor or sequence, which always holds a value."""
+    kind = "optional"
+    if b.version >= 18:
+        kind = b.draw("input.kind", OneOf(["optional", "tensor", "sequence"]))
+    if kind == "tensor":
+        return True, b.input("input")
+    if kind == "sequence":
+        return True, b.input_seq("input")
+    o = b.input_optional("input", present=present)
+    return o.present, o.elem
+
+
 @op("OptionalHasElement", since=15)
 def optional_has_element(b: SpecBuilder, p: None) -> None:
     """Whether the optional holds a value (bool scalar); from opset 18 the input may be
-    left out (false)."""
+    left out (false) or be a tensor or a sequence (true)."""
     present = False
     if b.version < 18 or b.optional("input", p=0.9):
-        present = b.input_optional("input").present
+        present = _optional_or_plain(b, None)[0]
     b.output((), dtype=dt.BOOL, interval=Interval(float(present), float(present)))
 
 
 @op("OptionalGetElement", since=15)
 def optional_get_element(b: SpecBuilder, p: None) -> None:
-    """The value an optional holds (a tensor or a sequence); only optionals that hold one
-    are drawn (ONNX Runtime fails on an empty one)."""
-    e = b.input_optional("input", present=True).elem
+    """The value an optional holds (a tensor or a sequence; from opset 18 a tensor or a
+    sequence itself); only optionals that hold one are drawn (ONNX Runtime fails on an
+    empty one)."""
+    _, e = _optional_or_plain(b, True)
     if isinstance(e, Sequence):
         b.output_seq(e.dtype, e.shapes, e.intervals)
     else:
