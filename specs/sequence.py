@@ -2,11 +2,15 @@
 
 Sequences and optionals are typed values in the graph (``onnxfuzz.generate.sequences``):
 element type, length and every element's shape and interval are known when the model is
-built, so positions and axes are drawn inside what the values allow. SequenceMap needs a
-body subgraph and is not generated yet (docs/uncovered.md).
+built, so positions and axes are drawn inside what the values allow. SequenceMap's body is
+a chain of elementwise ops for now (not a solver-built subgraph).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.domains import Ints, OneOf
@@ -203,3 +207,52 @@ def optional_get_element(b: SpecBuilder, p: None) -> None:
         b.output_seq(e.dtype, e.shapes, e.intervals)
     else:
         b.output(e.shape, dtype=e.dtype, interval=e.interval)
+
+
+# SequenceMap's body: a chain of elementwise ops whose output interval is a function of the
+# input's alone, so every element's interval follows. A body from the solver over the outer
+# scope (as If/Loop/Scan bodies) is the plan; this one already exercises the op's lowering.
+_BODY_OPS: dict[str, Callable[[Interval], Interval]] = {
+    "Identity": lambda iv: iv,
+    "Neg": lambda iv: -iv,
+    "Abs": lambda iv: iv.abs(),
+    "Relu": lambda iv: Interval(max(iv.lo, 0), max(iv.hi, 0)),
+}
+
+
+def _body_ops(b: SpecBuilder, dtype: int, ivs: list[Interval]) -> list[str]:
+    """Body ops ONNX Runtime runs on ``dtype`` whose outputs stay inside its bound."""
+    lo, hi = dt.value_range(dtype)
+    out = []
+    for name, f in _BODY_OPS.items():
+        version = onnx.defs.get_schema(name, b.opset).since_version
+        kernels = dt.ort_kernels(name, version, b.opset) or []
+        if not any(dtype in ts for k in kernels for ts in k.values()):
+            continue
+        if all(f(iv).within(lo, hi) for iv in ivs):
+            out.append(name)
+    return out
+
+
+@op("SequenceMap", since=17)
+def sequence_map(b: SpecBuilder, p: None) -> None:
+    """``body`` applied to each element: here a chain of one or two elementwise ops
+    (Identity, Neg, Abs, Relu), no additional inputs; the sequence may be empty."""
+    q = b.input_seq("input_sequence")
+    ivs = list(q.intervals)
+    x = f"{q.name}_elem"
+    nodes, prev = [], x
+    for i in range(b.draw("body.count", Ints(1, 2))):
+        kind = b.draw(f"body.op[{i}]", OneOf(_body_ops(b, q.dtype, ivs)))
+        out = f"{x}{i}"
+        nodes.append(onnx.helper.make_node(kind, [prev], [out]))
+        ivs = [_BODY_OPS[kind](iv) for iv in ivs]
+        prev = out
+    body = onnx.helper.make_graph(
+        nodes,
+        f"{q.name}_body",
+        [onnx.helper.make_tensor_value_info(x, q.dtype, None)],
+        [onnx.helper.make_tensor_value_info(prev, q.dtype, None)],
+    )
+    b.set_attr("body", body)
+    b.output_seq(q.dtype, q.shapes, ivs)

@@ -51,6 +51,7 @@ OPS = frozenset(
         "SequenceLength",
         "SequenceInsert",
         "SequenceErase",
+        "SequenceMap",
         "SplitToSequence",
         "ConcatFromSequence",
         "Optional",
