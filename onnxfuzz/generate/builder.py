@@ -30,8 +30,9 @@ from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.config import MAX_RANK, Config
 from onnxfuzz.generate.domains import Domain, Ints, OneOf
 from onnxfuzz.generate.glue import Glue, Need, adapt, fits_values
-from onnxfuzz.generate.graph import Graph, Node, Tensor
+from onnxfuzz.generate.graph import Graph, Node, Tensor, Value
 from onnxfuzz.generate.intervals import ANY, Interval, Values, rounding_room
+from onnxfuzz.generate.sequences import SeqBuilder, SeqCheck, register
 from onnxfuzz.generate.spec import OpInfo, OpSpec, restricted_by_dtypes
 from onnxfuzz.generate.spec_api import (
     DATA,
@@ -76,7 +77,7 @@ class Builder:
         self.bound: dict[str, int] = {}
         self.attrs: dict[str, Any] = {}
         self.in_names: dict[int, str] = {}
-        self.outs: list[Tensor] = []
+        self.outs: list[Value] = []
 
     # --- facts ---------------------------------------------------------------------
     @property
@@ -231,7 +232,7 @@ class Builder:
         return dims
 
 
-class GenBuilder(Builder, SpecBuilder):
+class GenBuilder(Builder, SeqBuilder, SpecBuilder):
     """Draws every variable from the choice stream; reuses tensors from the graph."""
 
     def __init__(
@@ -581,7 +582,9 @@ class GenBuilder(Builder, SpecBuilder):
         self.g.consumed.update(inputs)
         cap = self.cfg.max_reuse_dim
         for t in self.outs:
-            if all(d <= cap for d in t.shape):
+            if not isinstance(t, Tensor):  # a sequence or an optional
+                register(self.g, t)
+            elif all(d <= cap for d in t.shape):
                 self.g.add_reusable(t)
         return node
 
@@ -651,7 +654,7 @@ def _fresh_interval(
     return Interval(lo, hi, m)
 
 
-class CheckBuilder(Builder, SpecBuilder):
+class CheckBuilder(Builder, SeqCheck, SpecBuilder):
     """Takes each variable from an observed node; raises ``OutOfDomain`` where the spec's
     domain does not contain it."""
 
