@@ -15,12 +15,15 @@ only the ops some backend lacks in every type.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 
 import onnx
@@ -38,7 +41,7 @@ from onnxfuzz.generate.single_op import (
     merged,
     single_op_generators,
 )
-from onnxfuzz.generate.spec import op_info
+from onnxfuzz.generate.spec import load_specs, op_info
 
 Support = dict[str, dict[str, str]]  # op -> dtype name -> why unsupported
 
@@ -48,6 +51,18 @@ def cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "onnxfuzz"
     )
     return Path(base)
+
+
+@cache
+def _specs_digest() -> str:
+    """A digest of the spec modules' sources: what the probe tries follows from them."""
+    h = hashlib.sha1()
+    modules = {sys.modules[spec.build.__module__] for spec in load_specs().values()}
+    for f in sorted(m.__file__ or "" for m in modules):
+        h.update(Path(f).name.encode())
+        with contextlib.suppress(OSError):
+            h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _cache_file(info: BackendInfo, cfg: Config) -> Path:
@@ -63,6 +78,9 @@ def _cache_file(info: BackendInfo, cfg: Config) -> Path:
             sorted(cfg.ops or ()),
             sorted(cfg.exclude_ops),
             "features-2",  # results hold the ops' features (attribute values, computed weights)
+            # the specs themselves (a version's specs change between releases, and so does
+            # what the probe tries: a stale cache would pass ops it never tried)
+            _specs_digest(),
         ]
     )
     return cache_dir() / f"probe-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
