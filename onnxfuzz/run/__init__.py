@@ -7,7 +7,8 @@ per-(op, type) support probing (``probe``), rule inference for ops without a
 spec (``infer``: records labelled by a backend, rules verified on held-out records),
 replaying a bundle (``replay``), the conformance kit for an adapter (``conformance``)
 and the Ray executor (``ray_executor``, the driver: it stores, reduces and bundles;
-``shard``, the node side: a shard's tests made, run and judged; Ray is imported only in ``ray_executor``, as it is optional).
+``shard``, the node side: a shard's tests made, run and judged; Ray is imported only
+in ``ray_executor``, as it is optional).
 
 May import every library stage: ``generate``, ``execute``, ``judge``, ``reduce``,
 ``store``. Never ``onnxfuzz.cli``.
