@@ -34,6 +34,7 @@ from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.features import is_feature, model_features
+from onnxfuzz.generate.inferred import rules_dir
 from onnxfuzz.generate.single_op import (
     SingleOp,
     Variant,
@@ -58,7 +59,9 @@ def _specs_digest() -> str:
     """A digest of the spec modules' sources: what the probe tries follows from them."""
     h = hashlib.sha1()
     modules = {sys.modules[spec.build.__module__] for spec in load_specs().values()}
-    for f in sorted(m.__file__ or "" for m in modules):
+    files = [m.__file__ or "" for m in modules]
+    files += [str(p) for p in rules_dir().glob("*.json")]  # the inferred rules
+    for f in sorted(files):
         h.update(Path(f).name.encode())
         with contextlib.suppress(OSError):
             h.update(Path(f).read_bytes())
@@ -77,6 +80,7 @@ def _cache_file(info: BackendInfo, cfg: Config) -> Path:
             sorted(cfg.dtypes),
             sorted(cfg.ops or ()),
             sorted(cfg.exclude_ops),
+            sorted(cfg.domains),
             "features-2",  # results hold the ops' features (attribute values, computed weights)
             # the specs themselves (a version's specs change between releases, and so does
             # what the probe tries: a stale cache would pass ops it never tried)
