@@ -10,7 +10,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxfuzz import __version__
-from onnxfuzz.generate.graph import Graph, Tensor
+from onnxfuzz.generate.graph import Body, Graph, Node, Tensor
 
 INPUTS_KEY = "onnxfuzz.inputs"  # metadata: each graph input's value domain (JSON)
 SEED_KEY = "onnxfuzz.seed"
@@ -27,22 +27,38 @@ def _attr_value(v: Any) -> Any:
         return float(v)
     if isinstance(v, list | tuple):
         return [_attr_value(x) for x in v]
+    if isinstance(v, Body):
+        return _body(v)
     return v
+
+
+def _node(n: Node) -> onnx.NodeProto:
+    return helper.make_node(
+        n.op_type,
+        n.inputs,
+        [t.name for t in n.outputs],
+        name=n.name,
+        **{k: _attr_value(v) for k, v in n.attrs.items()},
+    )
+
+
+def _body(b: Body) -> onnx.GraphProto:
+    """A subgraph: its formal inputs and outputs, the types of its other tensors; the
+    constants it reads are the model's initializers (outer-scope names)."""
+    results = {t.name for t in b.results}
+    return helper.make_graph(
+        [_node(n) for n in b.graph.nodes],
+        b.name,
+        [_vi(t) for t in b.formals],
+        [_vi(t) for t in b.results],
+        value_info=[_vi(t) for t in b.graph.intermediates() if t.name not in results],
+    )
 
 
 def to_model(
     g: Graph, opset: int, ir_version: int, *, name: str = "onnxfuzz", seed: int | None = None
 ) -> onnx.ModelProto:
-    nodes = [
-        helper.make_node(
-            n.op_type,
-            n.inputs,
-            [t.name for t in n.outputs],
-            name=n.name,
-            **{k: _attr_value(v) for k, v in n.attrs.items()},
-        )
-        for n in g.nodes
-    ]
+    nodes = [_node(n) for n in g.nodes]
     graph = helper.make_graph(
         nodes,
         name,
