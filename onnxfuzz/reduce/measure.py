@@ -28,13 +28,28 @@ def _shape(vi: onnx.ValueInfoProto) -> list[int]:
     return [d.dim_value for d in vi.type.tensor_type.shape.dim]
 
 
-def size_of(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Size:
-    g = model.graph
-    shapes = [_shape(vi) for vi in list(g.input) + list(g.value_info) + list(g.output)]
+def _walk(g: onnx.GraphProto, shapes: list[list[int]]) -> int:
+    """The nodes of ``g`` and of its subgraphs (If branches, Loop and Scan bodies); the
+    shapes of every tensor they declare are added to ``shapes``."""
+    shapes += [_shape(vi) for vi in list(g.input) + list(g.value_info) + list(g.output)]
     shapes += [list(i.dims) for i in g.initializer]
+    nodes = len(g.node)
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                nodes += _walk(a.g, shapes)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                nodes += sum(_walk(sub, shapes) for sub in a.graphs)
+    return nodes
+
+
+def size_of(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Size:
+    """Sizes over the model's graph and its subgraphs (a body node counts as a node)."""
+    shapes: list[list[int]] = []
+    nodes = _walk(model.graph, shapes)
     distinct = sum(len(np.unique(v)) for v in inputs.values() if v.size)
     return Size(
-        nodes=len(g.node),
+        nodes=nodes,
         elements=sum(math.prod(s) for s in shapes),
         max_rank=max((len(s) for s in shapes), default=0),
         distinct_values=distinct,
