@@ -56,6 +56,7 @@ class Nest:
 
     depth: int
     fill: Callable[[Graph, ChoiceStream, int], None]
+    glue: Glue | None = None  # what fits a body's outputs (None: the builder's glue)
 
 
 def no_fill(g: Graph, s: ChoiceStream, depth: int) -> None:
@@ -75,7 +76,8 @@ class Scope:
         name: str,
         formals: Sequence[Formal],
     ) -> None:
-        self.parent, self.s, self.cfg, self.glue, self.name = parent, s, cfg, glue, name
+        self.parent, self.s, self.cfg, self.name = parent, s, cfg, name
+        self.glue = nest.glue if nest.glue is not None else glue
         self.g = parent.child()
         s.start_span(BODY)
         self.formals: list[Tensor] = []
@@ -104,13 +106,15 @@ class Scope:
 
     def fit(self, dtype: int, shape: Sequence[int], values: Values) -> Tensor:
         """A body tensor of exactly ``dtype`` and ``shape`` inside ``values``: one the body
-        made (or a formal input), adapted by glue; else a formal input that fits as it
-        is; else a constant inside the domain."""
+        made, adapted by glue; else a formal input that fits as it is; else a constant
+        inside the domain."""
         s, shape = self.s, tuple(shape)
         vlo, vhi = values.bounds(dtype)
         cap = self.cfg.max_reuse_dim
-        own = self.formals + [t for t in self._made() if max(t.shape, default=1) <= cap]
-        if self.glue is not None and own:
+        # What the body computed, not its formal inputs: a formal that fits costs no glue
+        # and would always win, leaving the body's nodes dead.
+        made = [t for t in self._made() if max(t.shape, default=1) <= cap]
+        if self.glue is not None and made:
             need = Need(
                 allowed=(dtype,),
                 lo=len(shape),
@@ -120,9 +124,9 @@ class Scope:
                 fits=_fits_dim,
                 draw_dim=lambda axis, e: _draw_dim(s, axis, e),
                 max_dim=max(self.cfg.max_dim, *shape) if shape else self.cfg.max_dim,
-                cap=self.cfg.max_reuse_dim,
+                cap=cap,
             )
-            t, _ = adapt(self.glue, self.g, s, need, FIT_GLUE, sources=own)
+            t, _ = adapt(self.glue, self.g, s, need, FIT_GLUE, sources=made)
             if t is not None:
                 return t
         exact = [

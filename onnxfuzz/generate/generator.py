@@ -81,6 +81,7 @@ class Generator:
             raise ConfigError(f"no op can be generated with these options ({why})")
         self._infos = [op_info(s.op_type, cfg.opset) for s in self.specs]
         self.glue = self._glue() if cfg.connectivity > 0 else None
+        self.fit_glue = self._fit_glue()
         self._op_index = {spec.op_type: k for k, spec in enumerate(self.specs)}
         # Ops a body at depth d may hold: control flow only while a body of its own would
         # still be within --max-depth.
@@ -115,6 +116,20 @@ class Generator:
             if spec.op_type == "Cast":
                 cast_to = frozenset(b.types(info.output_type[0]))
         return Glue(types, cast_to)
+
+    def _fit_glue(self) -> Glue | None:
+        """The glue that fits a body's outputs: the generator's, with Clip in every type
+        ONNX Runtime's Clip kernel takes even where --ops leaves Clip out: bounding a
+        loop-carried value by Clip is what lets its body compute it (else it passes
+        through unchanged). --exclude-ops Clip (or the probe's avoid list) turns it off."""
+        g = self.glue
+        if g is None or "Clip" in self.cfg.exclude_ops:
+            return g
+        info = op_info("Clip", self.cfg.opset)
+        kernels = dt.ort_kernels("Clip", info.version, self.cfg.opset) if info else None
+        types = frozenset(t for k in kernels or () for t in k.get("T", ())) & self.cfg.dtypes
+        types -= {d for op, d in self.cfg.avoid if op == "Clip"}
+        return Glue({**g.types, "Clip": types | g.types.get("Clip", frozenset())}, g.cast_to)
 
     def graph(
         self,
@@ -163,7 +178,7 @@ class Generator:
 
     @property
     def _nest0(self) -> Nest:
-        return Nest(0, self._fill_body)
+        return Nest(0, self._fill_body, self.fit_glue)
 
     def _fill_body(self, g: Graph, s: ChoiceStream, depth: int) -> None:
         """A body's nodes at ``depth`` (1: a body in the model's graph): 1..body_nodes of
@@ -173,7 +188,7 @@ class Generator:
         n = s.integer(1, cfg.body_nodes)
         if not allowed:
             return
-        nest = Nest(depth, self._fill_body)
+        nest = Nest(depth, self._fill_body, self.fit_glue)
         while len(g.nodes) < n:
             s.start_span(BODY_OP)
             s.start_span(BODY_OP_TYPE)

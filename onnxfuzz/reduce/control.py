@@ -10,8 +10,8 @@ so a node's uses are its inputs *and* what its subgraphs read (``reads``). The p
   iteration number 0, the loop's condition and initial values as the body's inputs), when
   that keeps every output's shape: no scan outputs, or a trip count of one (a scan output
   then gets its leading axis back with Unsqueeze);
-- ``trim_outputs``: an output of an If (both branches), or a scan output of a Loop or Scan,
-  that nothing reads, dropped from the node and its body;
+- ``trim_unused`` (part of every prune): an output of an If (both branches), or a scan
+  output of a Loop or Scan, that nothing reads, dropped from the node and its body;
 - ``shrink_bodies``: a body node bypassed (its output replaced by a tensor of the same
   type and shape the body already has: a formal input, an earlier body tensor, a graph
   input or initializer), what only fed it pruned (``prune_bodies``).
@@ -91,6 +91,16 @@ def prune_bodies(g: onnx.GraphProto) -> None:
 
 
 def _prune_graph(g: onnx.GraphProto) -> None:
+    _prune_nodes(g)
+    if trim_unused(g):
+        _prune_nodes(g)
+    produced = {t for n in g.node for t in n.output}
+    vis = [vi for vi in g.value_info if vi.name in produced]
+    del g.value_info[:]
+    g.value_info.extend(vis)
+
+
+def _prune_nodes(g: onnx.GraphProto) -> None:
     needed = {o.name for o in g.output}
     keep = []
     for node in reversed(g.node):
@@ -100,10 +110,6 @@ def _prune_graph(g: onnx.GraphProto) -> None:
     keep.reverse()
     del g.node[:]
     g.node.extend(keep)
-    produced = {t for n in g.node for t in n.output}
-    vis = [vi for vi in g.value_info if vi.name in produced]
-    del g.value_info[:]
-    g.value_info.extend(vis)
 
 
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -170,6 +176,14 @@ def _splice(
     for vi in body.output:  # body outputs read inside the body keep their type outside
         if vi.name in made and vi.name not in renamed and vi.name not in vis:
             g.value_info.append(vi)
+    typed = {vi.name: vi for vi in body.output}
+    for b_out, outer in results:  # each outer name typed (an earlier prune may have left
+        if outer not in vis and b_out in typed:  # an output nothing read untyped)
+            vi = onnx.ValueInfoProto()
+            vi.CopyFrom(typed[b_out])
+            vi.name = outer
+            g.value_info.append(vi)
+            vis.add(outer)
     g.initializer.extend(body.initializer)
     rest = list(g.node)
     del g.node[:]
@@ -219,7 +233,12 @@ def unroll_loops(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
         n_carried = len(node.input) - 2
         n_scan = len(a.g.output) - 1 - n_carried
         if n_scan and int(trips.reshape(())) != 1:
-            continue  # a scan output of M > 1 rows: one iteration would change its shape
+            # A scan output has M rows: one iteration changes its shape, which only a
+            # graph output may do (nothing reads it). Then the trip count becomes 1 first.
+            one = _one_trip(model, k, n_carried)
+            if one is not None:
+                yield one
+            continue
         m = _copy(model)
         g = m.graph
         loop = g.node[k]
@@ -249,6 +268,10 @@ def unroll_loops(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
             row = _fresh(g, "reduce_row", taken)
             results.append((b.name, row))
             unsqueeze.append((row, o))
+            vi = onnx.ValueInfoProto()
+            vi.CopyFrom(b)
+            vi.name = row
+            g.value_info.append(vi)  # typed: a pass may make it the graph's output
         del body.output[0]  # the condition: no longer needed
         _splice(m, k, body, feeds, results)
         if unsqueeze:
@@ -266,24 +289,45 @@ def unroll_loops(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
         yield m
 
 
-def trim_outputs(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
+def _one_trip(model: onnx.ModelProto, k: int, n_carried: int) -> onnx.ModelProto | None:
+    """Loop ``k`` with a trip count of one, its scan outputs (graph outputs nothing
+    reads) one row long; None when some node reads a scan output."""
     g = model.graph
+    scans = [o for o in g.node[k].output[n_carried:] if o]
+    read = {t for n in g.node for t in reads(n)}
+    if read.intersection(scans):
+        return None
+    m = _copy(model)
+    g = m.graph
+    loop = g.node[k]
+    one = _fresh(g, "reduce_trips", _all_names(g))
+    g.initializer.append(numpy_helper.from_array(np.array(1, dtype=np.int64), one))
+    loop.input[0] = one
+    for vi in list(g.output) + list(g.value_info):
+        if vi.name in scans and vi.type.tensor_type.shape.dim:
+            vi.type.tensor_type.shape.dim[0].dim_value = 1
+    return m
+
+
+def trim_unused(g: onnx.GraphProto) -> bool:
+    """Drop the outputs of If, Loop and Scan nodes of ``g`` that nothing reads (an If's
+    from both branches, a Loop's or Scan's scan outputs from the body; a node keeps one
+    output); returns whether any went."""
     used = {o.name for o in g.output} | {t for n in g.node for t in reads(n)}
-    for k, node in enumerate(g.node):
-        if node.op_type not in ("If", "Loop", "Scan"):
+    changed = False
+    for n in g.node:
+        if n.op_type not in ("If", "Loop", "Scan"):
             continue
         first = 0
-        if node.op_type == "Loop":
-            first = len(node.input) - 2  # loop-carried outputs stay
-        elif node.op_type == "Scan":
-            n_scan = _attr(node, "num_scan_inputs")
-            first = len(node.input) - (n_scan.i if n_scan is not None else 0)
-        for j in range(first, len(node.output)):
-            if node.output[j] in used or len(node.output) == 1:
+        if n.op_type == "Loop":
+            first = len(n.input) - 2  # loop-carried outputs stay
+        elif n.op_type == "Scan":
+            a = _attr(n, "num_scan_inputs")
+            first = len(n.input) - (a.i if a is not None else 0)
+        skip = 1 if n.op_type == "Loop" else 0  # a Loop body's first output is cond
+        for j in reversed(range(first, len(n.output))):
+            if n.output[j] in used or len(n.output) == 1:
                 continue
-            m = _copy(model)
-            n = m.graph.node[k]
-            skip = 1 if n.op_type == "Loop" else 0  # a Loop body's first output is cond
             for sub in subgraphs(n):
                 del sub.output[skip + j]
             if n.op_type == "Scan":
@@ -292,7 +336,8 @@ def trim_outputs(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
                     if a is not None and len(a.ints) > j - first:
                         del a.ints[j - first]
             del n.output[j]
-            yield m
+            changed = True
+    return changed
 
 
 def _types(g: onnx.GraphProto, out: dict[str, tuple[int, tuple[int, ...]]]) -> None:

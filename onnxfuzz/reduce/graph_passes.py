@@ -6,7 +6,8 @@
   the node computed, so the failure downstream usually survives), or fold it to a constant;
 - simplify input values: zeros, then ones;
 - control flow (``onnxfuzz.reduce.control``): inline an If branch, replace a Loop by its
-  body run once, drop outputs of an If, Loop or Scan nothing reads, shrink a body.
+  body run once, shrink a body; pruning also drops an If's, Loop's or Scan's outputs that
+  nothing reads (and the body nodes only they needed).
 
 Subgraphs read outer tensors by name: every pass counts those reads as uses (``reads``),
 so pruning keeps what a body needs and rewiring renames inside bodies too.
@@ -45,11 +46,8 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
-    """Drop nodes no graph output needs (in subgraphs too), then unused inputs,
-    initializers and value_info."""
-    g = model.graph
-    control.prune_bodies(g)
+def _prune_nodes(g: onnx.GraphProto) -> set[str]:
+    """Keep the nodes some graph output needs; returns the tensors they read."""
     needed = {o.name for o in g.output}
     keep = []
     for node in reversed(g.node):
@@ -59,6 +57,17 @@ def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
     keep.reverse()
     del g.node[:]
     g.node.extend(keep)
+    return needed
+
+
+def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
+    """Drop nodes no graph output needs (control-flow outputs nothing reads, and the body
+    nodes only they needed, too), then unused inputs, initializers and value_info."""
+    g = model.graph
+    _prune_nodes(g)
+    control.trim_unused(g)
+    control.prune_bodies(g)
+    needed = _prune_nodes(g)
     for field_ in (g.input, g.initializer):
         kept = [x for x in field_ if x.name in needed]
         del field_[:]
@@ -235,10 +244,6 @@ def reduce_graph(
         Pass("simplify-values", simplify_values),
         Pass("inline-if", lambda s: (prune(m, s.inputs) for m in control.inline_ifs(s.model))),
         Pass("unroll-loop", lambda s: (prune(m, s.inputs) for m in control.unroll_loops(s.model))),
-        Pass(
-            "trim-control-outputs",
-            lambda s: (prune(m, s.inputs) for m in control.trim_outputs(s.model)),
-        ),
         Pass("shrink-body", lambda s: (prune(m, s.inputs) for m in control.shrink_bodies(s.model))),
     ]
     final, complete = fixed_point(state, passes, keep, deadline)

@@ -56,6 +56,19 @@ def size_of(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Size:
     )
 
 
+def _ops(g: onnx.GraphProto) -> list[str]:
+    out = []
+    for n in g.node:
+        out.append(n.op_type)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                out += _ops(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                out += [op for sub in a.graphs for op in _ops(sub)]
+    return out
+
+
 def op_pattern(model: onnx.ModelProto) -> str:
-    """The multiset of op types, e.g. ``Add+Mul``: a reduced model's identity for dedup."""
-    return "+".join(sorted(n.op_type for n in model.graph.node)) or "-"
+    """The multiset of op types, e.g. ``Add+Mul``: a reduced model's identity for dedup
+    (bodies' ops included: a Loop around a Sigmoid is not a Loop around an Add)."""
+    return "+".join(sorted(_ops(model.graph))) or "-"
