@@ -9,6 +9,7 @@ import click
 from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.config import (
     DEFAULT_OPSET,
+    MAX_DEPTH,
     MAX_DIM,
     MAX_OPSET,
     MAX_RANK,
@@ -114,6 +115,20 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
             "rules (specs/inferred/DOMAIN.json, made by `onnxfuzz infer`), e.g. com.microsoft.",
         ),
         click.option(
+            "--max-depth",
+            type=click.IntRange(0, MAX_DEPTH),
+            default=2,
+            show_default=True,
+            help="Control flow (If, Loop, Scan): how deep bodies nest; 0 for none.",
+        ),
+        click.option(
+            "--body-nodes",
+            type=click.IntRange(1, 16),
+            default=3,
+            show_default=True,
+            help="Most nodes one If branch, Loop or Scan body draws.",
+        ),
+        click.option(
             "--weights-as-inputs",
             is_flag=True,
             help="Make fresh weights graph inputs instead of initializers.",
@@ -137,6 +152,8 @@ def generator_fields(
     connectivity: float = 0.8,
     block_rate: float = 0.2,
     domains: str = "ai.onnx",
+    max_depth: int = 2,
+    body_nodes: int = 3,
 ) -> dict:
     """The generator flags as ``Config.to_record`` data (None: the default, or for the
     opset, the one every backend of a campaign supports)."""
@@ -156,6 +173,8 @@ def generator_fields(
         "max_dim": max_dim,
         "weights_as_initializers": not weights_as_inputs,
         **({"domains": sorted(_names(domains) or ())} if _names(domains) != {"ai.onnx"} else {}),
+        "max_depth": max_depth,
+        "body_nodes": body_nodes,
     }
 
 

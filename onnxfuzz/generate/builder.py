@@ -28,6 +28,7 @@ from onnxfuzz.errors import ConfigError, SpecError
 from onnxfuzz.generate import features
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.config import MAX_RANK, Config
+from onnxfuzz.generate.control import Formal, Nest, Scope
 from onnxfuzz.generate.domains import Domain, Ints, OneOf
 from onnxfuzz.generate.glue import Glue, Need, adapt, fits_values
 from onnxfuzz.generate.graph import Graph, Node, Tensor, Value
@@ -245,10 +246,12 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         glue: Glue | None = None,
         budget: int = 0,
         links: dict[int, Tensor] | None = None,
+        nest: Nest | None = None,
     ) -> None:
         """``glue``: the glue ops this builder may emit to adapt a node's output to an
         input, at most ``budget`` nodes of them (see ``onnxfuzz.generate.glue``);
-        ``links``: input position -> the tensor a block asks that input to take."""
+        ``links``: input position -> the tensor a block asks that input to take;
+        ``nest``: how deep this graph is and how bodies are filled (control flow)."""
         super().__init__(spec, info, cfg)
         self.g = graph
         self.s = stream
@@ -256,6 +259,8 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         self.budget = budget
         self.links = links or {}
         self.taken: dict[int, Tensor] = {}  # input position -> the tensor it took
+        self.nest = nest
+        self.scopes: list[Scope] = []
         self.name = graph.fresh_name(spec.op_type.lower())
         self.offered: list[str] = []  # the features this op's draws could have pinned
         self.probing = bool(cfg.pin) and any(op == self.op for op, _ in cfg.pin)
@@ -572,9 +577,28 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         self.outs.append(t)
         return t
 
+    def body(self, attr: str, formals: Sequence[Formal]) -> Scope:
+        """A subgraph for the graph attribute ``attr``, its nodes drawn one level deeper
+        (``onnxfuzz.generate.control``)."""
+        if attr not in self.info.schema.attributes:
+            raise SpecError(self.op, attr, "no such graph attribute in the schema")
+        depth = self.nest.depth if self.nest is not None else 0
+        if self.nest is None or depth >= self.cfg.max_depth:
+            raise ConfigError(
+                f"{self.op}: a subgraph at depth {depth + 1} exceeds "
+                f"--max-depth {self.cfg.max_depth}"
+            )
+        scope = Scope(
+            self.g, self.s, self.cfg, self.glue, self.nest, f"{self.name}_{attr}", formals
+        )
+        self.scopes.append(scope)
+        return scope
+
     def commit(self) -> Node:
         if not self.outs:
             raise SpecError(self.op, "outputs", "the spec declared no output")
+        if any(not sc.closed for sc in self.scopes):
+            raise SpecError(self.op, "body", "a body was not closed")
         n = max(self.in_names) + 1 if self.in_names else 0
         inputs = [self.in_names.get(i, "") for i in range(n)]
         node = Node(self.op, self.name, inputs, self.outs, self.attrs)
@@ -806,6 +830,9 @@ class CheckBuilder(Builder, SeqCheck, SpecBuilder):
         t = Tensor(f"in{pos}", odt, tuple(shape), iv, "input")
         self._bind(name, t, pos)
         return t
+
+    def body(self, attr: str, formals: Sequence[Formal]) -> Scope:
+        raise self._fail(attr, "subgraph bodies are generated, not checked against a node")
 
     def const_type(self, name: str | int, index: int = 0) -> int:
         name = self._formal(name)

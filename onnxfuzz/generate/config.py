@@ -16,6 +16,7 @@ MIN_OPSET, MAX_OPSET = 13, 26
 DEFAULT_OPSET = 21  # inside ONNX Runtime 1.31's range (<= 26) and TVM Relax's (>= 17)
 MAX_RANK = 8  # the largest --max-rank
 MAX_DIM = 1 << 16  # the largest --max-dim
+MAX_DEPTH = 4  # the deepest --max-depth (subgraphs inside subgraphs)
 
 
 def _if_set(key: str, pairs: frozenset[tuple[str, str]]) -> dict[str, Any]:
@@ -48,6 +49,11 @@ class Config:
     ops: frozenset[str] | None = None
     exclude_ops: frozenset[str] = frozenset()
     weights_as_initializers: bool = True
+    # Control flow (If, Loop, Scan): how deep subgraphs nest (0: no control flow; 2: a
+    # body may hold an If, Loop or Scan whose own body holds none), and the most nodes one
+    # body draws (1..body_nodes, glue included).
+    max_depth: int = 2
+    body_nodes: int = 3
     # (op, element type of its main type variable) pairs not to generate: what a campaign's
     # backends lack, from the probe (--probe steer)
     avoid: frozenset[tuple[str, int]] = frozenset()
@@ -78,6 +84,10 @@ class Config:
             raise ConfigError(f"--max-dim: need 1..{MAX_DIM}, got {self.max_dim}")
         if not self.domains:
             raise ConfigError("--domains: name at least one domain, e.g. ai.onnx")
+        if not 0 <= self.max_depth <= MAX_DEPTH:
+            raise ConfigError(f"--max-depth: need 0..{MAX_DEPTH}, got {self.max_depth}")
+        if not 1 <= self.body_nodes <= 16:
+            raise ConfigError(f"--body-nodes: need 1..16, got {self.body_nodes}")
         if not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise ConfigError(
                 f"--opset: onnxfuzz exports opsets {MIN_OPSET}..{MAX_OPSET} (ONNX Runtime 1.31 "
@@ -100,6 +110,8 @@ class Config:
             "max_rank": self.max_rank,
             "max_dim": self.max_dim,
             "weights_as_initializers": self.weights_as_initializers,
+            "max_depth": self.max_depth,
+            "body_nodes": self.body_nodes,
             "avoid": sorted([op, dt.NAMES[d]] for op, d in self.avoid),
             # (written only when set: records of runs without them stay as they were)
             **_if_set("avoid_features", self.avoid_features),

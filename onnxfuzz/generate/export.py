@@ -10,7 +10,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxfuzz import __version__
-from onnxfuzz.generate.graph import Graph, Tensor, Value
+from onnxfuzz.generate.graph import Body, Graph, Node, Tensor, Value
 from onnxfuzz.generate.sequences import type_proto
 from onnxfuzz.generate.spec import DOMAIN_VERSIONS
 
@@ -31,25 +31,54 @@ def _attr_value(v: Any) -> Any:
         return float(v)
     if isinstance(v, list | tuple):
         return [_attr_value(x) for x in v]
+    if isinstance(v, Body):
+        return _body(v)
     return v
+
+
+def _node(n: Node) -> onnx.NodeProto:
+    # An op of another domain is named "domain.Op" (ai.onnx op names have no dot).
+    domain, _, op = n.op_type.rpartition(".")
+    return helper.make_node(
+        op,
+        n.inputs,
+        [t.name for t in n.outputs],
+        name=n.name,
+        domain=domain or None,
+        **{k: _attr_value(v) for k, v in n.attrs.items()},
+    )
+
+
+def _domains(nodes: list[onnx.NodeProto]) -> set[str]:
+    """The op domains other than ai.onnx that ``nodes`` use, in subgraphs too."""
+    out: set[str] = set()
+    for n in nodes:
+        if n.domain:
+            out.add(n.domain)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                out |= _domains(list(a.g.node))
+    return out
+
+
+def _body(b: Body) -> onnx.GraphProto:
+    """A subgraph: its formal inputs and outputs, the types of its other tensors; the
+    constants it reads are the model's initializers (outer-scope names)."""
+    results = {t.name for t in b.results}
+    return helper.make_graph(
+        [_node(n) for n in b.graph.nodes],
+        b.name,
+        [_vi(t) for t in b.formals],
+        [_vi(t) for t in b.results],
+        value_info=[_vi(t) for t in b.graph.intermediates() if t.name not in results],
+    )
 
 
 def to_model(
     g: Graph, opset: int, ir_version: int, *, name: str = "onnxfuzz", seed: int | None = None
 ) -> onnx.ModelProto:
-    # An op of another domain is named "domain.Op" (ai.onnx op names have no dot).
-    nodes = [
-        helper.make_node(
-            n.op_type.rpartition(".")[2],
-            n.inputs,
-            [t.name for t in n.outputs],
-            name=n.name,
-            domain=n.op_type.rpartition(".")[0] or None,
-            **{k: _attr_value(v) for k, v in n.attrs.items()},
-        )
-        for n in g.nodes
-    ]
-    domains = sorted({n.domain for n in nodes if n.domain})
+    nodes = [_node(n) for n in g.nodes]
+    domains = sorted(_domains(nodes))
     graph = helper.make_graph(
         nodes,
         name,

@@ -23,6 +23,7 @@ from onnxfuzz.generate import blocks
 from onnxfuzz.generate.builder import GenBuilder
 from onnxfuzz.generate.choices import ChoiceStream, Span
 from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.control import BODY, BODY_OP, BODY_OP_TYPE, CONTROL_OPS, Nest, no_fill
 from onnxfuzz.generate.export import to_model
 from onnxfuzz.generate.glue import GLUE, GLUE_OPS, Glue
 from onnxfuzz.generate.graph import Graph, Tensor
@@ -84,7 +85,11 @@ class Generator:
             raise ConfigError(f"no op can be generated with these options ({why})")
         self._infos = [op_info(s.op_type, cfg.opset) for s in self.specs]
         self.glue = self._glue() if cfg.connectivity > 0 else None
+        self.fit_glue = self._fit_glue()
         self._op_index = {spec.op_type: k for k, spec in enumerate(self.specs)}
+        # Ops a body at depth d may hold: control flow only while a body of its own would
+        # still be within --max-depth.
+        self._plain = [k for k, sp in enumerate(self.specs) if sp.op_type not in CONTROL_OPS]
         usable = blocks.usable(set(self._op_index)) if cfg.block_rate > 0 else {}
         self.block_names = sorted(usable)  # what a guide names a block by
         self.blocks = [usable[name] for name in self.block_names]
@@ -95,7 +100,7 @@ class Generator:
         info = op_info(spec.op_type, self.cfg.opset)
         assert info is not None
         try:
-            b = GenBuilder(spec, info, self.cfg, Graph(), ChoiceStream(0))
+            b = GenBuilder(spec, info, self.cfg, Graph(), ChoiceStream(0), nest=Nest(0, no_fill))
             spec.build(b, spec.params)
         except ConfigError as e:
             return str(e)
@@ -115,6 +120,20 @@ class Generator:
             if spec.op_type == "Cast":
                 cast_to = frozenset(b.types(info.output_type[0]))
         return Glue(types, cast_to, ("Clip", "omitted:min") in self.cfg.avoid_features)
+
+    def _fit_glue(self) -> Glue | None:
+        """The glue that fits a body's outputs: the generator's, with Clip in every type
+        ONNX Runtime's Clip kernel takes even where --ops leaves Clip out: bounding a
+        loop-carried value by Clip is what lets its body compute it (else it passes
+        through unchanged). --exclude-ops Clip (or the probe's avoid list) turns it off."""
+        g = self.glue
+        if g is None or "Clip" in self.cfg.exclude_ops:
+            return g
+        info = op_info("Clip", self.cfg.opset)
+        kernels = dt.ort_kernels("Clip", info.version, self.cfg.opset) if info else None
+        types = frozenset(t for k in kernels or () for t in k.get("T", ())) & self.cfg.dtypes
+        types -= {d for op, d in self.cfg.avoid if op == "Clip"}
+        return Glue({**g.types, "Clip": types | g.types.get("Clip", frozenset())}, g.cast_to)
 
     def graph(
         self,
@@ -152,7 +171,7 @@ class Generator:
             s.stop_span()
             spec = specs[k]
             budget = n - len(g.nodes) - 1
-            b = GenBuilder(spec, infos[k], cfg, g, s, self.glue, budget, links)
+            b = GenBuilder(spec, infos[k], cfg, g, s, self.glue, budget, links, self._nest0)
             spec.build(b, spec.params)
             b.commit()
             if block:
@@ -162,6 +181,31 @@ class Generator:
         if g.seqs or g.optionals:  # graph outputs stay tensors
             close(g, s, set(self._op_index))
         return g, s, calls
+
+    @property
+    def _nest0(self) -> Nest:
+        return Nest(0, self._fill_body, self.fit_glue)
+
+    def _fill_body(self, g: Graph, s: ChoiceStream, depth: int) -> None:
+        """A body's nodes at ``depth`` (1: a body in the model's graph): 1..body_nodes of
+        them, glue included, each op drawn uniformly among those allowed at that depth."""
+        cfg = self.cfg
+        allowed = range(len(self.specs)) if depth < cfg.max_depth else self._plain
+        n = s.integer(1, cfg.body_nodes)
+        if not allowed:
+            return
+        nest = Nest(depth, self._fill_body, self.fit_glue)
+        while len(g.nodes) < n:
+            s.start_span(BODY_OP)
+            s.start_span(BODY_OP_TYPE)
+            k = allowed[s.index(len(allowed))]
+            s.stop_span()
+            spec = self.specs[k]
+            budget = n - len(g.nodes) - 1
+            b = GenBuilder(spec, self._infos[k], cfg, g, s, self.glue, budget, None, nest)
+            spec.build(b, spec.params)
+            b.commit()
+            s.stop_span()
 
     def generate(
         self,
@@ -195,12 +239,19 @@ def _ref(made: list[GenBuilder], ref: blocks.Ref) -> Tensor | None:
 
 
 def glue_per_op(spans: Sequence[Span]) -> list[int]:
-    """The glue nodes each op brought (spans are listed in the order they opened, so an
-    op's glue spans follow its own span)."""
+    """The glue nodes each op brought to the model's graph (spans are listed in the order
+    they opened, so an op's glue spans follow its own span; glue inside a subgraph's body
+    is the body's, not the graph's)."""
     counts: list[int] = []
+    body_end = -1  # where the bodies the current op opened so far end
     for span in spans:
         if span.label == OP:
             counts.append(0)
-        elif span.label in (GLUE, MAKE) and counts:
+            body_end = -1
+        elif span.label == BODY:
+            body_end = max(body_end, span.end)
+        # An op takes its inputs (and their glue) before it draws its bodies, so glue
+        # listed after a body span and starting inside it is the body's.
+        elif span.label in (GLUE, MAKE) and counts and span.start > body_end:
             counts[-1] += 1
     return counts

@@ -142,9 +142,47 @@ class Graph:
         else:
             bucket.append(t)
 
+    def child(self) -> Graph:
+        """The scope of a subgraph (an If branch, a Loop or Scan body) inside this graph:
+        nodes of its own, this graph's tensors readable by name (ONNX's outer-scope
+        references), and the model's inputs, initializers and names shared, so every name
+        stays unique across the model and a fresh input or constant lands in the model."""
+        c = Graph()
+        c.inputs, c.input_values, c.initializers = self.inputs, self.input_values, self.initializers
+        c._counts = self._counts
+        c.pool = {k: list(v) for k, v in self.pool.items()}
+        c.produced = list(self.produced)
+        c.consumed = set(self.consumed)
+        return c
+
     def outputs(self) -> list[Value]:
         """Node outputs nothing consumes: the graph's outputs."""
         return [t for n in self.nodes for t in n.outputs if t.name not in self.consumed]
 
     def intermediates(self) -> list[Value]:
         return [t for n in self.nodes for t in n.outputs if t.name in self.consumed]
+
+
+class Body:
+    """A graph-valued attribute (If's branches, Loop's and Scan's body): the subgraph's
+    nodes (``graph``, a ``Graph.child``), its formal inputs and its outputs in order."""
+
+    __slots__ = ("name", "graph", "formals", "results")
+
+    def __init__(
+        self, name: str, graph: Graph, formals: list[Tensor], results: list[Tensor]
+    ) -> None:
+        self.name = name
+        self.graph = graph
+        self.formals = formals
+        self.results = results
+
+    def nodes(self) -> list[Node]:
+        """Every node of the body and of the bodies nested in it."""
+        out: list[Node] = []
+        for n in self.graph.nodes:
+            out.append(n)
+            for v in n.attrs.values():
+                if isinstance(v, Body):
+                    out.extend(v.nodes())
+        return out

@@ -1,8 +1,9 @@
 """Diversity of a set of ONNX models: the operator-level coverage of GraphFuzzer and Isra.
 
-Over each model's top-level graph (subgraphs are not walked):
+Over each model's top-level graph; subgraphs (If branches, Loop and Scan bodies) add their
+op types to ``ops`` and their nodes to ``nodes``, the rest is the top-level graph's:
 
-- ``ops``: distinct op types (``domain:Op`` outside the default domain);
+- ``ops``: distinct op types (``domain:Op`` outside the default domain), bodies' included;
 - ``instances``: distinct (op type, input types and shapes, attributes): GraphFuzzer's
   shape-and-parameter instances (a Constant's tensor counts by type and shape, not value);
 - ``in_degree`` / ``out_degree``: distinct (op type, inputs present) and (op type, outputs
@@ -143,8 +144,10 @@ def features(model: onnx.ModelProto) -> Features:
         for p in preds[i]:
             for c in succs[i]:
                 triples.add(f"{ops[p]}>{op}>{ops[c]}")
+    body_ops: set[str] = set()
+    body_nodes = sum(_walk_bodies(node, body_ops) for node in g.node if len(node.attribute))
     return Features(
-        ops=set(ops),
+        ops=set(ops) | body_ops,
         keys={
             "instances": instances,
             "in_degree": in_degree,
@@ -152,10 +155,27 @@ def features(model: onnx.ModelProto) -> Features:
             "edges": edges,
             "triples": triples,
         },
-        nodes=n,
+        nodes=n + body_nodes,
         connectivity=linked / total if total else 0.0,
         longest=max(depth, default=0) if ordered else _longest(preds),
     )
+
+
+def _walk_bodies(node: onnx.NodeProto, ops: set[str]) -> int:
+    """The nodes inside ``node``'s subgraphs (recursively), their op types added to ``ops``."""
+    count = 0
+    for a in node.attribute:
+        if a.type == _A.GRAPH:
+            subs = [a.g]
+        elif a.type == _A.GRAPHS:
+            subs = list(a.graphs)
+        else:
+            continue
+        for sub in subs:
+            for n in sub.node:
+                ops.add(op_name(n))
+                count += 1 + (_walk_bodies(n, ops) if len(n.attribute) else 0)
+    return count
 
 
 def _longest(preds: list[set[int]]) -> int:

@@ -20,6 +20,7 @@ from onnxfuzz.generate.graph import Sequence as Seq
 from onnxfuzz.generate.intervals import Interval, Values
 
 if TYPE_CHECKING:
+    from onnxfuzz.generate.graph import Body
     from onnxfuzz.generate.spec import OpInfo
 
 DimEntry = int | Domain | None  # one axis of an input's dims: fixed, a domain, or any
@@ -29,6 +30,28 @@ ValuesArg = Values | Callable[[int], Values]  # a value domain, or one per eleme
 MISSING: Any = object()  # ``attr`` without a default: the attribute is always set
 DATA = "data"  # a fresh input becomes a graph input (values drawn per test)
 WEIGHT = "weight"  # a fresh input becomes an initializer (values fixed in the model)
+
+
+Formal = tuple[str, int, tuple[int, ...], Interval]  # a body input: label, type, shape, interval
+
+
+class BodyScope(Protocol):
+    """A subgraph under construction (``SpecBuilder.body``; ``onnxfuzz.generate.control``):
+    its nodes are drawn when it is made; the spec then names its outputs."""
+
+    formals: list[Tensor]  # the body's inputs, as the spec declared them
+
+    def pick(self, k: int, allowed: Sequence[int]) -> list[Tensor]:
+        """Up to ``k`` (at least one) distinct tensors of ``allowed`` types the body made."""
+        ...
+
+    def fit(self, dtype: int, shape: Sequence[int], values: Values) -> Tensor:
+        """A body tensor of exactly this type and shape, inside ``values`` (never fails)."""
+        ...
+
+    def close(self, results: Sequence[Tensor]) -> Body:
+        """The finished body with these outputs, to set as the graph attribute."""
+        ...
 
 
 class SpecBuilder(Protocol):
@@ -76,6 +99,12 @@ class SpecBuilder(Protocol):
 
     def set_attr(self, name: str, value: Any) -> None:
         """An attribute whose value the spec derived (no choice)."""
+        ...
+
+    def body(self, attr: str, formals: Sequence[Formal]) -> BodyScope:
+        """A subgraph for graph attribute ``attr`` with inputs ``formals``, its nodes drawn
+        by the solver over the outer scope's tensors and the formals; a ConfigError past
+        --max-depth."""
         ...
 
     # --- tensors -----------------------------------------------------------------------

@@ -4,8 +4,13 @@
 - bypass a node: wire a tensor of the same type and shape that exists earlier in its place;
 - replace a node by a new graph input carrying the reference's values of its output (what
   the node computed, so the failure downstream usually survives), or fold it to a constant;
-- simplify input values: zeros, then ones.
+- simplify input values: zeros, then ones;
+- control flow (``onnxfuzz.reduce.control``): inline an If branch, replace a Loop by its
+  body run once, shrink a body; pruning also drops an If's, Loop's or Scan's outputs that
+  nothing reads (and the body nodes only they needed).
 
+Subgraphs read outer tensors by name: every pass counts those reads as uses (``reads``),
+so pruning keeps what a body needs and rewiring renames inside bodies too.
 Every candidate is checked (checker + strict shape inference) before it is tried.
 """
 
@@ -19,6 +24,8 @@ import onnx
 from onnx import numpy_helper
 
 from onnxfuzz.generate.validate import check_static
+from onnxfuzz.reduce import control
+from onnxfuzz.reduce.control import reads, rename_reads
 from onnxfuzz.reduce.measure import Size, size_of
 from onnxfuzz.reduce.passes import Pass, fixed_point
 
@@ -39,18 +46,28 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
-    """Drop nodes no graph output needs, then unused inputs, initializers and value_info."""
-    g = model.graph
+def _prune_nodes(g: onnx.GraphProto) -> set[str]:
+    """Keep the nodes some graph output needs; returns the tensors they read."""
     needed = {o.name for o in g.output}
     keep = []
     for node in reversed(g.node):
         if any(t in needed for t in node.output):
             keep.append(node)
-            needed.update(t for t in node.input if t)
+            needed.update(reads(node))
     keep.reverse()
     del g.node[:]
     g.node.extend(keep)
+    return needed
+
+
+def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
+    """Drop nodes no graph output needs (control-flow outputs nothing reads, and the body
+    nodes only they needed, too), then unused inputs, initializers and value_info."""
+    g = model.graph
+    _prune_nodes(g)
+    control.trim_unused(g)
+    control.prune_bodies(g)
+    needed = _prune_nodes(g)
     for field_ in (g.input, g.initializer):
         kept = [x for x in field_ if x.name in needed]
         del field_[:]
@@ -114,7 +131,7 @@ def drop_sinks(s: State) -> Iterator[State]:
     failing path), its inputs that nodes or the graph feed becoming the outputs: the
     failure may be upstream of it, where no tensor of its type and shape is."""
     g = s.model.graph
-    read = {t for n in g.node for t in n.input}
+    read = {t for n in g.node for t in reads(n)}
     types = _types(s.model)
     feeds = {i.name for i in g.input} | {t for n in g.node for t in n.output}
     for k, node in enumerate(g.node):
@@ -141,9 +158,7 @@ def _rewire(s: State, k: int, old: str, new: str) -> State:
     m = _copy(s.model)
     g = m.graph
     for node in g.node[k + 1 :]:
-        for i, t in enumerate(node.input):
-            if t == old:
-                node.input[i] = new
+        rename_reads(node, old, new)
     for o in g.output:
         if o.name == old:
             o.name = new  # an output can be renamed to a tensor it now aliases
@@ -228,6 +243,9 @@ def reduce_graph(
         Pass("node-to-input", replace_nodes(values, as_constant=False)),
         Pass("node-to-constant", replace_nodes(values, as_constant=True)),
         Pass("simplify-values", simplify_values),
+        Pass("inline-if", lambda s: (prune(m, s.inputs) for m in control.inline_ifs(s.model))),
+        Pass("unroll-loop", lambda s: (prune(m, s.inputs) for m in control.unroll_loops(s.model))),
+        Pass("shrink-body", lambda s: (prune(m, s.inputs) for m in control.shrink_bodies(s.model))),
     ]
     final, complete = fixed_point(state, passes, keep, deadline)
     return final, passes, complete

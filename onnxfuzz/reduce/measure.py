@@ -28,19 +28,47 @@ def _shape(vi: onnx.ValueInfoProto) -> list[int]:
     return [d.dim_value for d in vi.type.tensor_type.shape.dim]
 
 
-def size_of(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Size:
-    g = model.graph
-    shapes = [_shape(vi) for vi in list(g.input) + list(g.value_info) + list(g.output)]
+def _walk(g: onnx.GraphProto, shapes: list[list[int]]) -> int:
+    """The nodes of ``g`` and of its subgraphs (If branches, Loop and Scan bodies); the
+    shapes of every tensor they declare are added to ``shapes``."""
+    shapes += [_shape(vi) for vi in list(g.input) + list(g.value_info) + list(g.output)]
     shapes += [list(i.dims) for i in g.initializer]
+    nodes = len(g.node)
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                nodes += _walk(a.g, shapes)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                nodes += sum(_walk(sub, shapes) for sub in a.graphs)
+    return nodes
+
+
+def size_of(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Size:
+    """Sizes over the model's graph and its subgraphs (a body node counts as a node)."""
+    shapes: list[list[int]] = []
+    nodes = _walk(model.graph, shapes)
     distinct = sum(len(np.unique(v)) for v in inputs.values() if v.size)
     return Size(
-        nodes=len(g.node),
+        nodes=nodes,
         elements=sum(math.prod(s) for s in shapes),
         max_rank=max((len(s) for s in shapes), default=0),
         distinct_values=distinct,
     )
 
 
+def _ops(g: onnx.GraphProto) -> list[str]:
+    out = []
+    for n in g.node:
+        out.append(n.op_type)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                out += _ops(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                out += [op for sub in a.graphs for op in _ops(sub)]
+    return out
+
+
 def op_pattern(model: onnx.ModelProto) -> str:
-    """The multiset of op types, e.g. ``Add+Mul``: a reduced model's identity for dedup."""
-    return "+".join(sorted(n.op_type for n in model.graph.node)) or "-"
+    """The multiset of op types, e.g. ``Add+Mul``: a reduced model's identity for dedup
+    (bodies' ops included: a Loop around a Sigmoid is not a Loop around an Add)."""
+    return "+".join(sorted(_ops(model.graph))) or "-"

@@ -108,6 +108,23 @@ class Raise(_OrtWrapper):
         return super().compile(model)
 
 
+class RaiseNested(Raise):
+    """Raises like ``Raise`` for an ``op`` node anywhere: in the graph or inside an If
+    branch, a Loop or Scan body (a compiler whose control-flow lowering inlines bodies)."""
+
+    name = "raise-nested"
+
+    def triggered(self, model: onnx.ModelProto) -> bool:
+        def has(g: onnx.GraphProto) -> bool:
+            return any(
+                n.op_type == self.op
+                or any(has(a.g) for a in n.attribute if a.type == onnx.AttributeProto.GRAPH)
+                for n in g.node
+            )
+
+        return has(model.graph)
+
+
 class SlowRaise(Raise):
     """Raises like ``Raise``, after ``delay`` seconds: each reduction try of its bug is slow,
     as it is with a compiler that takes seconds per model (TVM's cuda target)."""

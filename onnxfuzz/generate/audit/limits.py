@@ -96,6 +96,21 @@ _SOURCE = "onnx/reference/ops/"
 
 REFERENCE_LIMITS: tuple[Limitation, ...] = (
     Limitation(
+        "Scan",
+        lambda n: _scan_fault_in(n),
+        f"Scan ({_SOURCE}op_scan.py): raises 'not implemented' for any scan axis or "
+        "direction other than 0 (input or output, negative axes included); the schema "
+        "has them since Scan-9 and ONNX Runtime runs them",
+    ),
+    Limitation(
+        "Loop",
+        lambda n: _loop_fault_in(n),
+        f"Loop ({_SOURCE}op_loop.py): an absent cond is read as false ('while cond "
+        "and ...' with cond None: no iteration, then np.vstack([]) fails), and scan "
+        "outputs are stacked with np.vstack (a scalar per iteration gives [M, 1], a "
+        "rank >= 2 one [M * d0, ...]); ONNX Runtime runs both as the schema says",
+    ),
+    Limitation(
         "AffineGrid",
         lambda n: n.types["theta"] != dt.FLOAT,
         f"returns float32 whatever theta's type ({_SOURCE}op_affine_grid.py: "
@@ -303,6 +318,68 @@ def _unique_off_axis0(n: NodeView) -> bool:
     if axis is None:
         return len(x) > 1
     return int(axis) % len(x) != 0  # type: ignore[call-overload]
+
+
+def _loop_fault(node: onnx.NodeProto) -> bool:
+    """A Loop the reference evaluator runs wrong, at ``node`` or inside its subgraphs."""
+    if node.op_type == "Loop":
+        body = next((a.g for a in node.attribute if a.name == "body"), None)
+        if len(node.input) < 2 or not node.input[1]:
+            return True
+        carried = len(node.input) - 2
+        if body is not None and any(
+            len(o.type.tensor_type.shape.dim) != 1 for o in body.output[1 + carried :]
+        ):
+            return True
+    return any(
+        _loop_fault(x)
+        for a in node.attribute
+        if a.type == onnx.AttributeProto.GRAPH
+        for x in a.g.node
+    )
+
+
+def _loop_fault_in(n: NodeView) -> bool:
+    """``_loop_fault`` for a node seen by the audit (its inputs by formal name, its
+    subgraphs as attributes)."""
+    if n.op == "Loop":
+        body = n.attr("body")
+        if "cond" not in n.inputs:
+            return True
+        carried = sum(1 for k in n.inputs if k.startswith("v_initial"))
+        if isinstance(body, onnx.GraphProto) and any(
+            len(o.type.tensor_type.shape.dim) != 1 for o in body.output[1 + carried :]
+        ):
+            return True
+    return any(
+        _loop_fault(x) for g in n.attrs.values() if isinstance(g, onnx.GraphProto) for x in g.node
+    )
+
+
+_SCAN_LISTS = ("scan_input_axes", "scan_input_directions", "scan_output_axes")
+
+
+def _scan_fault(op: str, attrs: dict[str, object], subs: list[onnx.GraphProto]) -> bool:
+    """A Scan with a nonzero axis or direction, here or in a subgraph."""
+    if op == "Scan" and any(
+        any(int(v) != 0 for v in attrs.get(k) or ())  # type: ignore[attr-defined]
+        for k in (*_SCAN_LISTS, "scan_output_directions")
+    ):
+        return True
+    return any(
+        _scan_fault(
+            x.op_type,
+            {a.name: list(a.ints) for a in x.attribute if a.type == onnx.AttributeProto.INTS},
+            [a.g for a in x.attribute if a.type == onnx.AttributeProto.GRAPH],
+        )
+        for g in subs
+        for x in g.node
+    )
+
+
+def _scan_fault_in(n: NodeView) -> bool:
+    subs = [g for g in n.attrs.values() if isinstance(g, onnx.GraphProto)]
+    return _scan_fault(n.op, n.attrs, subs)
 
 
 def reference_limits(model: onnx.ModelProto) -> list[Limitation]:

@@ -1,0 +1,410 @@
+"""Graph surgery on control flow: subgraphs (If branches, Loop and Scan bodies) for the
+reduction passes in ``graph_passes``.
+
+A subgraph reads the enclosing graphs' tensors by name (ONNX's outer-scope references),
+so a node's uses are its inputs *and* what its subgraphs read (``reads``). The passes:
+
+- ``inline_ifs``: an If replaced by one branch's nodes (the then-branch first, then the
+  else-branch: whichever the failing input takes survives the reproducer);
+- ``unroll_loops``: a Loop with a constant trip count replaced by its body run once (the
+  iteration number 0, the loop's condition and initial values as the body's inputs), when
+  that keeps every output's shape: no scan outputs, or a trip count of one (a scan output
+  then gets its leading axis back with Unsqueeze);
+- ``trim_unused`` (part of every prune): an output of an If (both branches), or a scan
+  output of a Loop or Scan, that nothing reads, dropped from the node and its body;
+- ``shrink_bodies``: a body node bypassed (its output replaced by a tensor of the same
+  type and shape the body already has: a formal input, an earlier body tensor, a graph
+  input or initializer), what only fed it pruned (``prune_bodies``).
+
+Each yields whole candidate models; the caller prunes and checks them (checker, strict
+shape inference) and keeps those that still fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+_G, _GS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
+
+
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    out: list[onnx.GraphProto] = []
+    for a in node.attribute:
+        if a.type == _G:
+            out.append(a.g)
+        elif a.type == _GS:
+            out.extend(a.graphs)
+    return out
+
+
+def _defined(g: onnx.GraphProto) -> set[str]:
+    return (
+        {i.name for i in g.input}
+        | {i.name for i in g.initializer}
+        | {o for n in g.node for o in n.output if o}
+    )
+
+
+def outer_reads(g: onnx.GraphProto) -> set[str]:
+    """The names a subgraph reads from the graphs around it."""
+    used = {o.name for o in g.output}
+    for n in g.node:
+        used.update(reads(n))
+    return used - _defined(g)
+
+
+def reads(node: onnx.NodeProto) -> list[str]:
+    """Every tensor ``node`` uses: its inputs, then what its subgraphs read from outside."""
+    out = [t for t in node.input if t]
+    for sub in subgraphs(node):
+        out.extend(sorted(outer_reads(sub)))
+    return out
+
+
+def rename_reads(node: onnx.NodeProto, old: str, new: str) -> None:
+    """``node`` (and its subgraphs) read ``new`` where they read ``old``. Names are unique
+    across a model's graphs (ONNX forbids shadowing), so no scope check is needed."""
+    for i, t in enumerate(node.input):
+        if t == old:
+            node.input[i] = new
+    for sub in subgraphs(node):
+        if old in _defined(sub):
+            continue
+        for n in sub.node:
+            rename_reads(n, old, new)
+        for o in sub.output:
+            if o.name == old:  # an outer tensor as the body's output
+                o.name = new
+
+
+def prune_bodies(g: onnx.GraphProto) -> None:
+    """Drop, in every subgraph of ``g`` (recursively), the nodes its outputs do not need,
+    and the value_info of what is gone."""
+    for node in g.node:
+        for sub in subgraphs(node):
+            _prune_graph(sub)
+            prune_bodies(sub)
+
+
+def _prune_graph(g: onnx.GraphProto) -> None:
+    _prune_nodes(g)
+    if trim_unused(g):
+        _prune_nodes(g)
+    produced = {t for n in g.node for t in n.output}
+    vis = [vi for vi in g.value_info if vi.name in produced]
+    del g.value_info[:]
+    g.value_info.extend(vis)
+
+
+def _prune_nodes(g: onnx.GraphProto) -> None:
+    needed = {o.name for o in g.output}
+    keep = []
+    for node in reversed(g.node):
+        if any(t in needed for t in node.output):
+            keep.append(node)
+            needed.update(reads(node))
+    keep.reverse()
+    del g.node[:]
+    g.node.extend(keep)
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    return m
+
+
+def _fresh(g: onnx.GraphProto, base: str, taken: set[str]) -> str:
+    k = 0
+    while f"{base}{k}" in taken:
+        k += 1
+    name = f"{base}{k}"
+    taken.add(name)
+    return name
+
+
+def _all_names(g: onnx.GraphProto) -> set[str]:
+    names = _defined(g) | {o.name for o in g.output}
+    for n in g.node:
+        for sub in subgraphs(n):
+            names |= _all_names(sub)
+    return names
+
+
+def _splice(
+    m: onnx.ModelProto,
+    k: int,
+    body: onnx.GraphProto,
+    feeds: dict[str, str],
+    results: list[tuple[str, str]],
+) -> None:
+    """Replace node ``k`` of ``m``'s graph by ``body``'s nodes: the body's inputs read
+    ``feeds`` (formal -> outer name), and each (body output, outer name) of ``results``
+    becomes that outer name."""
+    g = m.graph
+    taken = _all_names(g)
+    nodes: list[onnx.NodeProto] = []
+    made = {o for n in body.node for o in n.output if o}
+    renamed: dict[str, str] = {}  # body output -> the outer name it becomes
+    for b_out, outer in results:
+        if b_out in made and b_out not in renamed:
+            renamed[b_out] = outer
+    for n in body.node:
+        c = onnx.NodeProto()
+        c.CopyFrom(n)
+        for old, new in list(feeds.items()) + list(renamed.items()):
+            rename_reads(c, old, new)
+        for i, o in enumerate(c.output):
+            if o in renamed:
+                c.output[i] = renamed[o]
+        nodes.append(c)
+    for b_out, outer in results:
+        if renamed.get(b_out) == outer:
+            continue
+        src = renamed.get(b_out) or feeds.get(b_out, b_out)  # a formal, an outer tensor
+        nodes.append(
+            helper.make_node("Identity", [src], [outer], name=_fresh(g, "reduce_identity", taken))
+        )
+    vis = {vi.name for vi in g.value_info} | {o.name for o in g.output}
+    for vi in body.value_info:
+        if vi.name not in renamed and vi.name not in vis:
+            g.value_info.append(vi)
+    for vi in body.output:  # body outputs read inside the body keep their type outside
+        if vi.name in made and vi.name not in renamed and vi.name not in vis:
+            g.value_info.append(vi)
+    typed = {vi.name: vi for vi in body.output}
+    for b_out, outer in results:  # each outer name typed (an earlier prune may have left
+        if outer not in vis and b_out in typed:  # an output nothing read untyped)
+            vi = onnx.ValueInfoProto()
+            vi.CopyFrom(typed[b_out])
+            vi.name = outer
+            g.value_info.append(vi)
+            vis.add(outer)
+    g.initializer.extend(body.initializer)
+    rest = list(g.node)
+    del g.node[:]
+    g.node.extend(rest[:k] + nodes + rest[k + 1 :])
+
+
+def _attr(node: onnx.NodeProto, name: str) -> onnx.AttributeProto | None:
+    return next((a for a in node.attribute if a.name == name), None)
+
+
+def inline_ifs(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
+    for k, node in enumerate(model.graph.node):
+        if node.op_type != "If":
+            continue
+        for branch in ("then_branch", "else_branch"):
+            m = _copy(model)
+            a = _attr(m.graph.node[k], branch)
+            if a is None:
+                continue
+            body = onnx.GraphProto()
+            body.CopyFrom(a.g)
+            outs = list(m.graph.node[k].output)
+            results = [(b.name, o) for b, o in zip(body.output, outs, strict=False) if o]
+            _splice(m, k, body, {}, results)
+            yield m
+
+
+def _constant(model: onnx.ModelProto, name: str) -> np.ndarray | None:
+    for t in model.graph.initializer:
+        if t.name == name:
+            return numpy_helper.to_array(t)
+    for n in model.graph.node:
+        if n.op_type == "Constant" and name in n.output:
+            a = _attr(n, "value")
+            return numpy_helper.to_array(a.t) if a is not None else None
+    return None
+
+
+def unroll_loops(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
+    for k, node in enumerate(model.graph.node):
+        if node.op_type != "Loop" or not node.input or not node.input[0]:
+            continue
+        trips = _constant(model, node.input[0])
+        a = _attr(node, "body")
+        if trips is None or trips.size != 1 or int(trips.reshape(())) < 1 or a is None:
+            continue
+        n_carried = len(node.input) - 2
+        n_scan = len(a.g.output) - 1 - n_carried
+        if n_scan and int(trips.reshape(())) != 1:
+            # A scan output has M rows: one iteration changes its shape, which only a
+            # graph output may do (nothing reads it). Then the trip count becomes 1 first.
+            one = _one_trip(model, k, n_carried)
+            if one is not None:
+                yield one
+            continue
+        m = _copy(model)
+        g = m.graph
+        loop = g.node[k]
+        body = onnx.GraphProto()
+        body.CopyFrom(a.g)
+        taken = _all_names(g)
+        formals = [i.name for i in body.input]
+        it = _fresh(g, "reduce_iter", taken)
+        g.initializer.append(numpy_helper.from_array(np.array(0, dtype=np.int64), it))
+        if len(loop.input) > 1 and loop.input[1]:
+            cond = loop.input[1]
+        else:
+            cond = _fresh(g, "reduce_cond", taken)
+            g.initializer.append(numpy_helper.from_array(np.array(True), cond))
+        feeds = {formals[0]: it, formals[1]: cond}
+        feeds.update({f: v for f, v in zip(formals[2:], loop.input[2:], strict=True)})
+        outs = list(loop.output)
+        results = [
+            (b.name, o)
+            for b, o in zip(body.output[1 : 1 + n_carried], outs[:n_carried], strict=True)
+            if o
+        ]
+        unsqueeze = []
+        for b, o in zip(body.output[1 + n_carried :], outs[n_carried:], strict=False):
+            if not o:
+                continue
+            row = _fresh(g, "reduce_row", taken)
+            results.append((b.name, row))
+            unsqueeze.append((row, o))
+            vi = onnx.ValueInfoProto()
+            vi.CopyFrom(b)
+            vi.name = row
+            g.value_info.append(vi)  # typed: a pass may make it the graph's output
+        del body.output[0]  # the condition: no longer needed
+        _splice(m, k, body, feeds, results)
+        if unsqueeze:
+            axes = _fresh(g, "reduce_axes", taken)
+            g.initializer.append(numpy_helper.from_array(np.array([0], dtype=np.int64), axes))
+            rows = {row for row, _ in unsqueeze}
+            at = max(i for i, n in enumerate(g.node) if rows.intersection(n.output)) + 1
+            rest = list(g.node)
+            new = [
+                helper.make_node("Unsqueeze", [row, axes], [o], name=_fresh(g, "reduce_u", taken))
+                for row, o in unsqueeze
+            ]
+            del g.node[:]
+            g.node.extend(rest[:at] + new + rest[at:])
+        yield m
+
+
+def _one_trip(model: onnx.ModelProto, k: int, n_carried: int) -> onnx.ModelProto | None:
+    """Loop ``k`` with a trip count of one, its scan outputs (graph outputs nothing
+    reads) one row long; None when some node reads a scan output."""
+    g = model.graph
+    scans = [o for o in g.node[k].output[n_carried:] if o]
+    read = {t for n in g.node for t in reads(n)}
+    if read.intersection(scans):
+        return None
+    m = _copy(model)
+    g = m.graph
+    loop = g.node[k]
+    one = _fresh(g, "reduce_trips", _all_names(g))
+    g.initializer.append(numpy_helper.from_array(np.array(1, dtype=np.int64), one))
+    loop.input[0] = one
+    for vi in list(g.output) + list(g.value_info):
+        if vi.name in scans and vi.type.tensor_type.shape.dim:
+            vi.type.tensor_type.shape.dim[0].dim_value = 1
+    return m
+
+
+def trim_unused(g: onnx.GraphProto) -> bool:
+    """Drop the outputs of If, Loop and Scan nodes of ``g`` that nothing reads (an If's
+    from both branches, a Loop's or Scan's scan outputs from the body; a node keeps one
+    output); returns whether any went."""
+    used = {o.name for o in g.output} | {t for n in g.node for t in reads(n)}
+    changed = False
+    for n in g.node:
+        if n.op_type not in ("If", "Loop", "Scan"):
+            continue
+        first = 0
+        if n.op_type == "Loop":
+            first = len(n.input) - 2  # loop-carried outputs stay
+        elif n.op_type == "Scan":
+            a = _attr(n, "num_scan_inputs")
+            first = len(n.input) - (a.i if a is not None else 0)
+        skip = 1 if n.op_type == "Loop" else 0  # a Loop body's first output is cond
+        for j in reversed(range(first, len(n.output))):
+            if n.output[j] in used or len(n.output) == 1:
+                continue
+            for sub in subgraphs(n):
+                del sub.output[skip + j]
+            if n.op_type == "Scan":
+                for name in ("scan_output_axes", "scan_output_directions"):
+                    a = _attr(n, name)
+                    if a is not None and len(a.ints) > j - first:
+                        del a.ints[j - first]
+            del n.output[j]
+            changed = True
+    return changed
+
+
+def _types(g: onnx.GraphProto, out: dict[str, tuple[int, tuple[int, ...]]]) -> None:
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        tt = vi.type.tensor_type
+        out[vi.name] = (tt.elem_type, tuple(d.dim_value for d in tt.shape.dim))
+    for i in g.initializer:
+        out[i.name] = (i.data_type, tuple(i.dims))
+    for n in g.node:
+        for sub in subgraphs(n):
+            _types(sub, out)
+
+
+def _bodies(g: onnx.GraphProto, path: tuple = ()) -> Iterator[tuple[tuple, onnx.GraphProto]]:
+    """(path, subgraph) for every subgraph, outermost first; a path is (node index,
+    attribute name, graph index) steps from the model's graph."""
+    for k, node in enumerate(g.node):
+        for a in node.attribute:
+            subs = [a.g] if a.type == _G else list(a.graphs) if a.type == _GS else []
+            for i, sub in enumerate(subs):
+                step = (*path, (k, a.name, i))
+                yield step, sub
+                yield from _bodies(sub, step)
+
+
+def _at(m: onnx.ModelProto, path: tuple) -> onnx.GraphProto:
+    g = m.graph
+    for k, name, i in path:
+        a = _attr(g.node[k], name)
+        assert a is not None
+        g = a.g if a.type == _G else a.graphs[i]
+    return g
+
+
+def shrink_bodies(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
+    types: dict[str, tuple[int, tuple[int, ...]]] = {}
+    _types(model.graph, types)
+    top = [i.name for i in model.graph.input] + [i.name for i in model.graph.initializer]
+    for path, body in _bodies(model.graph):
+        results = {o.name for o in body.output}
+        available = top + [i.name for i in body.input] + [i.name for i in body.initializer]
+        for j, bn in enumerate(body.node):
+            if bn.op_type == "Identity" and bn.output[0] in results:
+                available += list(bn.output)
+                continue  # already the least a body output can be
+            for out in bn.output:
+                want = types.get(out)
+                if want is None or len(bn.output) != 1:
+                    continue
+                for cand in available:
+                    if cand != out and types.get(cand) == want:
+                        yield _bypass(model, path, j, out, cand, out in results)
+                        break  # the first fitting tensor: one candidate per node
+            available += list(bn.output)
+
+
+def _bypass(
+    model: onnx.ModelProto, path: tuple, j: int, out: str, cand: str, is_result: bool
+) -> onnx.ModelProto:
+    m = _copy(model)
+    body = _at(m, path)
+    if is_result:  # the body's output stays made in the body: Identity of the tensor
+        node = helper.make_node("Identity", [cand], [out], name=f"{body.node[j].name}_bypass")
+        body.node[j].CopyFrom(node)
+    else:
+        for n in body.node[j + 1 :]:
+            rename_reads(n, out, cand)
+    _prune_graph(body)
+    prune_bodies(body)
+    return m
