@@ -91,7 +91,8 @@ class Scope:
 
     # --- what the body made ---------------------------------------------------------------
     def _made(self) -> list[Tensor]:
-        return [t for n in self.g.nodes for t in n.outputs]
+        # tensors only: a sequence or optional the body made stays inside it
+        return [t for n in self.g.nodes for t in n.outputs if isinstance(t, Tensor)]
 
     def pick(self, k: int, allowed: Sequence[int]) -> list[Tensor]:
         """Up to ``k`` (at least one) distinct tensors of ``allowed`` types the body made,
