@@ -53,7 +53,7 @@ COMPUTED_WEIGHTS = 0.25
 # where one fits: an edge more (x + y rather than x + x), so branches merge.
 OTHER_SOURCE = 0.9
 # A data input that no node output fits as it is is adapted by glue this many times as
-# eagerly as ops chain (always at the default --connectivity 0.8): a fresh data input
+# eagerly as ops chain (always at --connectivity 0.8 and above): a fresh data input
 # would start a new chain, leaving the graph wide and shallow.
 GLUE_DATA = 1.25
 _TYPES_CACHE: dict[tuple, tuple[int, ...]] = {}

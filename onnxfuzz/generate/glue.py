@@ -13,7 +13,9 @@ byte-deterministic per seed, replayable and shrinkable:
                          between two backends into a mismatch (a false alarm)
     rank     Reshape | Flatten | Squeeze | Unsqueeze
     layout   Transpose   sometimes (compilers' layout and transpose passes)
-    dims     Slice to shrink, then Pad | Expand | Tile to grow
+    dims     Slice to shrink, then Pad | Expand | Tile to grow; or, where one axis
+             alone changes, sometimes one Gather (a window of indices, wrapping
+             around: it shrinks and grows at once)
 
 Glue ops are nodes like any other: they count toward the model's node budget, and only
 ops the run may generate are used (``--ops``, ``--exclude-ops``, the probe's avoid list).
@@ -47,9 +49,13 @@ GLUE_OPS = (
     "Pad",
     "Expand",
     "Tile",
+    "Gather",
 )
 GLUE = "glue"  # span label: one per glue node (the shrinker counts nodes per op with it)
 TRANSPOSE_RATE = 0.1  # how often a rank >= 2 adaptation also permutes the axes
+# How often a one-axis change of dims is one Gather instead of Slice and Pad|Expand|Tile:
+# varied glue makes varied op chains, and Gather is one node with one constant input.
+GATHER_RATE = 0.5
 
 
 @dataclass(frozen=True)
@@ -393,6 +399,9 @@ class _Emitter:
                 want.append(c if c <= need.max_dim else self.s.integer(1, need.max_dim))
             else:
                 want.append(c if need.fits(c, e) else need.draw_dim(i, e))
+        moved = [i for i, (w, c) in enumerate(zip(want, t.shape, strict=True)) if w != c]
+        if len(moved) == 1 and self.glue.has("Gather", t.dtype) and self.s.chance(GATHER_RATE):
+            return self._gather(t, moved[0], want[moved[0]])
         if any(w < c for w, c in zip(want, t.shape, strict=True)):
             if not self.glue.has("Slice", t.dtype):
                 return None
@@ -400,6 +409,18 @@ class _Emitter:
         if any(w > c for w, c in zip(want, t.shape, strict=True)):
             return self._grow(t, tuple(want))
         return t
+
+    def _gather(self, t: Tensor, axis: int, n: int) -> Tensor:
+        """``n`` consecutive indices along ``axis`` from a drawn start, wrapping around
+        (so repeating where ``n`` exceeds the dim), sometimes reversed: values only move."""
+        c = t.shape[axis]
+        start = self.s.integer(0, c - 1)
+        idx = [(start + k) % c for k in range(n)]
+        if self.s.chance(0.5):
+            idx.reverse()
+        shape = t.shape[:axis] + (n,) + t.shape[axis + 1 :]
+        ins = [t, self._const("indices", idx, dt.INT64)]
+        return self._node("Gather", ins, t.dtype, shape, t.interval, axis=axis)
 
     def _grow(self, t: Tensor, want: tuple[int, ...]) -> Tensor | None:
         s, d, shape = self.s, t.dtype, t.shape

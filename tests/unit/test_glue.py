@@ -121,3 +121,31 @@ def test_dropping_an_op_drops_the_glue_it_brought() -> None:
             checked += 1
             break
     assert checked > 10
+
+
+def test_gather_glue_moves_one_axis_in_range() -> None:
+    """Where one axis alone changes, glue may be one Gather: a window of in-range indices
+    (wrapping, so it can grow the axis too); its models stay valid."""
+    gen = Generator(Config(min_nodes=15, max_nodes=15, connectivity=1.0))
+    gathers = 0
+    for seed in range(60):
+        case = gen.generate(seed)
+        m = onnx.shape_inference.infer_shapes(case.model, strict_mode=True)
+        shapes = {
+            vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+            for vi in [*m.graph.value_info, *m.graph.input, *m.graph.output]
+        }
+        inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+        found = [n for n in _glue_nodes(m) if n.op_type == "Gather"]
+        for n in found:
+            axis = next(a.i for a in n.attribute if a.name == "axis")
+            src, out, idx = shapes[n.input[0]], shapes[n.output[0]], inits[n.input[1]]
+            assert idx.ndim == 1 and idx.min() >= 0 and idx.max() < src[axis], (seed, n.name)
+            assert [d for i, d in enumerate(src) if i != axis] == [
+                d for i, d in enumerate(out) if i != axis
+            ]
+        if found:
+            gathers += len(found)
+            v = validate(case.model, case.make_inputs(seed))
+            assert v.ok and v.finite, (seed, v.problems[:1])
+    assert gathers > 10
