@@ -7,7 +7,8 @@ produced (a dangling output first, so chains grow long) and emit the few ops tha
 it, every decision an ordinary recorded choice, so generation stays backtrack-free,
 byte-deterministic per seed, replayable and shrinkable:
 
-    values   Clip        into the input's value domain (and into a Cast's target range)
+    values   Clip        into the input's value domain (and into a Cast's target range);
+             sometimes Relu, Tanh or Sigmoid where its range fits the domain
     type     Cast        only where it is exact or merely rounds: never float -> int or
                          bool, where truncation turns a tolerated rounding difference
                          between two backends into a mismatch (a false alarm)
@@ -19,8 +20,8 @@ byte-deterministic per seed, replayable and shrinkable:
 
 Glue ops are nodes like any other: they count toward the model's node budget, and only
 ops the run may generate are used (``--ops``, ``--exclude-ops``, the probe's avoid list).
-None of them computes new values (they move, repeat, clip or convert values), so every
-interval stays sound.
+Most of them compute no new values (they move, repeat, clip or convert values); the
+activations' outputs lie in their fixed ranges, so every interval stays sound.
 """
 
 from __future__ import annotations
@@ -50,12 +51,18 @@ GLUE_OPS = (
     "Expand",
     "Tile",
     "Gather",
+    "Relu",
+    "Tanh",
+    "Sigmoid",
 )
 GLUE = "glue"  # span label: one per glue node (the shrinker counts nodes per op with it)
 TRANSPOSE_RATE = 0.1  # how often a rank >= 2 adaptation also permutes the axes
 # How often a one-axis change of dims is one Gather instead of Slice and Pad|Expand|Tile:
 # varied glue makes varied op chains, and Gather is one node with one constant input.
 GATHER_RATE = 0.5
+# How often a value adaptation that an activation can do is one (Relu for Clip(min=0);
+# Tanh, Sigmoid where their ranges fit): activations are what compilers fuse.
+ACTIVATION_RATE = 0.5
 
 
 @dataclass(frozen=True)
@@ -265,7 +272,8 @@ class _Emitter:
             )
         vlo, vhi = v.bounds(d)
         if not fits_values(t.interval, vlo, vhi, v.min_abs):
-            t = self._clip(t, _clip_bounds(t.interval, d, vlo, vhi, v.min_abs))
+            bounds = _clip_bounds(t.interval, d, vlo, vhi, v.min_abs)
+            t = self._activation(t, vlo, vhi, v.min_abs) or self._clip(t, bounds)
         r = min(max(t.rank, need.lo), need.hi)
         if r != t.rank:
             t = self._rank(t, r)
@@ -320,6 +328,26 @@ class _Emitter:
         hi = self._const("max", np.array(bounds.hi), t.dtype) if bounds.hi < iv.hi else ""
         ins = [t, lo, hi] if hi else [t, lo]
         return self._node("Clip", ins, t.dtype, t.shape, _clip_interval(iv, bounds))
+
+    def _activation(self, t: Tensor, lo: float, hi: float, m: float) -> Tensor | None:
+        """Sometimes an activation instead of a Clip, where its output fits ``[lo, hi]``
+        with |x| >= m: Relu (exact), Tanh into [-1, 1], Sigmoid into [0, 1] (their
+        intervals are their ranges, sound whatever the rounding); None: Clip it is."""
+        d, iv = t.dtype, t.interval
+        ways: list[tuple[str, Interval]] = []
+        relu = Interval(max(iv.lo, 0.0), max(iv.hi, 0.0))
+        if self.glue.has("Relu", d) and fits_values(relu, lo, hi, m):
+            ways.append(("Relu", relu))
+        if d in dt.FLOATS and m == 0:
+            tanh = Interval(-1.0 if iv.lo < 0 else 0.0, 1.0 if iv.hi > 0 else 0.0)
+            if self.glue.has("Tanh", d) and tanh.within(lo, hi):
+                ways.append(("Tanh", tanh))
+            if self.glue.has("Sigmoid", d) and Interval(0, 1).within(lo, hi):
+                ways.append(("Sigmoid", Interval(0, 1)))
+        if not ways or not self.s.chance(ACTIVATION_RATE):
+            return None
+        op, out = ways[self.s.index(len(ways))]
+        return self._node(op, [t], d, t.shape, out)
 
     def _rank(self, t: Tensor, r: int) -> Tensor | None:
         s, d = self.s, t.dtype

@@ -13,6 +13,8 @@ from onnxfuzz.generate.glue import GLUE, GLUE_OPS
 from onnxfuzz.generate.validate import validate
 from onnxfuzz.reduce.choice_passes import Choices, _without
 
+GLUE_ACTIVATIONS = ("Relu", "Tanh", "Sigmoid")
+
 
 def _chain_stats(models: list[onnx.ModelProto]) -> tuple[float, float]:
     """Mean share of node inputs a node produced, mean longest node chain."""
@@ -149,3 +151,19 @@ def test_gather_glue_moves_one_axis_in_range() -> None:
             v = validate(case.model, case.make_inputs(seed))
             assert v.ok and v.finite, (seed, v.problems[:1])
     assert gathers > 10
+
+
+def test_activation_glue_brings_values_into_the_domain() -> None:
+    """Some value adaptations are an activation instead of a Clip (Relu for Clip(min=0),
+    Tanh, Sigmoid where their range fits): its consumer's models stay valid and finite."""
+    gen = Generator(Config(min_nodes=15, max_nodes=15, connectivity=1.0))
+    seen: dict[str, int] = {}
+    for seed in range(80):
+        case = gen.generate(seed)
+        acts = [n.op_type for n in _glue_nodes(case.model) if n.op_type in GLUE_ACTIVATIONS]
+        for op in acts:
+            seen[op] = seen.get(op, 0) + 1
+        if acts:
+            v = validate(case.model, case.make_inputs(seed))
+            assert v.ok and v.finite, (seed, v.problems[:1])
+    assert {"Tanh", "Sigmoid"} <= set(seen), seen  # Relu fits rarely: a domain from 0 up
