@@ -230,6 +230,16 @@ def _cost(glue: Glue, t: Tensor, need: Need) -> tuple[int, list[tuple[int, int]]
     return steps, targets
 
 
+def _fits(need: Need, shape: tuple[int, ...]) -> bool:
+    """Do ``shape``'s dims fit ``need`` as they are (no Slice, Pad, ... needed)?"""
+    pattern = need.pattern(len(shape))
+    return pattern is None or all(need.fits(c, e) for c, e in zip(shape, pattern, strict=True))
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
 def _clip_interval(iv: Interval, bounds: Interval) -> Interval:
     a, b = bounds.lo, bounds.hi
     return Interval(min(max(iv.lo, a), b), min(max(iv.hi, a), b), bounds.min_abs)
@@ -285,7 +295,10 @@ class _Emitter:
                 j = s.index(i + 1)
                 perm[i], perm[j] = perm[j], perm[i]
             shape = tuple(t.shape[p] for p in perm)
-            t = self._node("Transpose", [t], d, shape, t.interval, perm=perm)
+            # Permuted dims that no longer fit cost a Slice and a Pad the budget may lack
+            extra = 2 if _fits(need, t.shape) and not _fits(need, shape) else 0
+            if 1 + extra <= self.spare:
+                t = self._node("Transpose", [t], d, shape, t.interval, perm=perm)
         if r > 0:
             t = self._dims(t, need)
         return t
@@ -331,19 +344,20 @@ class _Emitter:
 
     def _activation(self, t: Tensor, lo: float, hi: float, m: float) -> Tensor | None:
         """Sometimes an activation instead of a Clip, where its output fits ``[lo, hi]``
-        with |x| >= m: Relu (exact), Tanh into [-1, 1], Sigmoid into [0, 1] (their
-        intervals are their ranges, sound whatever the rounding); None: Clip it is."""
+        with |x| >= m: Relu (exact), Tanh, Sigmoid (their intervals as their specs give
+        them: the image of the input's, widened by a few ulps, as kernels approximate
+        them); None: Clip it is."""
         d, iv = t.dtype, t.interval
         ways: list[tuple[str, Interval]] = []
         relu = Interval(max(iv.lo, 0.0), max(iv.hi, 0.0))
         if self.glue.has("Relu", d) and fits_values(relu, lo, hi, m):
             ways.append(("Relu", relu))
-        if d in dt.FLOATS and m == 0:
-            tanh = Interval(-1.0 if iv.lo < 0 else 0.0, 1.0 if iv.hi > 0 else 0.0)
-            if self.glue.has("Tanh", d) and tanh.within(lo, hi):
-                ways.append(("Tanh", tanh))
-            if self.glue.has("Sigmoid", d) and Interval(0, 1).within(lo, hi):
-                ways.append(("Sigmoid", Interval(0, 1)))
+        if d in dt.FLOATS:
+            tlo, thi = dt.value_range(d)
+            for op, f in (("Tanh", math.tanh), ("Sigmoid", _sigmoid)):
+                out = rounding_room(iv.monotone(f), d, tlo, thi)
+                if self.glue.has(op, d) and fits_values(out, lo, hi, m):
+                    ways.append((op, out))
         if not ways or not self.s.chance(ACTIVATION_RATE):
             return None
         op, out = ways[self.s.index(len(ways))]

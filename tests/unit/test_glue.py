@@ -8,7 +8,7 @@ import pytest
 from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.choices import spans_by_label
 from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import OP, Generator
+from onnxfuzz.generate.generator import NODE_COUNT, OP, Generator
 from onnxfuzz.generate.glue import GLUE, GLUE_OPS
 from onnxfuzz.generate.validate import validate
 from onnxfuzz.reduce.choice_passes import Choices, _without
@@ -167,3 +167,15 @@ def test_activation_glue_brings_values_into_the_domain() -> None:
             v = validate(case.model, case.make_inputs(seed))
             assert v.ok and v.finite, (seed, v.problems[:1])
     assert {"Tanh", "Sigmoid"} <= set(seen), seen  # Relu fits rarely: a domain from 0 up
+
+
+def test_glue_stays_inside_the_node_budget() -> None:
+    """A glue Transpose whose permuted dims no longer fit would need a Slice and a Pad
+    more than the adaptation was costed at: the model would exceed its node count (seen
+    once in these 800 models before the Transpose checked its cost)."""
+    for lo, hi in ((2, 6), (1, 30)):
+        gen = Generator(Config(min_nodes=lo, max_nodes=hi, connectivity=1.0))
+        for seed in range(400):
+            case = gen.generate(seed)
+            count = spans_by_label(case.spans, NODE_COUNT)[0]
+            assert len(case.ops) == lo + case.choices[count.start], seed
