@@ -18,6 +18,9 @@ from onnx import helper
 from onnxfuzz.generate.config import DEFAULT_OPSET, Config
 from onnxfuzz.generate.export import to_model
 from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.graph import OptionalValue, Sequence, Value
+from onnxfuzz.generate.intervals import Interval
+from onnxfuzz.generate.sequences import type_proto
 from onnxfuzz.generate.validate import run_reference
 from onnxfuzz.generate.values import inputs_for
 
@@ -25,11 +28,11 @@ from onnxfuzz.generate.values import inputs_for
 def check(gen: Generator, seed: int) -> list[str]:
     g, _, _ = gen.graph(seed)
     model = to_model(g, gen.cfg.opset, gen.cfg.ir)
-    tensors = {t.name: (n.op_type, t) for n in g.nodes for t in n.outputs}
+    values = {t.name: (n.op_type, t) for n in g.nodes for t in n.outputs}
     have = {o.name for o in model.graph.output}
-    for name, (_, t) in tensors.items():
-        if name not in have:
-            model.graph.output.append(helper.make_tensor_value_info(name, t.dtype, t.shape))
+    for name, (_, t) in values.items():
+        if name not in have:  # sequences and optionals with their types
+            model.graph.output.append(helper.make_value_info(name, type_proto(t)))
     feeds = inputs_for(
         np.random.default_rng(seed), [(t.name, t.dtype, t.shape) for t in g.inputs], g.input_values
     )
@@ -38,19 +41,44 @@ def check(gen: Generator, seed: int) -> list[str]:
     except Exception as e:  # noqa: BLE001 - ORT's own errors: report the seed, go on
         return [f"seed {seed}: onnxruntime failed: {str(e)[:300]}"]
     bad = []
-    for name, (op, t) in tensors.items():
-        v = outs[name].astype(np.float64)
-        if not np.isfinite(v).all():
-            bad.append(f"seed {seed}: {op} {name}: non-finite values")
-            continue
-        lo, hi = float(v.min()), float(v.max())
-        slack = 1e-3 * max(1.0, abs(t.interval.lo), abs(t.interval.hi))
-        if lo < t.interval.lo - slack or hi > t.interval.hi + slack:
-            bad.append(
-                f"seed {seed}: {op} {name}: values [{lo:.6g}, {hi:.6g}] outside "
-                f"declared {t.interval}"
-            )
+    for name, (op, t) in values.items():
+        bad += [f"seed {seed}: {op} {name}: {why}" for why in _violations(outs[name], t)]
     return bad
+
+
+def _violations(out: object, t: Value) -> list[str]:
+    """What in ``out`` (ORT's value) contradicts the facts the generator recorded for
+    ``t``: a tensor's interval; a sequence's length and each element's shape and interval;
+    whether an optional holds a value."""
+    if isinstance(t, OptionalValue):
+        if (out is not None) != t.present:
+            return [f"holds a value: {out is not None}, declared {t.present}"]
+        return _violations(out, t.elem) if out is not None else []
+    if isinstance(t, Sequence):
+        elems = list(out)  # type: ignore[call-overload]
+        if len(elems) != t.length:
+            return [f"sequence of {len(elems)}, declared {t.length}"]
+        bad = []
+        for k, (e, shape, iv) in enumerate(zip(elems, t.shapes, t.intervals, strict=True)):
+            if tuple(e.shape) != shape:
+                bad.append(f"element {k} has shape {list(e.shape)}, declared {list(shape)}")
+            else:
+                bad += [f"element {k}: {w}" for w in _interval(np.asarray(e), iv)]
+        return bad
+    return _interval(np.asarray(out), t.interval)
+
+
+def _interval(arr: np.ndarray, iv: Interval) -> list[str]:
+    v = arr.astype(np.float64)
+    if not np.isfinite(v).all():
+        return ["non-finite values"]
+    if not v.size:
+        return []
+    lo, hi = float(v.min()), float(v.max())
+    slack = 1e-3 * max(1.0, abs(iv.lo), abs(iv.hi))
+    if lo < iv.lo - slack or hi > iv.hi + slack:
+        return [f"values [{lo:.6g}, {hi:.6g}] outside declared {iv}"]
+    return []
 
 
 def main() -> int:

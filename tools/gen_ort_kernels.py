@@ -93,7 +93,9 @@ def probe(table: dict) -> dict:
                 for v in list(g.input) + list(g.output) + list(g.value_info)
             }
             types.update({i.name: i.data_type for i in g.initializer})
-            node = g.node[0]
+            # the op's own node (a sequence op's model also holds the nodes that make and
+            # consume its sequences)
+            node = next(n for n in g.node if n.op_type == op and not n.name.startswith("make_"))
             for formals, names in (
                 (list(info.schema.inputs), node.input),
                 (list(info.schema.outputs), node.output),
@@ -101,7 +103,7 @@ def probe(table: dict) -> dict:
                 for k, name in enumerate(names):
                     if name and formals:
                         tv = formals[min(k, len(formals) - 1)].type_str
-                        if tv in info.schema_type_vars:
+                        if tv in info.schema_type_vars and types.get(name):  # tensors only
                             used.setdefault(tv, set()).add(types[name])
         return used
 
@@ -119,6 +121,10 @@ def probe(table: dict) -> dict:
                 if tv is None:
                     continue
                 kern = dt.ort_kernels(op, info.version, opset) or []
+                if any(tv not in e and not all(e.values()) for e in kern):
+                    # a sequence op's kernel is registered on the sequence type (listed
+                    # empty), not on the element type: nothing to probe beyond it
+                    continue
                 have = set().union(*(e.get(tv, frozenset()) for e in kern))
                 missing = sorted((info.type_sets[tv] & dt.DEFAULT) - have)
                 # A function body is expanded at the model's opset; casts are not.

@@ -41,7 +41,8 @@ def _probe_reporter() -> Callable[[str, int, int], None]:
         now = time.perf_counter()
         if done == total or now - last[0] > 10:
             last[0] = now
-            click.echo(f"probing {name}: {done}/{total} (op, type) pairs", err=True)
+            # (op, type) pairs first, then each op's forms: one step per op
+            click.echo(f"probing {name}: {done}/{total} (op, type) pairs and ops", err=True)
 
     return report
 
@@ -169,9 +170,10 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     type=click.Choice(["steer", "classify", "exclude", "off"]),
     default="steer",
     show_default=True,
-    help="Probe what each backend supports per op and type first. steer: generate only "
-    "(op, type) pairs every backend supports, so that tests compare all backends; classify: "
-    "generate everything, a failure on a pair a backend lacks is unsupported; exclude: leave "
+    help="Probe what each backend supports per op and type, and per form of an op (an "
+    "attribute value, a computed weight), first. steer: generate only the pairs and forms "
+    "every backend supports, so that tests compare all backends; classify: generate "
+    "everything, a failure on a pair or form a backend lacks is unsupported; exclude: leave "
     "out only ops a backend lacks in every type; off: no probe.",
 )
 @click.option("--no-reduce", is_flag=True, help="Do not reduce findings.")

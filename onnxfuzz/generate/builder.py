@@ -25,12 +25,14 @@ import numpy as np
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError, SpecError
+from onnxfuzz.generate import features
 from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.config import MAX_RANK, Config
 from onnxfuzz.generate.domains import Domain, Ints, OneOf
 from onnxfuzz.generate.glue import Glue, Need, adapt, fits_values
-from onnxfuzz.generate.graph import Graph, Node, Tensor
+from onnxfuzz.generate.graph import Graph, Node, Tensor, Value
 from onnxfuzz.generate.intervals import ANY, Interval, Values, rounding_room
+from onnxfuzz.generate.sequences import SeqBuilder, SeqCheck, register
 from onnxfuzz.generate.spec import OpInfo, OpSpec, restricted_by_dtypes
 from onnxfuzz.generate.spec_api import (
     DATA,
@@ -82,7 +84,7 @@ class Builder:
         self.bound: dict[str, int] = {}
         self.attrs: dict[str, Any] = {}
         self.in_names: dict[int, str] = {}
-        self.outs: list[Tensor] = []
+        self.outs: list[Value] = []
 
     # --- facts ---------------------------------------------------------------------
     @property
@@ -237,7 +239,7 @@ class Builder:
         return dims
 
 
-class GenBuilder(Builder, SpecBuilder):
+class GenBuilder(Builder, SeqBuilder, SpecBuilder):
     """Draws every variable from the choice stream; reuses tensors from the graph."""
 
     def __init__(
@@ -262,6 +264,8 @@ class GenBuilder(Builder, SpecBuilder):
         self.links = links or {}
         self.taken: dict[int, Tensor] = {}  # input position -> the tensor it took
         self.name = graph.fresh_name(spec.op_type.lower())
+        self.offered: list[str] = []  # the features this op's draws could have pinned
+        self.probing = bool(cfg.pin) and any(op == self.op for op, _ in cfg.pin)
 
     # --- variables -------------------------------------------------------------------
     def arity(self, lo: int, hi: int, name: str | int = 0) -> int:
@@ -271,7 +275,20 @@ class GenBuilder(Builder, SpecBuilder):
 
     def optional(self, name: str | int, p: float = 0.5) -> bool:
         """Is the optional input ``name`` present? (Shrinks toward absent.)"""
-        self._position(self._formal(name), 0)
+        formal = self._formal(name)
+        self._position(formal, 0)
+        left_out = (self.op, features.omitted(formal))
+        self.offered.append(left_out[1])
+        if self.probing:  # the probe's model of one feature (see ``attr``)
+            pin = self.cfg.pin
+            if left_out in pin:
+                return False
+            if (self.op, features.dynamic(formal)) in pin or any(
+                op == self.op and f.startswith("omitted:") for op, f in pin
+            ):
+                return True  # the input it is about, or a later one, must be there
+        elif left_out in self.cfg.avoid_features:
+            return True  # left out with a later one there: a form a backend lacks
         return not self.s.chance(1.0 - p)
 
     def draw(self, name: str, domain: Domain) -> Any:
@@ -280,8 +297,30 @@ class GenBuilder(Builder, SpecBuilder):
         return domain.draw(self.s)
 
     def attr(self, name: str, domain: Domain, default: Any = MISSING) -> Any:
-        if default is not MISSING and self.s.chance(0.5):
-            return default
+        pin, avoid = self.cfg.pin, self.cfg.avoid_features
+        # The probe's model of one feature: every other feature-bearing draw takes its
+        # simplest form (default, first option, constant), so a failure is the feature's.
+        pinned = self.probing and any(
+            op == self.op and (f == f"attr:{name}" or f.startswith(f"attr:{name}="))
+            for op, f in pin
+        )
+        if default is not MISSING:
+            self.offered.append(features.present(name))
+            if not pinned and (
+                self.probing or (self.op, features.present(name)) in avoid or self.s.chance(0.5)
+            ):
+                return default
+        if isinstance(domain, OneOf):
+            named = [(o, features.valued(name, o)) for o in domain.options]
+            self.offered.extend(f for _, f in named if f is not None)
+            if self.probing:
+                o = next((o for o, f in named if (self.op, f) in pin), domain.options[0])
+                self.attrs[name] = o
+                return o
+            if avoid:  # the values some backend lacks, unless that leaves none
+                kept = [o for o, f in named if (self.op, f) not in avoid]
+                if kept and len(kept) < len(named):
+                    domain = OneOf(kept)
         v = self.draw(name, domain)
         self.attrs[name] = v
         return v
@@ -306,7 +345,18 @@ class GenBuilder(Builder, SpecBuilder):
         allowed = self._allowed(name, dtype)
         lo, hi = self._rank_range(name, rank, dims)
         t = None
-        if pos in self.links:
+        if kind == WEIGHT:
+            # A weight computed or fed in is a feature a backend may lack (onnx2torch's
+            # Clip takes constant bounds only): the probe pins it, steering avoids it.
+            feature = (self.op, features.dynamic(name))
+            self.offered.append(feature[1])
+            if feature in self.cfg.pin:  # a graph input
+                t = self._fresh(name, index, allowed, lo, hi, dims, values, DATA)
+            elif self.cfg.weights_as_initializers and (
+                self.probing or feature in self.cfg.avoid_features
+            ):
+                t = self._fresh(name, index, allowed, lo, hi, dims, values, kind)
+        if t is None and pos in self.links:
             t = self._linked(self.links[pos], allowed, lo, hi, dims, values)
         if t is None:
             t = self._reuse(allowed, lo, hi, dims, values, kind)
@@ -543,7 +593,9 @@ class GenBuilder(Builder, SpecBuilder):
         self.g.consumed.update(inputs)
         cap = self.cfg.max_reuse_dim
         for t in self.outs:
-            if all(d <= cap for d in t.shape):
+            if not isinstance(t, Tensor):  # a sequence or an optional
+                register(self.g, t)
+            elif all(d <= cap for d in t.shape):
                 self.g.add_reusable(t)
         return node
 
@@ -613,7 +665,7 @@ def _fresh_interval(
     return Interval(lo, hi, m)
 
 
-class CheckBuilder(Builder, SpecBuilder):
+class CheckBuilder(Builder, SeqCheck, SpecBuilder):
     """Takes each variable from an observed node; raises ``OutOfDomain`` where the spec's
     domain does not contain it."""
 

@@ -34,6 +34,7 @@ class NodeCase:
     attrs: dict[str, Any]
     inputs: list[tuple[int, tuple[int, ...], np.ndarray | None] | None]
     outputs: list[tuple[int, tuple[int, ...]]]
+    tensors_only: bool = True  # no sequence- or optional-typed input or output
 
 
 @dataclass
@@ -88,7 +89,8 @@ def node_cases() -> list[NodeCase]:
             tt = vi.type.tensor_type
             outputs.append((tt.elem_type, tuple(d.dim_value for d in tt.shape.dim)))
         attrs = {a.name: _attr(a) for a in node.attribute}
-        out.append(NodeCase(tc.name, node.op_type, opset, attrs, inputs, outputs))
+        typed = all(vi.type.HasField("tensor_type") for vi in list(g.input) + list(g.output))
+        out.append(NodeCase(tc.name, node.op_type, opset, attrs, inputs, outputs, typed))
     return out
 
 
@@ -164,6 +166,10 @@ def check_case(case: NodeCase, base: Config | None = None) -> CaseOutcome:
     deliberate = deliberate_exclusions().get(case.name)
     if deliberate:
         return CaseOutcome(case.name, case.op, "excluded", deliberate)
+    if not case.tensors_only:
+        return CaseOutcome(
+            case.name, case.op, "excluded", "sequence or optional values: only tensors are replayed"
+        )
     opset, why = _opset_for(spec, case)
     if opset is None:
         return CaseOutcome(case.name, case.op, "excluded", why)

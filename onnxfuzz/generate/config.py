@@ -18,6 +18,10 @@ MAX_RANK = 8  # the largest --max-rank
 MAX_DIM = 1 << 16  # the largest --max-dim
 
 
+def _if_set(key: str, pairs: frozenset[tuple[str, str]]) -> dict[str, Any]:
+    return {key: sorted(map(list, pairs))} if pairs else {}
+
+
 def ir_version_for(opset: int) -> int:
     """The lowest IR version that carries ``opset`` (ORT 1.31 accepts IR <= 13)."""
     return helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
@@ -47,6 +51,12 @@ class Config:
     # (op, element type of its main type variable) pairs not to generate: what a campaign's
     # backends lack, from the probe (--probe steer)
     avoid: frozenset[tuple[str, int]] = frozenset()
+    # (op, feature) pairs not to generate: forms of an op a backend lacks below the type
+    # level, such as an attribute value (onnxfuzz.generate.features; the probe's steering)
+    avoid_features: frozenset[tuple[str, str]] = frozenset()
+    # (op, feature) pairs every node of the op must have where it can: the probe's
+    # single-op model of one feature
+    pin: frozenset[tuple[str, str]] = frozenset()
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes:
@@ -86,6 +96,9 @@ class Config:
             "max_dim": self.max_dim,
             "weights_as_initializers": self.weights_as_initializers,
             "avoid": sorted([op, dt.NAMES[d]] for op, d in self.avoid),
+            # (written only when set: records of runs without them stay as they were)
+            **_if_set("avoid_features", self.avoid_features),
+            **_if_set("pin", self.pin),
         }
 
     @classmethod
@@ -101,6 +114,9 @@ class Config:
         for key in ("ops", "exclude_ops"):
             if key in d:
                 d[key] = frozenset(d[key])
+        for key in ("avoid_features", "pin"):
+            if key in d:
+                d[key] = frozenset((op, f) for op, f in d[key])
         if "avoid" in d:
             d["avoid"] = frozenset(
                 (op, dt.BY_NAME[n] if isinstance(n, str) else n) for op, n in d["avoid"]

@@ -10,14 +10,17 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxfuzz import __version__
-from onnxfuzz.generate.graph import Graph, Tensor
+from onnxfuzz.generate.graph import Graph, Tensor, Value
+from onnxfuzz.generate.sequences import type_proto
 
 INPUTS_KEY = "onnxfuzz.inputs"  # metadata: each graph input's value domain (JSON)
 SEED_KEY = "onnxfuzz.seed"
 
 
-def _vi(t: Tensor) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(t.name, t.dtype, t.shape)
+def _vi(t: Value) -> onnx.ValueInfoProto:
+    if isinstance(t, Tensor):
+        return helper.make_tensor_value_info(t.name, t.dtype, t.shape)
+    return helper.make_value_info(t.name, type_proto(t))  # a sequence or an optional
 
 
 def _attr_value(v: Any) -> Any:

@@ -27,6 +27,7 @@ from onnxfuzz.generate.export import to_model
 from onnxfuzz.generate.glue import GLUE, GLUE_OPS, Glue
 from onnxfuzz.generate.graph import Graph, Tensor
 from onnxfuzz.generate.intervals import Values
+from onnxfuzz.generate.sequences import MAKE, close
 from onnxfuzz.generate.spec import OpSpec, op_info, specs_for
 from onnxfuzz.generate.values import inputs_for
 
@@ -110,7 +111,7 @@ class Generator:
             types[spec.op_type] = frozenset(b.types(info.main_type_var))
             if spec.op_type == "Cast":
                 cast_to = frozenset(b.types(info.output_type[0]))
-        return Glue(types, cast_to)
+        return Glue(types, cast_to, ("Clip", "omitted:min") in self.cfg.avoid_features)
 
     def graph(
         self,
@@ -155,6 +156,8 @@ class Generator:
                 made.append(b)
             s.stop_span()
             calls += 1
+        if g.seqs or g.optionals:  # graph outputs stay tensors
+            close(g, s, set(self._op_index))
         return g, s, calls
 
     def generate(
@@ -195,6 +198,6 @@ def glue_per_op(spans: Sequence[Span]) -> list[int]:
     for span in spans:
         if span.label == OP:
             counts.append(0)
-        elif span.label == GLUE and counts:
+        elif span.label in (GLUE, MAKE) and counts:
             counts[-1] += 1
     return counts

@@ -56,6 +56,10 @@ GLUE_OPS = (
     "Sigmoid",
 )
 GLUE = "glue"  # span label: one per glue node (the shrinker counts nodes per op with it)
+# ONNX Runtime 1.31's CPU Clip on int64 leaves some values beyond the int32 range unclipped
+# (2**31 + 5 with max 10000 stays 2**31 + 5 in a tensor of two elements): the reference
+# would be wrong, so int64 tensors are clipped only inside it (glue and the Clip spec).
+INT64_CLIP_SAFE = 2**31 - 1
 TRANSPOSE_RATE = 0.1  # how often a rank >= 2 adaptation also permutes the axes
 # How often a one-axis change of dims is one Gather instead of Slice and Pad|Expand|Tile:
 # varied glue makes varied op chains, and Gather is one node with one constant input.
@@ -72,6 +76,9 @@ class Glue:
 
     types: Mapping[str, frozenset[int]]
     cast_to: frozenset[int]
+    # Clip with both bounds given: some backend lacks Clip with ``min`` left out and ``max``
+    # there (onnx2torch; the probe's ``omitted:min`` form)
+    clip_both_bounds: bool = False
 
     def has(self, op: str, dtype: int) -> bool:
         return dtype in self.types.get(op, ())
@@ -150,6 +157,8 @@ def _cast_targets(glue: Glue, src: Tensor, need: Need) -> list[tuple[int, int]]:
 def _clip_bounds(iv: Interval, dtype: int, lo: float, hi: float, m: float) -> Interval | None:
     """Clip bounds that put ``iv`` inside ``[lo, hi]`` with |x| >= m; None when there are
     none in ``dtype``."""
+    if dtype == dt.INT64 and not iv.within(-INT64_CLIP_SAFE, INT64_CLIP_SAFE):
+        return None
     a, b = max(lo, iv.lo), min(hi, iv.hi)
     a, b = min(a, hi), max(b, lo)  # iv wholly outside [lo, hi]: clip to the nearer end
     if m > 0 and a < m and b > -m:
@@ -339,6 +348,8 @@ class _Emitter:
         # Only the bounds that cut (Clip's min and max are optional inputs)
         lo = self._const("min", np.array(bounds.lo), t.dtype) if bounds.lo > iv.lo else ""
         hi = self._const("max", np.array(bounds.hi), t.dtype) if bounds.hi < iv.hi else ""
+        if hi and not lo and self.glue.clip_both_bounds:  # a min that cuts nothing
+            lo = self._const("min", np.array(dt.value_range(t.dtype)[0]), t.dtype)
         ins = [t, lo, hi] if hi else [t, lo]
         return self._node("Clip", ins, t.dtype, t.shape, _clip_interval(iv, bounds))
 

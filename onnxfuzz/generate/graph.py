@@ -38,6 +38,61 @@ class Tensor:
         return f"Tensor({self.name}, dtype={self.dtype}, shape={self.shape}, {self.interval})"
 
 
+class Sequence:
+    """A sequence of tensors of one element type, every element's shape and value interval
+    known when the model is built (so positions and axes can be drawn validly)."""
+
+    __slots__ = ("name", "dtype", "shapes", "intervals", "origin")
+
+    def __init__(
+        self,
+        name: str,
+        dtype: int,
+        shapes: tuple[tuple[int, ...], ...],
+        intervals: tuple[Interval, ...],
+        origin: str = "node",
+    ) -> None:
+        self.name = name
+        self.dtype = dtype
+        self.shapes = shapes
+        self.intervals = intervals
+        self.origin = origin
+
+    @property
+    def length(self) -> int:
+        return len(self.shapes)
+
+    @property
+    def union_shape(self) -> tuple[int | None, ...] | None:
+        """The shape ONNX's inference gives the elements: dims all elements share, None
+        where they differ; None when the ranks differ (or the sequence is empty)."""
+        if not self.shapes or len({len(s) for s in self.shapes}) != 1:
+            return None
+        return tuple(ds[0] if len(set(ds)) == 1 else None for ds in zip(*self.shapes, strict=True))
+
+    def __repr__(self) -> str:
+        return f"Sequence({self.name}, dtype={self.dtype}, shapes={self.shapes})"
+
+
+class OptionalValue:
+    """An optional holding a tensor or a sequence (``elem``: its type, and its facts when
+    ``present``); whether it holds one is known when the model is built."""
+
+    __slots__ = ("name", "elem", "present", "origin")
+
+    def __init__(self, name: str, elem: Tensor | Sequence, present: bool, origin: str = "node"):
+        self.name = name
+        self.elem = elem
+        self.present = present
+        self.origin = origin
+
+    def __repr__(self) -> str:
+        return f"OptionalValue({self.name}, {self.elem!r}, present={self.present})"
+
+
+Value = Tensor | Sequence | OptionalValue  # what a node output may be
+
+
 class Node:
     __slots__ = ("op_type", "name", "inputs", "outputs", "attrs")
 
@@ -46,7 +101,7 @@ class Node:
         op_type: str,
         name: str,
         inputs: list[str],
-        outputs: list[Tensor],
+        outputs: list[Value],
         attrs: dict[str, Any],
     ) -> None:
         self.op_type = op_type
@@ -67,6 +122,9 @@ class Graph:
         self.pool: dict[tuple[int, int], list[Tensor]] = {}
         self.produced: list[Tensor] = []  # reusable node outputs, in order: glue sources
         self.consumed: set[str] = set()
+        # sequence and optional node outputs, in order (onnxfuzz.generate.sequences)
+        self.seqs: list[Sequence] = []
+        self.optionals: list[OptionalValue] = []
         self._counts: dict[str, int] = {}
 
     def fresh_name(self, prefix: str) -> str:
@@ -84,9 +142,9 @@ class Graph:
         else:
             bucket.append(t)
 
-    def outputs(self) -> list[Tensor]:
+    def outputs(self) -> list[Value]:
         """Node outputs nothing consumes: the graph's outputs."""
         return [t for n in self.nodes for t in n.outputs if t.name not in self.consumed]
 
-    def intermediates(self) -> list[Tensor]:
+    def intermediates(self) -> list[Value]:
         return [t for n in self.nodes for t in n.outputs if t.name in self.consumed]

@@ -7,13 +7,21 @@ heatmap is exactly a pair the probe tried.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+
+import numpy as np
+import onnx
+import onnx.compose
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
+from onnxfuzz.generate.builder import GenBuilder
+from onnxfuzz.generate.choices import ChoiceStream
 from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.features import model_features
+from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.generate.graph import Graph
 from onnxfuzz.generate.spec import op_info, specs_for
 
 ANY_TYPE = "*"  # an op without a main type variable: one probe for all its types
@@ -62,3 +70,66 @@ def single_op_pairs(cfg: Config) -> dict[str, list[str]]:
     for s in single_op_generators(cfg):
         out.setdefault(s.op, []).append(s.dtype)
     return out
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Single-op models of ``op`` with one feature pinned (``onnxfuzz.generate.features``):
+    two draws that both have it, so a failure of both is the feature's, not a draw's."""
+
+    op: str
+    feature: str
+    draws: tuple[Case, ...]
+
+
+DISCOVERY_DRAWS = 16  # spec runs to find the features an op's draws can take
+FEATURE_DRAWS = 2  # models per pinned feature (the probe needs both to fail)
+PIN_TRIES = 6  # seeds tried for each of them (a pinned feature can lie behind a branch)
+
+
+def feature_variants(single: SingleOp) -> list[Variant]:
+    """One ``Variant`` per feature ``single``'s op can take, in ``single``'s element type:
+    each with its feature pinned (``Config.pin``) and checked present in the model."""
+    gen = single.generator
+    spec, info = gen.specs[0], gen._infos[0]
+    assert info is not None
+    offered: dict[str, None] = {}
+    for seed in range(DISCOVERY_DRAWS):
+        b = GenBuilder(spec, info, gen.cfg, Graph(), ChoiceStream(seed))
+        try:
+            spec.build(b, spec.params)
+        except ConfigError:
+            continue
+        offered.update(dict.fromkeys(b.offered))
+    out = []
+    for feature in offered:
+        try:
+            pinned = Generator(replace(gen.cfg, pin=frozenset({(single.op, feature)})))
+        except ConfigError:
+            continue
+        draws = []
+        for seed in range(PIN_TRIES):
+            case = pinned.generate(seed)
+            if (single.op, feature) in model_features(case.model):
+                draws.append(case)
+                if len(draws) == FEATURE_DRAWS:
+                    break
+        if len(draws) == FEATURE_DRAWS:
+            out.append(Variant(single.op, feature, tuple(draws)))
+    return out
+
+
+def merged(cases: Sequence[Case]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """One model running ``cases``' graphs side by side (names prefixed ``v<k>_``) and its
+    inputs: a backend that runs it runs each of them (the probe tests features in groups)."""
+    graph = onnx.GraphProto(name="onnxfuzz_features")
+    inputs: dict[str, np.ndarray] = {}
+    for k, case in enumerate(cases):
+        prefix = f"v{k}_"
+        m = onnx.compose.add_prefix(case.model, prefix)
+        for field in ("node", "input", "output", "initializer", "value_info"):
+            getattr(graph, field).extend(getattr(m.graph, field))
+        inputs.update({prefix + n: v for n, v in case.make_inputs(0).items()})
+    model = onnx.helper.make_model(graph, opset_imports=cases[0].model.opset_import)
+    model.ir_version = cases[0].model.ir_version
+    return model, inputs

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.domains import Domain, Ints
-from onnxfuzz.generate.graph import Tensor
+from onnxfuzz.generate.graph import OptionalValue, Tensor
+from onnxfuzz.generate.graph import Sequence as Seq
 from onnxfuzz.generate.intervals import Interval, Values
 
 if TYPE_CHECKING:
@@ -106,4 +107,35 @@ class SpecBuilder(Protocol):
         self, shape: Sequence[int], *, dtype: int | None = None, interval: Interval | None = None
     ) -> Tensor:
         """The next output: its shape and its sound value interval."""
+        ...
+
+    # --- sequences and optionals (onnxfuzz.generate.sequences) --------------------------
+    def input_seq(
+        self,
+        name: str | int,
+        *,
+        dtype: int | Iterable[int] | None = None,
+        length: Ints | None = None,
+        rank: int | Ints | None = None,
+        dims: Dims = None,
+        shapes: str = "any",
+    ) -> Seq:
+        """A sequence input: element type among ``dtype``, length in ``length`` (default
+        0..4), each
+        element's rank and dims as ``input`` takes them; ``shapes``: "any" (independent),
+        "same" (one shape), "concat" (one rank, dims shared but along one axis)."""
+        ...
+
+    def input_optional(self, name: str | int, *, present: bool | None = None) -> OptionalValue:
+        """An optional input; ``present``: True holds a value, False empty, None either."""
+        ...
+
+    def output_seq(
+        self, dtype: int, shapes: Iterable[Iterable[int]], intervals: Iterable[Interval]
+    ) -> Seq:
+        """The next output, a sequence: element type, each element's shape and interval."""
+        ...
+
+    def output_optional(self, elem: Tensor | Seq, *, present: bool) -> OptionalValue:
+        """The next output, an optional holding ``elem`` (empty of its type if not present)."""
         ...

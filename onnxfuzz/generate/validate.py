@@ -28,17 +28,31 @@ class Validity:
         return not self.problems
 
 
-def _declared(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...] | None]]:
-    """name -> (element type, shape); shape None where inference left it unknown."""
-    out = {}
+def _tensor_part(tp: onnx.TypeProto) -> tuple[str, onnx.TypeProto.Tensor]:
+    """A value's kind ("", "seq ", "opt ", "opt seq ") and its tensor (element) type."""
+    kind = ""
+    while True:
+        which = tp.WhichOneof("value")
+        if which == "sequence_type":
+            kind, tp = kind + "seq ", tp.sequence_type.elem_type
+        elif which == "optional_type":
+            kind, tp = kind + "opt ", tp.optional_type.elem_type
+        else:
+            return kind, tp.tensor_type
+
+
+def _declared(model: onnx.ModelProto) -> dict[str, tuple[int | str, tuple[int, ...] | None]]:
+    """name -> (element type, shape); shape None where inference left it unknown. A
+    sequence's or optional's element type is prefixed with its kind ("seq 1")."""
+    out: dict[str, tuple[int | str, tuple[int, ...] | None]] = {}
     for vi in list(model.graph.value_info) + list(model.graph.output):
-        tt = vi.type.tensor_type
+        kind, tt = _tensor_part(vi.type)
         shape = (
             tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim)
             if tt.HasField("shape")
             else None
         )
-        out[vi.name] = (tt.elem_type, shape)
+        out[vi.name] = (f"{kind}{tt.elem_type}" if kind else tt.elem_type, shape)
     return out
 
 
@@ -119,9 +133,13 @@ def check_static(model: onnx.ModelProto) -> list[str]:
         get, gshape = got[name]
         # A dim inference leaves unknown (-1: data-dependent, e.g. after Range) does not
         # disagree; a known dim or the rank that differs does.
-        differs = gshape is not None and (
-            len(gshape) != len(shape)
-            or any(g != -1 and g != d for g, d in zip(gshape, shape, strict=True))
+        differs = (
+            gshape is not None
+            and shape is not None
+            and (
+                len(gshape) != len(shape)
+                or any(g != -1 and d != -1 and g != d for g, d in zip(gshape, shape, strict=True))
+            )
         )
         if get != et or (differs and not opaque(name)):
             problems.append(

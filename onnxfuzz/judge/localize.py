@@ -40,7 +40,8 @@ def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
     info = {vi.name: vi for vi in m.graph.value_info}
     for n in m.graph.node:
         for t in n.output:
-            if t and t not in have and t in info:
+            # tensors only: sequences and optionals stay inside (graph outputs are tensors)
+            if t and t not in have and t in info and info[t].type.HasField("tensor_type"):
                 m.graph.output.append(info[t])
                 have.add(t)
     return m

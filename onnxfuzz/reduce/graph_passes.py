@@ -71,6 +71,7 @@ def _types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:
             tuple(d.dim_value for d in vi.type.tensor_type.shape.dim),
         )
         for vi in list(g.input) + list(g.value_info) + list(g.output)
+        if vi.type.HasField("tensor_type")  # a sequence is neither rewired nor made an output
     }
     out.update({i.name: (i.data_type, tuple(i.dims)) for i in g.initializer})
     return out

@@ -35,7 +35,13 @@ from onnxfuzz.judge.signature import bug_id
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import Reproducer, Target
 from onnxfuzz.run.pregen import Made, Pregenerator, make
-from onnxfuzz.run.probe import Support, fully_unsupported, lacking, unsupported_pairs
+from onnxfuzz.run.probe import (
+    Support,
+    fully_unsupported,
+    lacked_features_of,
+    lacking,
+    unsupported_pairs,
+)
 from onnxfuzz.run.steer import Steering, reward_keys
 from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
 from onnxfuzz.store.db import CampaignLock, Result, Store
@@ -394,9 +400,11 @@ class Campaign:
         self.support: dict[str, Support] = support
         excluded: dict[str, str] = {}
         avoid: set[tuple[str, int]] = set()
+        avoid_features: set[tuple[str, str]] = set()
         if o.probe in ("exclude", "steer"):
+            probed = self.store.get_meta("probe_pairs")
             for label, pairs in support.items():
-                for op_type, why in fully_unsupported(pairs, self.cfg).items():
+                for op_type, why in fully_unsupported(pairs, self.cfg, probed).items():
                     excluded.setdefault(op_type, f"{label}: {why}")
         if o.probe == "steer":  # and the (op, type) pairs a backend lacks
             avoid = {
@@ -406,12 +414,15 @@ class Campaign:
                 for name in missing
                 if name in dt.BY_NAME and op_type not in excluded
             }
+            # and the forms of an op a backend lacks (an attribute value, a computed weight)
+            avoid_features = {f for pairs in support.values() for f in lacked_features_of(pairs)}
         self.excluded = excluded
-        if excluded or avoid:
+        if excluded or avoid or avoid_features:
             self.cfg = replace(
                 self.cfg,
                 exclude_ops=self.cfg.exclude_ops | set(excluded),
                 avoid=self.cfg.avoid | frozenset(avoid),
+                avoid_features=self.cfg.avoid_features | frozenset(avoid_features),
             )
             self.generator = Generator(self.cfg)
         seed_blocks = self._seed_blocks()

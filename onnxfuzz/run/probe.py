@@ -15,12 +15,15 @@ only the ops some backend lacks in every type.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 
 import onnx
@@ -28,10 +31,17 @@ import onnx
 from onnxfuzz import __version__
 from onnxfuzz import dtypes as dt
 from onnxfuzz.execute.pool import BackendPool
-from onnxfuzz.execute.sandbox import BackendInfo, Status
+from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status
 from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.single_op import single_op_generators
-from onnxfuzz.generate.spec import op_info
+from onnxfuzz.generate.features import is_feature, model_features
+from onnxfuzz.generate.single_op import (
+    SingleOp,
+    Variant,
+    feature_variants,
+    merged,
+    single_op_generators,
+)
+from onnxfuzz.generate.spec import load_specs, op_info
 
 Support = dict[str, dict[str, str]]  # op -> dtype name -> why unsupported
 
@@ -41,6 +51,18 @@ def cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "onnxfuzz"
     )
     return Path(base)
+
+
+@cache
+def _specs_digest() -> str:
+    """A digest of the spec modules' sources: what the probe tries follows from them."""
+    h = hashlib.sha1()
+    modules = {sys.modules[spec.build.__module__] for spec in load_specs().values()}
+    for f in sorted(m.__file__ or "" for m in modules):
+        h.update(Path(f).name.encode())
+        with contextlib.suppress(OSError):
+            h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _cache_file(info: BackendInfo, cfg: Config) -> Path:
@@ -55,6 +77,10 @@ def _cache_file(info: BackendInfo, cfg: Config) -> Path:
             sorted(cfg.dtypes),
             sorted(cfg.ops or ()),
             sorted(cfg.exclude_ops),
+            "features-2",  # results hold the ops' features (attribute values, computed weights)
+            # the specs themselves (a version's specs change between releases, and so does
+            # what the probe tries: a stale cache would pass ops it never tried)
+            _specs_digest(),
         ]
     )
     return cache_dir() / f"probe-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
@@ -79,42 +105,104 @@ def unsupported_pairs(
             pass
     singles = list(single_op_generators(cfg))
     reasons: list[str | None] = [None] * len(singles)
-    claims = itertools.count()  # next() on a count is atomic under the GIL
-    lock = threading.Lock()
+    # Then the features of each op (attribute values, computed weights) in one type the
+    # backend has: a later pass, as it needs the first's answers.
+    by_op: dict[str, SingleOp] = {}
+    n_ops = len({single.op for single in singles})
     done = [0]
-    errors: list[BaseException] = []
+    lock = threading.Lock()
 
-    def probe_on(pool: BackendPool) -> None:
-        try:
-            while (k := next(claims)) < len(singles):
-                case = singles[k].generator.generate(0)
-                o = pool.run_one(label, case.model.SerializeToString(), case.make_inputs(0))
-                if o.status == Status.UNSUPPORTED:
-                    reasons[k] = o.message.splitlines()[0][:200] if o.message else "unsupported"
-                with lock:
-                    done[0] += 1
-                    if on_progress is not None:
-                        on_progress(done[0], len(singles))
-        except BaseException as e:  # noqa: BLE001 - re-raised by the caller's thread
-            errors.append(e)
+    def tick(total: int) -> None:
+        with lock:
+            done[0] += 1
+            if on_progress is not None:
+                on_progress(done[0], total)
 
-    threads = [threading.Thread(target=probe_on, args=(pool,), daemon=True) for pool in pools]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    def probe_pair(pool: BackendPool, k: int) -> None:
+        case = singles[k].generator.generate(0)
+        o = pool.run_one(label, case.model.SerializeToString(), case.make_inputs(0))
+        if o.status == Status.UNSUPPORTED:
+            reasons[k] = _reason(o)
+        tick(len(singles) + n_ops)
+
+    _share_out(pools, len(singles), probe_pair)
+    for single, why in zip(singles, reasons, strict=True):
+        if why is None and (single.op not in by_op or single.dtype == "float32"):
+            by_op[single.op] = single
+    done[0] = len(singles)
+    lacked: dict[str, dict[str, str]] = {}
+    ops = list(by_op.values())
+
+    def probe_features(pool: BackendPool, k: int) -> None:
+        found = lacked_features(pool, label, feature_variants(ops[k]))
+        if found:
+            lacked[ops[k].op] = found
+        tick(len(singles) + len(ops))
+
+    _share_out(pools, len(ops), probe_features)
     out: Support = {}  # in the pairs' order, whichever pool probed them
     for single, why in zip(singles, reasons, strict=True):
         if why is not None:
             out.setdefault(single.op, {})[single.dtype] = why
+    for single in ops:
+        if single.op in lacked:
+            out.setdefault(single.op, {}).update(lacked[single.op])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(out, indent=1, sort_keys=True))
     except OSError:
         pass  # a read-only home: probe again next time
     return out
+
+
+def _reason(o: Outcome) -> str:
+    return o.message.splitlines()[0][:200] if o.message else "unsupported"
+
+
+def _share_out(pools: list[BackendPool], n: int, job: Callable[[BackendPool, int], None]) -> None:
+    """``job(pool, k)`` for k in 0..n-1, each pool (a lane) claiming the next k."""
+    claims = itertools.count()  # next() on a count is atomic under the GIL
+    errors: list[BaseException] = []
+
+    def run_on(pool: BackendPool) -> None:
+        try:
+            while (k := next(claims)) < n:
+                job(pool, k)
+        except BaseException as e:  # noqa: BLE001 - re-raised by the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run_on, args=(pool,), daemon=True) for pool in pools]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def lacked_features(pool: BackendPool, label: str, variants: list[Variant]) -> dict[str, str]:
+    """feature -> why, for the features of one op the backend lacks. Group testing: the
+    variants run side by side in one model (a compile costs TVM ~0.3 s whatever its
+    size), halved where it fails; a lone variant's failure counts when it is
+    ``unsupported`` in both its draws."""
+    if not variants:
+        return {}
+    model, inputs = merged([v.draws[0] for v in variants])
+    o = pool.run_one(label, model.SerializeToString(), inputs)
+    if o.status == Status.OK:
+        return {}
+    if len(variants) > 1:
+        half = len(variants) // 2
+        return {
+            **lacked_features(pool, label, variants[:half]),
+            **lacked_features(pool, label, variants[half:]),
+        }
+    if o.status != Status.UNSUPPORTED:
+        return {}  # a crash of one form is a bug to find, not a form to avoid
+    (v,) = variants
+    again = v.draws[1]
+    o2 = pool.run_one(label, again.model.SerializeToString(), again.make_inputs(0))
+    return {v.feature: _reason(o)} if o2.status == Status.UNSUPPORTED else {}
 
 
 def lacking(model: onnx.ModelProto, support: Support) -> str | None:
@@ -126,6 +214,7 @@ def lacking(model: onnx.ModelProto, support: Support) -> str | None:
         for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output)
     }
     types.update({i.name: i.data_type for i in model.graph.initializer})
+    has: set[tuple[str, str]] | None = None  # the model's features, when asked for
     for node in model.graph.node:
         missing = support.get(node.op_type)
         if not missing:
@@ -136,13 +225,32 @@ def lacking(model: onnx.ModelProto, support: Support) -> str | None:
             name = dt.NAMES.get(types.get(t, 0))
             if name in missing:
                 return f"{node.op_type}({name}): {missing[name]}"
+        for key, why in missing.items():
+            if is_feature(key):
+                has = model_features(model) if has is None else has
+                if (node.op_type, key) in has:
+                    return f"{node.op_type}[{key}]: {why}"
     return None
 
 
-def fully_unsupported(support: Support, cfg: Config) -> dict[str, str]:
-    """Ops the backend lacks in every element type onnxfuzz generates for them."""
+def lacked_features_of(support: Support) -> set[tuple[str, str]]:
+    """(op, feature) pairs the backend lacks (steering avoids them)."""
+    return {(op, key) for op, missing in support.items() for key in missing if is_feature(key)}
+
+
+def fully_unsupported(
+    support: Support, cfg: Config, probed: dict[str, list[str]] | None = None
+) -> dict[str, str]:
+    """Ops the backend lacks in every element type onnxfuzz generates for them, or in
+    every type the probe could try them in alone (``probed``: ``single_op_pairs``):
+    ONNX Runtime registers OneHot's kernels for few type combinations, so the probe tries
+    two, and a backend without OneHot lacks the others too."""
     out = {}
     for op, missing in support.items():
+        tried = (probed or {}).get(op)
+        if tried and set(tried) <= set(missing):
+            out[op] = next(iter(missing.values()))
+            continue
         info = op_info(op, cfg.opset)
         tv = info.main_type_var if info is not None else None
         generated = (

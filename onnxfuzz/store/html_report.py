@@ -16,6 +16,7 @@ from pathlib import Path
 
 from onnxfuzz import __version__
 from onnxfuzz import dtypes as dt
+from onnxfuzz.generate.features import is_feature
 from onnxfuzz.generate.metrics import Diversity
 from onnxfuzz.generate.single_op import ANY_TYPE
 from onnxfuzz.store.db import Store
@@ -301,6 +302,25 @@ def _dtype_key(name: str) -> tuple[int, str]:
     return (code if code is not None else 10_000, name)
 
 
+def _forms(d: ReportData, s: Support, labels: list[str]) -> str:
+    """The forms of ops (attribute values, computed weights) each backend lacks."""
+    items = [
+        f"<li>{escape(d.name_of(b))}: <code>{escape(op)}[{escape(key)}]</code>: {escape(why)}</li>"
+        for b in labels
+        for op, missing in sorted(s.unsupported[b].items())
+        for key, why in missing.items()
+        if is_feature(key)
+    ]
+    if not items:
+        return ""
+    return (
+        f"<p>{len(items)} forms of ops some backend lacks in a type it has (an attribute "
+        "value, an input computed instead of constant), found with one-node models of one "
+        "form each; campaigns steered by the probe do not generate them:</p>"
+        f"<ul>{''.join(items)}</ul>"
+    )
+
+
 def _heatmap(d: ReportData, s: Support) -> str:
     labels = [b for b in d.labels if b in s.unsupported] + sorted(
         set(s.unsupported) - set(d.labels)
@@ -311,13 +331,13 @@ def _heatmap(d: ReportData, s: Support) -> str:
         for per in s.unsupported.values():
             for op, missing in per.items():
                 pairs.setdefault(op, [])
-                pairs[op] += [t for t in missing if t not in pairs[op]]
+                pairs[op] += [t for t in missing if t not in pairs[op] and not is_feature(t)]
     types = sorted({t for ts in pairs.values() for t in ts}, key=_dtype_key)
     lacking = {
         op
         for per in s.unsupported.values()
         for op, missing in per.items()
-        if op in pairs and missing
+        if op in pairs and any(not is_feature(t) for t in missing)
     }
     total = sum(len(ts) for ts in pairs.values())
     summary = []
@@ -357,8 +377,9 @@ def _heatmap(d: ReportData, s: Support) -> str:
                     cells.append(f'<td class="n{g}" title="{tip}"></td>')
         rows.append(f'<tr><td class="op">{escape(op)}</td>{"".join(cells)}</tr>')
     full = sorted(set(pairs) - lacking)
+    forms = _forms(d, s, labels)
     if not lacking:
-        return (
+        return forms + (
             f"<p>Each backend was tried on one-node models of every (op, element type) the "
             f"campaign generates ({len(pairs):,} ops, {total:,} pairs): every backend supports "
             f"every pair.</p><p class=muted>{escape(', '.join(full))}</p>"
@@ -377,7 +398,7 @@ def _heatmap(d: ReportData, s: Support) -> str:
         f'<table class="heat"><thead><tr><th></th>{groups}</tr><tr><th></th>{tcols}</tr>'
         f"</thead><tbody>{''.join(rows)}</tbody></table>"
         f"<p class=muted>Supported in every type by every backend ({len(full)}): "
-        f"{escape(', '.join(full))}</p>"
+        f"{escape(', '.join(full))}</p>{forms}"
     )
 
 

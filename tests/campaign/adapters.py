@@ -368,3 +368,35 @@ class TvmFfiSegfault(SegfaultIn):
         import tvm_ffi  # noqa: F401 - loading it installs the handler
 
         super().__init__(op, where)
+
+
+class UnsupportedForm(_OrtWrapper):
+    """Says "not implemented" for one form of ``op`` only, as onnx2torch does for Clip
+    with computed bounds or Reshape with allowzero=1: ``attr=value`` (an int attribute
+    that takes that value) or ``dynamic=k`` (input k not a constant). Found here from the
+    ONNX node itself, independently of onnxfuzz's feature code."""
+
+    name = "unsupported-form"
+
+    def __init__(self, op: str = "Clip", attr: str = "", value: int = 1, dynamic: int = -1):
+        super().__init__(op)
+        self.attr, self.value, self.dynamic = attr, int(value), int(dynamic)
+
+    def triggered(self, model: onnx.ModelProto) -> bool:
+        g = model.graph
+        constants = {i.name for i in g.initializer}
+        constants |= {o for n in g.node if n.op_type == "Constant" for o in n.output}
+        for n in g.node:
+            if n.op_type != self.op:
+                continue
+            if self.attr and any(a.name == self.attr and a.i == self.value for a in n.attribute):
+                return True
+            k = self.dynamic
+            if 0 <= k < len(n.input) and n.input[k] and n.input[k] not in constants:
+                return True
+        return False
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            raise NotImplementedError(f"{self.op} is not implemented in this form")
+        return super().compile(model)

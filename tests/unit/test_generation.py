@@ -13,6 +13,7 @@ from onnxfuzz.generate.choices import ChoiceStream, spans_by_label
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.generator import OP, Generator
 from onnxfuzz.generate.glue import GLUE
+from onnxfuzz.generate.sequences import CLOSE, MAKE
 from onnxfuzz.generate.validate import validate
 
 
@@ -70,8 +71,10 @@ def test_zero_retries_every_spec_runs_once_per_node() -> None:
         case = gen.generate(seed)
         ops = len(spans_by_label(case.spans, OP))
         glue = len(spans_by_label(case.spans, GLUE))
+        # sequences and optionals made for an input, and dangling ones consumed
+        made = len(spans_by_label(case.spans, MAKE)) + len(spans_by_label(case.spans, CLOSE))
         assert case.spec_calls == ops  # one spec run per op drawn
-        assert ops + glue == len(case.model.graph.node) == len(case.ops)
+        assert ops + glue + made == len(case.model.graph.node) == len(case.ops)
         glued += glue
     assert glued > 0  # the default connectivity adapts tensors
 

@@ -39,7 +39,7 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.audit.limits import REFERENCE_LIMITS, Limitation, reference_limits
 from onnxfuzz.generate.audit.rules import INPUT_RULES
 from onnxfuzz.generate.audit.views import NodeView, Rule, Shape, node_views
-from onnxfuzz.generate.graph import Graph
+from onnxfuzz.generate.graph import Graph, Tensor
 from onnxfuzz.generate.intervals import Interval
 from onnxfuzz.generate.validate import check_static, ort_session
 
@@ -161,8 +161,9 @@ def run_ort(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> dict[st
 
 
 def output_intervals(graph: Graph) -> dict[str, Interval | None]:
-    """Every node output's declared value interval (None: bool, no interval)."""
-    return {t.name: t.interval for n in graph.nodes for t in n.outputs}
+    """Every node output's declared value interval (None: bool, no interval); tensors
+    only (graph outputs are tensors: sequences and optionals are consumed inside)."""
+    return {t.name: t.interval for n in graph.nodes for t in n.outputs if isinstance(t, Tensor)}
 
 
 @dataclass

@@ -278,6 +278,14 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
         f"sorted=0 re-takes the values along axis 0 with flat/other-axis indices ({_SOURCE}"
         "op_unique.py: np.take(x, indices, axis=0)): IndexError or wrong values",
     ),
+    Limitation(
+        "Optional",
+        lambda n: True,
+        f"wraps its input in a list ({_SOURCE}op_optional.py: return ([x],)): "
+        "OptionalGetElement then returns the tensor with an extra leading axis of 1, and an "
+        "empty Optional becomes [None], which OptionalHasElement reports as holding a value "
+        "(ONNX Runtime runs both as the schema says)",
+    ),
 )
 
 
