@@ -22,6 +22,8 @@ from onnx import helper, numpy_helper
 from onnxfuzz.generate.config import DEFAULT_OPSET, Config
 from onnxfuzz.generate.export import _attr_value
 from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.graph import Tensor
+from onnxfuzz.generate.sequences import type_proto
 from onnxfuzz.generate.validate import validate
 
 
@@ -37,9 +39,17 @@ def recipe(g) -> tuple:
         )
         for n in g.nodes
     ]
-    vi = lambda ts: [(t.name, t.dtype, list(t.shape)) for t in ts]  # noqa: E731
+    # tensors as plain data; a sequence or optional as its TypeProto, made here
+    vi = lambda ts: [  # noqa: E731
+        (t.name, t.dtype, list(t.shape)) if isinstance(t, Tensor) else (t.name, type_proto(t))
+        for t in ts
+    ]
     inits = [(t.name, a) for t, a in g.initializers]
     return nodes, vi(g.inputs), vi(g.outputs()), vi(g.intermediates()), inits
+
+
+def _vi(x: tuple):
+    return helper.make_tensor_value_info(*x) if len(x) == 3 else helper.make_value_info(*x)
 
 
 def build_floor(r: tuple, opset: int, ir: int) -> bytes:
@@ -47,10 +57,10 @@ def build_floor(r: tuple, opset: int, ir: int) -> bytes:
     graph = helper.make_graph(
         [helper.make_node(op, i, o, name=n, **a) for op, i, o, n, a in nodes],
         "g",
-        [helper.make_tensor_value_info(*x) for x in ins],
-        [helper.make_tensor_value_info(*x) for x in outs],
+        [_vi(x) for x in ins],
+        [_vi(x) for x in outs],
         initializer=[numpy_helper.from_array(a, name) for name, a in inits],
-        value_info=[helper.make_tensor_value_info(*x) for x in mids],
+        value_info=[_vi(x) for x in mids],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir)
     return model.SerializeToString()
