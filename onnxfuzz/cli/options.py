@@ -92,7 +92,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
         click.option(
             "--connectivity",
             type=click.FloatRange(0, 1),
-            default=0.8,
+            default=0.9,
             show_default=True,
             help="How eagerly ops chain: the chance an input takes a node's output, adapted "
             "by glue ops (Cast, Clip, Reshape, Slice, Pad, ...) where none fits as it is; "
@@ -149,7 +149,7 @@ def generator_fields(
     max_rank: int,
     max_dim: int,
     weights_as_inputs: bool,
-    connectivity: float = 0.8,
+    connectivity: float = 0.9,
     block_rate: float = 0.2,
     domains: str = "ai.onnx",
     max_depth: int = 2,

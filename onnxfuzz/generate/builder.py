@@ -52,6 +52,13 @@ DANGLING_FIRST = 0.75  # chaining: the chance to take an output nothing consumes
 # Weights are constants in most real models (and compilers fold them: Conv-BatchNorm),
 # so a weight input is computed by glue less often than a data input.
 COMPUTED_WEIGHTS = 0.25
+# An op's further inputs take another node's output than its first ones this often,
+# where one fits: an edge more (x + y rather than x + x), so branches merge.
+OTHER_SOURCE = 0.9
+# A data input that no node output fits as it is is adapted by glue this many times as
+# eagerly as ops chain (always at --connectivity 0.8 and above): a fresh data input
+# would start a new chain, leaving the graph wide and shallow.
+GLUE_DATA = 1.25
 _TYPES_CACHE: dict[tuple, tuple[int, ...]] = {}
 
 
@@ -475,13 +482,17 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         if produced:
             if not s.chance(rate):
                 return None
+            mine = {t.name for t in self.taken.values()}
+            other = [t for t in produced if t.name not in mine] if mine else produced
+            if other and len(other) < len(produced) and s.chance(OTHER_SOURCE):
+                produced = other
             dangling = [t for t in produced if t.name not in self.g.consumed]
             if dangling and len(dangling) < len(produced) and s.chance(DANGLING_FIRST):
                 produced = dangling
             return produced[s.index(len(produced))]
         if self.budget <= 0 or not self.g.produced:
             return None
-        if not s.chance(rate if kind == DATA else rate * COMPUTED_WEIGHTS):
+        if not s.chance(min(1.0, rate * GLUE_DATA) if kind == DATA else rate * COMPUTED_WEIGHTS):
             return None
         assert self.glue is not None
         need = self._need(allowed, lo, hi, dims, values_arg)

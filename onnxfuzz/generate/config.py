@@ -41,7 +41,7 @@ class Config:
     # graph input where both fit, and that an input nothing fits is made by adapting a
     # node's output with glue ops (onnxfuzz.generate.glue) instead of a fresh graph input.
     # 0 generates as before the knob existed.
-    connectivity: float = 0.8
+    connectivity: float = 0.9
     # The chance that a drawn op starts a block instead: a pattern real models are made of
     # (conv-bn-relu, attention, QDQ pairs, ...: onnxfuzz.generate.blocks).
     block_rate: float = 0.2

@@ -7,18 +7,21 @@ produced (a dangling output first, so chains grow long) and emit the few ops tha
 it, every decision an ordinary recorded choice, so generation stays backtrack-free,
 byte-deterministic per seed, replayable and shrinkable:
 
-    values   Clip        into the input's value domain (and into a Cast's target range)
+    values   Clip        into the input's value domain (and into a Cast's target range);
+             sometimes Relu, Tanh or Sigmoid where its range fits the domain
     type     Cast        only where it is exact or merely rounds: never float -> int or
                          bool, where truncation turns a tolerated rounding difference
                          between two backends into a mismatch (a false alarm)
     rank     Reshape | Flatten | Squeeze | Unsqueeze
     layout   Transpose   sometimes (compilers' layout and transpose passes)
-    dims     Slice to shrink, then Pad | Expand | Tile to grow
+    dims     Slice to shrink, then Pad | Expand | Tile to grow; or, where one axis
+             alone changes, sometimes one Gather (a window of indices, wrapping
+             around: it shrinks and grows at once)
 
 Glue ops are nodes like any other: they count toward the model's node budget, and only
 ops the run may generate are used (``--ops``, ``--exclude-ops``, the probe's avoid list).
-None of them computes new values (they move, repeat, clip or convert values), so every
-interval stays sound.
+Most of them compute no new values (they move, repeat, clip or convert values); the
+activations' outputs lie in their fixed ranges, so every interval stays sound.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ GLUE_OPS = (
     "Pad",
     "Expand",
     "Tile",
+    "Gather",
+    "Relu",
+    "Tanh",
+    "Sigmoid",
 )
 GLUE = "glue"  # span label: one per glue node (the shrinker counts nodes per op with it)
 # ONNX Runtime 1.31's CPU Clip on int64 leaves some values beyond the int32 range unclipped
@@ -54,6 +61,12 @@ GLUE = "glue"  # span label: one per glue node (the shrinker counts nodes per op
 # would be wrong, so int64 tensors are clipped only inside it (glue and the Clip spec).
 INT64_CLIP_SAFE = 2**31 - 1
 TRANSPOSE_RATE = 0.1  # how often a rank >= 2 adaptation also permutes the axes
+# How often a one-axis change of dims is one Gather instead of Slice and Pad|Expand|Tile:
+# varied glue makes varied op chains, and Gather is one node with one constant input.
+GATHER_RATE = 0.5
+# How often a value adaptation that an activation can do is one (Relu for Clip(min=0);
+# Tanh, Sigmoid where their ranges fit): activations are what compilers fuse.
+ACTIVATION_RATE = 0.5
 
 
 @dataclass(frozen=True)
@@ -226,6 +239,16 @@ def _cost(glue: Glue, t: Tensor, need: Need) -> tuple[int, list[tuple[int, int]]
     return steps, targets
 
 
+def _fits(need: Need, shape: tuple[int, ...]) -> bool:
+    """Do ``shape``'s dims fit ``need`` as they are (no Slice, Pad, ... needed)?"""
+    pattern = need.pattern(len(shape))
+    return pattern is None or all(need.fits(c, e) for c, e in zip(shape, pattern, strict=True))
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
 def _clip_interval(iv: Interval, bounds: Interval) -> Interval:
     a, b = bounds.lo, bounds.hi
     return Interval(min(max(iv.lo, a), b), min(max(iv.hi, a), b), bounds.min_abs)
@@ -268,7 +291,8 @@ class _Emitter:
             )
         vlo, vhi = v.bounds(d)
         if not fits_values(t.interval, vlo, vhi, v.min_abs):
-            t = self._clip(t, _clip_bounds(t.interval, d, vlo, vhi, v.min_abs))
+            bounds = _clip_bounds(t.interval, d, vlo, vhi, v.min_abs)
+            t = self._activation(t, vlo, vhi, v.min_abs) or self._clip(t, bounds)
         r = min(max(t.rank, need.lo), need.hi)
         if r != t.rank:
             t = self._rank(t, r)
@@ -280,7 +304,10 @@ class _Emitter:
                 j = s.index(i + 1)
                 perm[i], perm[j] = perm[j], perm[i]
             shape = tuple(t.shape[p] for p in perm)
-            t = self._node("Transpose", [t], d, shape, t.interval, perm=perm)
+            # Permuted dims that no longer fit cost a Slice and a Pad the budget may lack
+            extra = 2 if _fits(need, t.shape) and not _fits(need, shape) else 0
+            if 1 + extra <= self.spare:
+                t = self._node("Transpose", [t], d, shape, t.interval, perm=perm)
         if r > 0:
             t = self._dims(t, need)
         return t
@@ -325,6 +352,27 @@ class _Emitter:
             lo = self._const("min", np.array(dt.value_range(t.dtype)[0]), t.dtype)
         ins = [t, lo, hi] if hi else [t, lo]
         return self._node("Clip", ins, t.dtype, t.shape, _clip_interval(iv, bounds))
+
+    def _activation(self, t: Tensor, lo: float, hi: float, m: float) -> Tensor | None:
+        """Sometimes an activation instead of a Clip, where its output fits ``[lo, hi]``
+        with |x| >= m: Relu (exact), Tanh, Sigmoid (their intervals as their specs give
+        them: the image of the input's, widened by a few ulps, as kernels approximate
+        them); None: Clip it is."""
+        d, iv = t.dtype, t.interval
+        ways: list[tuple[str, Interval]] = []
+        relu = Interval(max(iv.lo, 0.0), max(iv.hi, 0.0))
+        if self.glue.has("Relu", d) and fits_values(relu, lo, hi, m):
+            ways.append(("Relu", relu))
+        if d in dt.FLOATS:
+            tlo, thi = dt.value_range(d)
+            for op, f in (("Tanh", math.tanh), ("Sigmoid", _sigmoid)):
+                out = rounding_room(iv.monotone(f), d, tlo, thi)
+                if self.glue.has(op, d) and fits_values(out, lo, hi, m):
+                    ways.append((op, out))
+        if not ways or not self.s.chance(ACTIVATION_RATE):
+            return None
+        op, out = ways[self.s.index(len(ways))]
+        return self._node(op, [t], d, t.shape, out)
 
     def _rank(self, t: Tensor, r: int) -> Tensor | None:
         s, d = self.s, t.dtype
@@ -404,6 +452,9 @@ class _Emitter:
                 want.append(c if c <= need.max_dim else self.s.integer(1, need.max_dim))
             else:
                 want.append(c if need.fits(c, e) else need.draw_dim(i, e))
+        moved = [i for i, (w, c) in enumerate(zip(want, t.shape, strict=True)) if w != c]
+        if len(moved) == 1 and self.glue.has("Gather", t.dtype) and self.s.chance(GATHER_RATE):
+            return self._gather(t, moved[0], want[moved[0]])
         if any(w < c for w, c in zip(want, t.shape, strict=True)):
             if not self.glue.has("Slice", t.dtype):
                 return None
@@ -411,6 +462,18 @@ class _Emitter:
         if any(w > c for w, c in zip(want, t.shape, strict=True)):
             return self._grow(t, tuple(want))
         return t
+
+    def _gather(self, t: Tensor, axis: int, n: int) -> Tensor:
+        """``n`` consecutive indices along ``axis`` from a drawn start, wrapping around
+        (so repeating where ``n`` exceeds the dim), sometimes reversed: values only move."""
+        c = t.shape[axis]
+        start = self.s.integer(0, c - 1)
+        idx = [(start + k) % c for k in range(n)]
+        if self.s.chance(0.5):
+            idx.reverse()
+        shape = t.shape[:axis] + (n,) + t.shape[axis + 1 :]
+        ins = [t, self._const("indices", idx, dt.INT64)]
+        return self._node("Gather", ins, t.dtype, shape, t.interval, axis=axis)
 
     def _grow(self, t: Tensor, want: tuple[int, ...]) -> Tensor | None:
         s, d, shape = self.s, t.dtype, t.shape

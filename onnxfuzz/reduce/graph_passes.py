@@ -128,12 +128,13 @@ def bypass_nodes(s: State) -> Iterator[State]:
 
 def drop_sinks(s: State) -> Iterator[State]:
     """Remove a node only graph outputs read (a Concat or Reshape at the end of the
-    failing path), its inputs that nodes or the graph feed becoming the outputs: the
-    failure may be upstream of it, where no tensor of its type and shape is."""
+    failing path), its inputs that nodes feed becoming the outputs: the failure may be
+    upstream of it, where no tensor of its type and shape is. (A graph input made an output
+    would only echo itself, and the larger output count would keep the sink.)"""
     g = s.model.graph
     read = {t for n in g.node for t in reads(n)}
     types = _types(s.model)
-    feeds = {i.name for i in g.input} | {t for n in g.node for t in n.output}
+    feeds = {t for n in g.node for t in n.output}
     for k, node in enumerate(g.node):
         if any(t in read for t in node.output):
             continue

@@ -11,12 +11,14 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.choices import spans_by_label
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.control import CONTROL_OPS
-from onnxfuzz.generate.generator import OP, Generator, glue_per_op
-from onnxfuzz.generate.glue import GLUE_OPS
+from onnxfuzz.generate.generator import NODE_COUNT, OP, Generator, glue_per_op
+from onnxfuzz.generate.glue import GLUE, GLUE_OPS
 from onnxfuzz.generate.sequences import CLOSE, MAKE
 from onnxfuzz.generate.sequences import OPS as SEQUENCE_OPS
 from onnxfuzz.generate.validate import validate
 from onnxfuzz.reduce.choice_passes import Choices, _without
+
+GLUE_ACTIVATIONS = ("Relu", "Tanh", "Sigmoid")
 
 
 def _chain_stats(models: list[onnx.ModelProto]) -> tuple[float, float]:
@@ -139,3 +141,62 @@ def test_dropping_an_op_drops_the_glue_it_brought() -> None:
             checked += 1
             break
     assert checked > 10
+
+
+def test_gather_glue_moves_one_axis_in_range() -> None:
+    """Where one axis alone changes, glue may be one Gather: a window of in-range indices
+    (wrapping, so it can grow the axis too); its models stay valid."""
+    gen = Generator(Config(min_nodes=15, max_nodes=15, connectivity=1.0))
+    gathers = 0
+    for seed in range(60):
+        case = gen.generate(seed)
+        m = onnx.shape_inference.infer_shapes(case.model, strict_mode=True)
+        shapes = {
+            vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+            for vi in [*m.graph.value_info, *m.graph.input, *m.graph.output]
+        }
+        inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+        found = [n for n in _glue_nodes(m) if n.op_type == "Gather"]
+        for n in found:
+            axis = next(a.i for a in n.attribute if a.name == "axis")
+            src, out, idx = shapes[n.input[0]], shapes[n.output[0]], inits[n.input[1]]
+            assert idx.ndim == 1 and idx.min() >= 0 and idx.max() < src[axis], (seed, n.name)
+            assert [d for i, d in enumerate(src) if i != axis] == [
+                d for i, d in enumerate(out) if i != axis
+            ]
+        if found:
+            gathers += len(found)
+            v = validate(case.model, case.make_inputs(seed))
+            assert v.ok and v.finite, (seed, v.problems[:1])
+    assert gathers > 10
+
+
+def test_activation_glue_brings_values_into_the_domain() -> None:
+    """Some value adaptations are an activation instead of a Clip (Relu for Clip(min=0),
+    Tanh, Sigmoid where their range fits): its consumer's models stay valid and finite."""
+    gen = Generator(Config(min_nodes=15, max_nodes=15, connectivity=1.0))
+    seen: dict[str, int] = {}
+    for seed in range(80):
+        case = gen.generate(seed)
+        acts = [n.op_type for n in _glue_nodes(case.model) if n.op_type in GLUE_ACTIVATIONS]
+        for op in acts:
+            seen[op] = seen.get(op, 0) + 1
+        if acts:
+            v = validate(case.model, case.make_inputs(seed))
+            assert v.ok and v.finite, (seed, v.problems[:1])
+    assert {"Tanh", "Sigmoid"} <= set(seen), seen  # Relu fits rarely: a domain from 0 up
+
+
+def test_glue_stays_inside_the_node_budget() -> None:
+    """A glue Transpose whose permuted dims no longer fit would need a Slice and a Pad
+    more than the adaptation was costed at: the model would exceed its node count (seen
+    once in these 800 models before the Transpose checked its cost)."""
+    for lo, hi in ((2, 6), (1, 30)):
+        gen = Generator(Config(min_nodes=lo, max_nodes=hi, connectivity=1.0))
+        for seed in range(400):
+            case = gen.generate(seed)
+            n = lo + case.choices[spans_by_label(case.spans, NODE_COUNT)[0].start]
+            ops, glue = len(spans_by_label(case.spans, OP)), len(spans_by_label(case.spans, GLUE))
+            assert ops + glue <= n, seed  # sequence nodes (made, closed) may come on top
+            if not spans_by_label(case.spans, MAKE) and not spans_by_label(case.spans, CLOSE):
+                assert ops + glue == n, seed
