@@ -47,14 +47,18 @@ def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def single_node(model: onnx.ModelProto, node: onnx.NodeProto) -> onnx.ModelProto:
-    """``node`` alone: its tensor inputs become graph inputs, initializers stay."""
+def single_node(model: onnx.ModelProto, node: onnx.NodeProto) -> onnx.ModelProto | None:
+    """``node`` alone: its tensor inputs become graph inputs, initializers stay. None when
+    an input's type is not declared in ``model`` (a reducer's candidate may lack it)."""
     infos = {
         vi.name: vi
         for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output)
     }
     inits = {i.name: i for i in model.graph.initializer}
-    ins = [infos[t] for t in dict.fromkeys(node.input) if t and t not in inits]
+    names = [t for t in dict.fromkeys(node.input) if t and t not in inits]
+    if any(t not in infos for t in names):
+        return None
+    ins = [infos[t] for t in names]
     graph = helper.make_graph(
         [node],
         "node",
@@ -113,6 +117,8 @@ def _explained_by_inputs(
     tol_dtypes: dict[str, str] | None,
 ) -> bool:
     one = single_node(model, node)
+    if one is None:
+        return False  # not shown to be explained: the mismatch stands
     values = {**feeds, **have}
     inputs = {i.name: values[i.name] for i in one.graph.input if i.name in values}
     if len(inputs) != len(one.graph.input):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -866,9 +867,17 @@ class Campaign:
         if self.opts.reduce and lane is not None and f.case is not None and hits < MAX_REDUCED:
             lane.settle()  # the reduction uses the workers
             rep = Reproducer(lane, Target(f.backend, f.reference, f.signature), self.oracle)
-            with lane.time_limit(reduction_timeout(f)):
-                reduced = reduce_case(gen or self.generator, f.case, rep, self.opts.reduce_budget)
-            return f"{f.signature}|{reduced.pattern}", reduced
+            try:
+                with lane.time_limit(reduction_timeout(f)):
+                    reduced = reduce_case(
+                        gen or self.generator, f.case, rep, self.opts.reduce_budget
+                    )
+            except Exception:  # noqa: BLE001 - a bug in onnxfuzz must not end the campaign
+                # The finding is kept, unreduced, and the error logged with its seed.
+                with self._lock, open(self.out / "reducer-errors.log", "a") as log:
+                    log.write(f"seed {f.case.seed} ({f.signature}):\n{traceback.format_exc()}\n")
+            else:
+                return f"{f.signature}|{reduced.pattern}", reduced
         with self._lock:
             keys = self.store.keys_of(f.signature)
         return (keys[0] if keys else f"{f.signature}|unreduced"), None
