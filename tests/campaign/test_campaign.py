@@ -422,3 +422,25 @@ def test_the_probe_is_shared_out_over_the_lanes_and_gives_what_one_lane_gives(
     assert json.dumps(two) == json.dumps(one)
     total = seen[-1][1]
     assert [d for d, _ in seen] == list(range(1, total + 1)) and total >= 8
+
+
+def test_a_reducer_failure_keeps_the_finding_and_the_campaign_goes_on(
+    tmp_path, monkeypatch
+) -> None:
+    # A bug in onnxfuzz's reducer (a candidate model it cannot handle) once ended a whole
+    # campaign: now the finding is stored unreduced and the traceback logged with its seed.
+    import onnxfuzz.run.campaign as campaign_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("reducer bug for this test")
+
+    monkeypatch.setattr(campaign_module, "reduce_case", broken)
+    label = f"{ADAPTERS}:WrongOp:op=Sigmoid"
+    c = _campaign(tmp_path, label, tests=15, generator={"dtypes": ["float32"]})
+    counts = _verdicts(c, label)
+    assert sum(counts.values()) == 15 and counts.get("mismatch", 0) >= 1, counts
+    bugs = _bugs(c)
+    assert len(bugs) == 1
+    assert (c.out / "bugs" / bugs[0]["id"] / "model.onnx").exists()
+    log = (c.out / "reducer-errors.log").read_text()
+    assert "reducer bug for this test" in log and "seed " in log

@@ -24,3 +24,18 @@ def test_the_largest_finite_error_is_reported_beside_nans() -> None:
     got = np.array([np.nan, 2.5, 3.0], dtype=np.float32)
     j = _values("y", want, got, (1e-3, 1e-2))
     assert j is not None and "max abs err 0.5," in j.message
+
+
+def test_single_node_without_a_declared_input_type_is_none() -> None:
+    # A reducer's candidate can lack the value_info of an intermediate (seen for a NonZero
+    # output): localization then cannot cut the node out, and says so instead of failing.
+    from onnx import TensorProto, helper
+
+    from onnxfuzz.judge.localize import single_node
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("Relu", ["x"], ["mid"]), helper.make_node("Neg", ["mid"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
+    assert single_node(model, nodes[1]) is None
+    assert single_node(model, nodes[0]) is not None
