@@ -71,3 +71,13 @@ def test_the_reference_evaluator_still_votes_where_no_fault_applies():
     outcomes["torch"] = Outcome(Status.OK, outputs={"y": np.array([[[[5.0]]]], np.float32)})
     a = attribute(model, outcomes, "ort", OracleConfig())
     assert a is not None and a.majority == {"ort", "onnx-reference"}
+
+
+def test_a_model_the_fault_check_cannot_read_keeps_the_old_vote_and_does_not_raise():
+    # A reduced model may lack the value_info of an intermediate, which the check reads.
+    model = _slice_model(I64_MIN)
+    del model.graph.value_info[:]
+    x = np.arange(1, 5, dtype=np.float32).reshape(2, 2, 1, 1)
+    outcomes = _outcomes(model, x)
+    a = attribute(model, outcomes, "ort", OracleConfig())
+    assert a is not None and a.reference_odd  # as before the check: ORT outvoted
