@@ -269,8 +269,11 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         self.nest = nest
         self.scopes: list[Scope] = []
         self.name = graph.fresh_name(spec.op_type.lower())
-        self.offered: list[str] = []  # the features this op's draws could have pinned
+        # The features this op's draws could have pinned, when asked for (the probe's
+        # discovery sets a list); None keeps feature names off the generation hot path.
+        self.offered: list[str] | None = None
         self.probing = bool(cfg.pin) and any(op == self.op for op, _ in cfg.pin)
+        self.steered = bool(cfg.avoid_features)  # some op's forms are avoided
 
     # --- variables -------------------------------------------------------------------
     def arity(self, lo: int, hi: int, name: str | int = 0) -> int:
@@ -282,18 +285,20 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         """Is the optional input ``name`` present? (Shrinks toward absent.)"""
         formal = self._formal(name)
         self._position(formal, 0)
-        left_out = (self.op, features.omitted(formal))
-        self.offered.append(left_out[1])
-        if self.probing:  # the probe's model of one feature (see ``attr``)
-            pin = self.cfg.pin
-            if left_out in pin:
-                return False
-            if (self.op, features.dynamic(formal)) in pin or any(
-                op == self.op and f.startswith("omitted:") for op, f in pin
-            ):
-                return True  # the input it is about, or a later one, must be there
-        elif left_out in self.cfg.avoid_features:
-            return True  # left out with a later one there: a form a backend lacks
+        if self.probing or self.steered or self.offered is not None:
+            left_out = (self.op, features.omitted(formal))
+            if self.offered is not None:
+                self.offered.append(left_out[1])
+            if self.probing:  # the probe's model of one feature (see ``attr``)
+                pin = self.cfg.pin
+                if left_out in pin:
+                    return False
+                if (self.op, features.dynamic(formal)) in pin or any(
+                    op == self.op and f.startswith("omitted:") for op, f in pin
+                ):
+                    return True  # the input it is about, or a later one, must be there
+            elif left_out in self.cfg.avoid_features:
+                return True  # left out with a later one there: a form a backend lacks
         return not self.s.chance(1.0 - p)
 
     def draw(self, name: str, domain: Domain) -> Any:
@@ -302,6 +307,12 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         return domain.draw(self.s)
 
     def attr(self, name: str, domain: Domain, default: Any = MISSING) -> Any:
+        if not (self.probing or self.steered or self.offered is not None):
+            if default is not MISSING and self.s.chance(0.5):
+                return default
+            v = self.draw(name, domain)
+            self.attrs[name] = v
+            return v
         pin, avoid = self.cfg.pin, self.cfg.avoid_features
         # The probe's model of one feature: every other feature-bearing draw takes its
         # simplest form (default, first option, constant), so a failure is the feature's.
@@ -310,14 +321,16 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
             for op, f in pin
         )
         if default is not MISSING:
-            self.offered.append(features.present(name))
+            if self.offered is not None:
+                self.offered.append(features.present(name))
             if not pinned and (
                 self.probing or (self.op, features.present(name)) in avoid or self.s.chance(0.5)
             ):
                 return default
         if isinstance(domain, OneOf):
             named = [(o, features.valued(name, o)) for o in domain.options]
-            self.offered.extend(f for _, f in named if f is not None)
+            if self.offered is not None:
+                self.offered.extend(f for _, f in named if f is not None)
             if self.probing:
                 o = next((o for o, f in named if (self.op, f) in pin), domain.options[0])
                 self.attrs[name] = o
@@ -350,11 +363,12 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         allowed = self._allowed(name, dtype)
         lo, hi = self._rank_range(name, rank, dims)
         t = None
-        if kind == WEIGHT:
+        if kind == WEIGHT and (self.probing or self.steered or self.offered is not None):
             # A weight computed or fed in is a feature a backend may lack (onnx2torch's
             # Clip takes constant bounds only): the probe pins it, steering avoids it.
             feature = (self.op, features.dynamic(name))
-            self.offered.append(feature[1])
+            if self.offered is not None:
+                self.offered.append(feature[1])
             if feature in self.cfg.pin:  # a graph input
                 t = self._fresh(name, index, allowed, lo, hi, dims, values, DATA)
             elif self.cfg.weights_as_initializers and (

@@ -96,6 +96,7 @@ def feature_variants(single: SingleOp) -> list[Variant]:
     offered: dict[str, None] = {}
     for seed in range(DISCOVERY_DRAWS):
         b = GenBuilder(spec, info, gen.cfg, Graph(), ChoiceStream(seed))
+        b.offered = []  # record the features the draws pass
         try:
             spec.build(b, spec.params)
         except ConfigError:

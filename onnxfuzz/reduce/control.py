@@ -91,16 +91,18 @@ def prune_bodies(g: onnx.GraphProto) -> None:
 
 
 def _prune_graph(g: onnx.GraphProto) -> None:
-    _prune_nodes(g)
+    prune_nodes(g)
     if trim_unused(g):
-        _prune_nodes(g)
+        prune_nodes(g)
     produced = {t for n in g.node for t in n.output}
     vis = [vi for vi in g.value_info if vi.name in produced]
     del g.value_info[:]
     g.value_info.extend(vis)
 
 
-def _prune_nodes(g: onnx.GraphProto) -> None:
+def prune_nodes(g: onnx.GraphProto) -> set[str]:
+    """Keep the nodes some graph output needs (reads from bodies count); returns the
+    tensors they read."""
     needed = {o.name for o in g.output}
     keep = []
     for node in reversed(g.node):
@@ -110,6 +112,7 @@ def _prune_nodes(g: onnx.GraphProto) -> None:
     keep.reverse()
     del g.node[:]
     g.node.extend(keep)
+    return needed
 
 
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:

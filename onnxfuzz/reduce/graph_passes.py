@@ -25,7 +25,7 @@ from onnx import numpy_helper
 
 from onnxfuzz.generate.validate import check_static
 from onnxfuzz.reduce import control
-from onnxfuzz.reduce.control import reads, rename_reads
+from onnxfuzz.reduce.control import prune_nodes, reads, rename_reads
 from onnxfuzz.reduce.measure import Size, size_of
 from onnxfuzz.reduce.passes import Pass, fixed_point
 
@@ -46,28 +46,14 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def _prune_nodes(g: onnx.GraphProto) -> set[str]:
-    """Keep the nodes some graph output needs; returns the tensors they read."""
-    needed = {o.name for o in g.output}
-    keep = []
-    for node in reversed(g.node):
-        if any(t in needed for t in node.output):
-            keep.append(node)
-            needed.update(reads(node))
-    keep.reverse()
-    del g.node[:]
-    g.node.extend(keep)
-    return needed
-
-
 def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
     """Drop nodes no graph output needs (control-flow outputs nothing reads, and the body
     nodes only they needed, too), then unused inputs, initializers and value_info."""
     g = model.graph
-    _prune_nodes(g)
+    prune_nodes(g)
     control.trim_unused(g)
     control.prune_bodies(g)
-    needed = _prune_nodes(g)
+    needed = prune_nodes(g)
     for field_ in (g.input, g.initializer):
         kept = [x for x in field_ if x.name in needed]
         del field_[:]

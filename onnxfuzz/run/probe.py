@@ -138,7 +138,7 @@ def unsupported_pairs(
     ops = list(by_op.values())
 
     def probe_features(pool: BackendPool, k: int) -> None:
-        found = lacked_features(pool, label, feature_variants(ops[k]))
+        found = lacked_features(pool, label, _variants(ops[k]))
         if found:
             lacked[ops[k].op] = found
         tick(len(singles) + len(ops))
@@ -157,6 +157,17 @@ def unsupported_pairs(
     except OSError:
         pass  # a read-only home: probe again next time
     return out
+
+
+_VARIANTS: dict[tuple[str, str, str], list[Variant]] = {}
+
+
+def _variants(single: SingleOp) -> list[Variant]:
+    """``feature_variants``, made once per op, type and options for all backends probed."""
+    key = (single.op, single.dtype, json.dumps(single.generator.cfg.to_record()))
+    if key not in _VARIANTS:
+        _VARIANTS[key] = feature_variants(single)
+    return _VARIANTS[key]
 
 
 def _reason(o: Outcome) -> str:
