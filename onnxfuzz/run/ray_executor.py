@@ -141,6 +141,7 @@ class _Actors:
     starting: dict[Any, Any] = field(default_factory=dict)  # ready ref -> actor
     pids: dict[Any, int] = field(default_factory=dict)  # actor -> its process id
     hosts: dict[Any, str] = field(default_factory=dict)
+    nodes: dict[Any, str] = field(default_factory=dict)  # actor -> its Ray node id
 
 
 class RayCampaign(Campaign):
@@ -167,6 +168,7 @@ class RayCampaign(Campaign):
         self._actors = _Actors()
         self._setup: ShardSetup | None = None
         self._remote: Any = None
+        self._flights: dict[Any, _Flight] = {}  # stream -> the shard it runs
 
     # --- set-up ----------------------------------------------------------------------
     def _lane_count(self) -> int:
@@ -250,6 +252,7 @@ class RayCampaign(Campaign):
                 )
         self._actors.pids[actor] = r.pid
         self._actors.hosts[actor] = r.host
+        self._actors.nodes[actor] = r.node
         self._actors.idle.append(actor)
         return True
 
@@ -274,6 +277,10 @@ class RayCampaign(Campaign):
         return {
             f"{self._actors.hosts[a]}#{i}": p for i, (a, p) in enumerate(self._actors.pids.items())
         }
+
+    def busy_nodes(self) -> set[str]:
+        """Ray node ids running a shard now (for operators and tests)."""
+        return {self._actors.nodes.get(f.actor, "") for f in self._flights.values()}
 
     # --- the loop --------------------------------------------------------------------
     def _shards(self, done: set[int]) -> Iterator[list[int]]:
@@ -304,7 +311,8 @@ class RayCampaign(Campaign):
         grace = 2 * o.timeout + 10.0
         shards = self._shards(stored)
         again: deque[tuple[list[int], int]] = deque()  # shards to give again, with tries
-        flights: dict[Any, _Flight] = {}  # stream -> flight
+        flights = self._flights  # stream -> flight
+        flights.clear()
         next_scale = time.monotonic() + SCALE_EVERY
 
         def dispatch() -> None:
@@ -417,6 +425,7 @@ class RayCampaign(Campaign):
     def _forget(self, actor: Any) -> None:
         self._actors.pids.pop(actor, None)
         self._actors.hosts.pop(actor, None)
+        self._actors.nodes.pop(actor, None)
         if actor in self._actors.idle:
             self._actors.idle.remove(actor)
         with contextlib.suppress(Exception):  # it is gone already

@@ -12,9 +12,12 @@ an actor.
 
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import os
 import socket
+import sys
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -77,6 +80,7 @@ class Ready:
     digest: str
     pid: int
     host: str
+    node: str = ""  # the Ray node id (hosts of a one-machine cluster share a name)
 
 
 @dataclass
@@ -111,7 +115,12 @@ class ShardRunner:
         self._last = 0.0
 
     def ready(self) -> Ready:
-        return Ready(self.infos, code_digest(), os.getpid(), socket.gethostname())
+        node = ""
+        ray = sys.modules.get("ray")  # loaded in a Ray actor; not imported here
+        if ray is not None:
+            with contextlib.suppress(Exception):  # not in a Ray worker: no node
+                node = ray.get_runtime_context().get_node_id()
+        return Ready(self.infos, code_digest(), os.getpid(), socket.gethostname(), node)
 
     def run_shard(self, indices: list[int], deadline: float | None) -> Iterator[list[Tested]]:
         """Make, run and judge these tests (pipelined as a local lane is), yielding what

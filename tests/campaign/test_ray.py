@@ -160,7 +160,9 @@ def test_a_lost_node_s_shards_run_on_the_nodes_left(tmp_path, cluster, local) ->
     lost: list[bool] = []
 
     def lose_node(p: Progress) -> None:
-        if not lost and 8 <= p.tests < TESTS - 16:
+        # Only while the worker node runs a shard (CI once lost it while its actor waited
+        # between shards with none left for it, and nothing had to run again).
+        if not lost and 8 <= p.tests < TESTS - 16 and worker.node_id in c.busy_nodes():
             cluster.remove_node(worker, allow_graceful=False)  # raylet, workers: all gone
             lost.append(True)
 
