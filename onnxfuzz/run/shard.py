@@ -13,7 +13,6 @@ an actor.
 from __future__ import annotations
 
 import contextlib
-
 import hashlib
 import os
 import socket
