@@ -357,7 +357,8 @@ def _values(
     g = got.astype(np.float64)
     both_nan = np.isnan(w) & np.isnan(g)
     same_inf = np.isinf(w) & (w == g)
-    err = np.abs(g - w)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, judged below
+        err = np.abs(g - w)
     ok = (err <= atol + rtol * np.abs(w)) | both_nan | same_inf
     if ok.all():
         return None
@@ -365,8 +366,9 @@ def _values(
     n = int(bad.sum())
     err_bad = np.where(bad, np.nan_to_num(err, nan=np.inf), 0.0)
     idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(err_bad)), w.shape))
-    rel = err / np.maximum(np.abs(w), 1e-30)
-    min_atol = float(np.max(np.where(bad, err - rtol * np.abs(w), 0.0)))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        rel = err / np.maximum(np.abs(w), 1e-30)
+        min_atol = float(np.max(np.where(bad, err - rtol * np.abs(w), 0.0)))
     msg = (
         f"output {name}: {n}/{want.size} elements outside atol={atol:g} rtol={rtol:g}; "
         f"max abs err {_nanmax(err[bad]):.4g}, max rel err "
