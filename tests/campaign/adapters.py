@@ -221,6 +221,39 @@ class PairCrash(_OrtWrapper):
         return super().run(executable, inputs)
 
 
+class WrongFusion(_OrtWrapper):
+    """A planted wrong fusion: a ``then`` node fed by a ``first`` node whose output nothing
+    else sees (not a graph output: the pair a compiler fuses) computes ``then`` + 0.5, in
+    ``dtype`` (float16 unless told). Exposing the intermediates hides it, as it hides a
+    real fusion."""
+
+    name = "wrong-fusion"
+
+    def __init__(self, first: str = "Mul", then: str = "Add", dtype: str = "float16") -> None:
+        super().__init__(then)
+        self.first = first
+        self.dtype = np.dtype(dtype)
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        g = m.graph
+        exposed = {o.name for o in g.output}
+        inner = {t for n in g.node if n.op_type == self.first for t in n.output} - exposed
+        nodes = list(g.node)
+        del g.node[:]
+        for n in nodes:
+            if n.op_type == self.op and inner.intersection(n.input):
+                out = n.output[0]
+                n.output[0] = f"{out}__fused"
+                half = f"{out}__half"
+                g.initializer.append(onnx.numpy_helper.from_array(self.dtype.type(0.5), half))
+                g.node.extend([n, onnx.helper.make_node("Add", [n.output[0], half], [out])])
+            else:
+                g.node.append(n)
+        return (self._session(m), False)
+
+
 class PromoteInt32(_OrtWrapper):
     """A planted type bug: ``op`` nodes' int32 graph outputs come back as int64 (the mistake
     the ONNX reference evaluator and onnx2torch share on ReduceSumSquare)."""
