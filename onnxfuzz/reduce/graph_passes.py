@@ -93,8 +93,12 @@ def cut_outputs(s: State) -> Iterator[State]:
 def _keep_outputs(s: State, keep: list[str]) -> State:
     m = _copy(s.model)
     kept = [o for o in m.graph.output if o.name in keep]
+    dropped = [o for o in m.graph.output if o.name not in keep]
     del m.graph.output[:]
     m.graph.output.extend(kept)
+    # A dropped output a node still reads stays an intermediate: its type moves to
+    # value_info (prune drops it where nothing needs it).
+    m.graph.value_info.extend(dropped)
     return prune(m, s.inputs)
 
 
