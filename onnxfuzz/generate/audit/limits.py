@@ -294,6 +294,14 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
         "op_unique.py: np.take(x, indices, axis=0)): IndexError or wrong values",
     ),
     Limitation(
+        "NonMaxSuppression",
+        lambda n: "iou_threshold" not in n.inputs or "max_output_boxes_per_class" not in n.inputs,
+        f"reads .size of every optional input ({_SOURCE}op_non_max_suppression.py "
+        "prepare_compute): an absent max_output_boxes_per_class or iou_threshold (defaults 0) "
+        "fails ('NoneType' has no attribute 'size'; onnx #6354); ONNX Runtime applies the "
+        "defaults",
+    ),
+    Limitation(
         "Optional",
         lambda n: True,
         f"wraps its input in a list ({_SOURCE}op_optional.py: return ([x],)): "
