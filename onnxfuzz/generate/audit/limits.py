@@ -177,6 +177,11 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
         "no implementation: 'No registered implementation for operator GlobalLpPool'",
     ),
     Limitation(
+        "MaxRoiPool",
+        lambda n: True,
+        "no implementation: 'No registered implementation for operator 'MaxRoiPool''",
+    ),
+    Limitation(
         "GlobalMaxPool",
         lambda n: len(n.inputs["X"]) != 4,
         f"reduces the last two axes whatever the rank and appends r - 2 unit dims ({_SOURCE}"
