@@ -307,6 +307,17 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
         "defaults",
     ),
     Limitation(
+        "NonMaxSuppression",
+        lambda n: any(
+            len(n.inputs.get(k, (1,))) == 0
+            for k in ("max_output_boxes_per_class", "iou_threshold", "score_threshold")
+        ),
+        f"indexes the limits with [0] ({_SOURCE}op_non_max_suppression.py "
+        "get_thresholds_from_inputs): a 0-D max_output_boxes_per_class, iou_threshold or "
+        "score_threshold (the schema calls them scalars) raises 'too many indices for "
+        "array'; ONNX Runtime, TVM and onnx2torch take 0-D and 1-element 1-D alike",
+    ),
+    Limitation(
         "Optional",
         lambda n: True,
         f"wraps its input in a list ({_SOURCE}op_optional.py: return ([x],)): "
