@@ -1,5 +1,5 @@
-"""Ops of transformer blocks and friends: RMSNormalization, Attention, Swish, Dropout
-(inference), Shrink. RotaryEmbedding is not covered yet.
+"""Ops of transformer blocks and friends: RMSNormalization, Attention, RotaryEmbedding,
+Swish, Dropout (inference), Shrink.
 
 Value bounds: RMSNormalization's X / sqrt(mean(X^2) + eps) over N elements has magnitude
 <= sqrt(N) (eps only shrinks it), so |scale| <= bound / (2 sqrt(N)) keeps Y inside the
@@ -212,3 +212,56 @@ def attention(b: SpecBuilder, p: None) -> None:
             kind=WEIGHT,
         )
     b.output(y_shape, interval=v.interval)
+
+
+# --- RotaryEmbedding ------------------------------------------------------------------------
+@op("RotaryEmbedding", since=23)
+def rotary_embedding(b: SpecBuilder, p: None) -> None:
+    # X is (batch, heads, seq, head_size) or (batch, seq, heads * head_size) with num_heads.
+    # The first rotary_embedding_dim (0: all) features of each head are rotated in pairs
+    # (the two halves, or even/odd features when interleaved) by angles whose cos and sin
+    # the caches hold: per position (max_pos, rot / 2) picked by position_ids (batch, seq),
+    # or per token (batch, seq, rot / 2) without them. The rest of the head passes through.
+    # Rotated values are x1 cos - x2 sin and x1 sin + x2 cos: |y| <= |x| (|cos| + |sin|),
+    # so X stays within half the bound and the caches within [-1, 1].
+    has_pos = b.optional("position_ids")
+
+    def half_range(d: int) -> Values:
+        m = dt.value_range(d)[1] / 2
+        return Values(-m, m)
+
+    x = b.input(
+        "X",
+        rank=Ints(3, 4),
+        dtype=(dt.FLOAT, dt.FLOAT16),
+        dims=lambda r: [None] * (r - 1) + [Multiples(2, b.max_dim)],
+        values=half_range,
+    )
+    if x.rank == 4:
+        batch, heads, seq, head = x.shape
+        b.attr("num_heads", OneOf([heads]), None)
+    else:
+        batch, seq, hidden = x.shape
+        # Each head's size must be even (its features rotate in pairs).
+        heads = b.attr("num_heads", OneOf([h for h in divisors(hidden) if hidden // h % 2 == 0]))
+        head = hidden // heads
+    rot = b.attr("rotary_embedding_dim", OneOf(list(range(2, head + 1, 2))), 0) or head
+    b.attr("interleaved", OneOf([0, 1]), 0)
+    cache = Values(-1.0, 1.0)
+    if has_pos:
+        # ONNX Runtime refuses a cache with fewer positions than the sequence ("Updating
+        # cos_cache and sin_cache in RotaryEmbedding is not currently supported").
+        pos_dim = Ints(seq, max(seq, b.max_dim))
+        cos = b.input("cos_cache", dims=[pos_dim, rot // 2], values=cache, kind=WEIGHT)
+        max_pos = cos.shape[0]
+        sin = b.input("sin_cache", dims=[max_pos, rot // 2], values=cache, kind=WEIGHT)
+        ids = [
+            [b.draw(f"position_ids[{i}][{j}]", Ints(0, max_pos - 1)) for j in range(seq)]
+            for i in range(batch)
+        ]
+        b.const("position_ids", np.asarray(ids, dtype=np.int64))
+    else:
+        cos = b.input("cos_cache", dims=[batch, seq, rot // 2], values=cache, kind=WEIGHT)
+        sin = b.input("sin_cache", dims=[batch, seq, rot // 2], values=cache, kind=WEIGHT)
+    gain = cos.interval.mag + sin.interval.mag
+    b.output(x.shape, interval=x.interval.symmetric(gain).union(x.interval))

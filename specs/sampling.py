@@ -1,4 +1,4 @@
-"""Sampling ops: GridSample, RoiAlign, AffineGrid, DeformConv.
+"""Sampling ops: GridSample, RoiAlign, MaxRoiPool, AffineGrid, DeformConv.
 
 Each reads an image X at computed (fractional) positions. Bilinear interpolation is a
 convex combination of X's values and of 0 (samples in zero padding), so outputs of
@@ -9,6 +9,9 @@ error of x.5 legitimately rounds either way between backends (FIELD_NOTES): Grid
 nearest mode gets a constant grid whose positions sit well away from ties. RoiAlign's
 adaptive sampling count is ceil(roi size / output size): rois, scales and sizes are dyadic
 (multiples of 1/2 over powers of two), so that ratio is computed exactly everywhere.
+MaxRoiPool rounds roi corners to whole pixels and bins by floor/ceil of roi size / pooled
+size: corners are whole pixels over a power-of-two scale and pooled sizes powers of two, so
+neither rounding ever meets a tie.
 """
 
 from __future__ import annotations
@@ -241,6 +244,67 @@ def roi_align(b: SpecBuilder, p: None) -> None:
     b.const("batch_indices", idx)
     # Averages and maxima of bilinear samples (0 outside the image) of X.
     b.output([len(rois), c, out_h, out_w], interval=x.interval.union(point(0.0)))
+
+
+# --- MaxRoiPool -----------------------------------------------------------------------------
+POOLED = (1, 2, 4)  # pooled sizes: powers of two keep roi size / pooled size exact
+
+
+class PoolRois:
+    """(num_rois, 5) rois [batch_id, x1, y1, x2, y2]: batch ids in [0, N), corners on whole
+    pixels (coordinate * spatial_scale is an integer: no rounding ties) with
+    0 <= x1 <= x2 < W and 0 <= y1 <= y2 < H."""
+
+    def __init__(self, n: int, h: int, w: int, scale: float) -> None:
+        self.n, self.h, self.w, self.scale = n, h, w, scale
+
+    def __repr__(self) -> str:
+        return f"PoolRois(N={self.n}, H={self.h}, W={self.w}, scale={self.scale})"
+
+    def empty(self) -> bool:
+        return False
+
+    def draw(self, s: ChoiceStream) -> list[list[float]]:
+        out = []
+        for _ in range(s.integer(1, MAX_ROIS)):
+            x1, y1 = s.integer(0, self.w - 1), s.integer(0, self.h - 1)
+            x2, y2 = s.integer(x1, self.w - 1), s.integer(y1, self.h - 1)
+            out.append(
+                [float(s.integer(0, self.n - 1))] + [v / self.scale for v in (x1, y1, x2, y2)]
+            )
+        return out
+
+    def contains(self, value: Any) -> bool:
+        try:
+            a = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            return False
+        if a.ndim != 2 or a.shape[1] != 5 or a.shape[0] < 1:
+            return False
+        ids, c = a[:, 0], a[:, 1:] * self.scale
+        x1, y1, x2, y2 = c.T
+        return bool(
+            np.all(ids == np.round(ids))
+            and np.all((ids >= 0) & (ids < self.n))
+            and np.all(c == np.round(c))
+            and np.all((x1 >= 0) & (x1 <= x2) & (x2 < self.w))
+            and np.all((y1 >= 0) & (y1 <= y2) & (y2 < self.h))
+        )
+
+
+# until=21: ONNX Runtime 1.31 registers MaxRoiPool-1 only (no kernel for MaxRoiPool-22).
+@op("MaxRoiPool", until=21)
+def max_roi_pool(b: SpecBuilder, p: None) -> None:
+    # X is (N, C, H, W); each roi [batch_id, x1, y1, x2, y2] is rounded to whole pixels
+    # (times spatial_scale), cut into pooled_shape bins, and each bin max-pooled (an empty
+    # bin gives 0): Y is (num_rois, C, pooled_h, pooled_w).
+    x = b.input("X", rank=4)
+    n, c, h, w = x.shape
+    pooled = b.attr("pooled_shape", Each([OneOf(POOLED), OneOf(POOLED)]))
+    scale = b.attr("spatial_scale", OneOf(SCALES), 1.0)
+    rois = b.draw("rois", PoolRois(n, h, w, scale))
+    b.const("rois", np.asarray(rois, dtype=dt.np_dtype(x.dtype)), dtype=x.dtype)
+    b.output([len(rois), c, *pooled], interval=x.interval.union(point(0.0)))
 
 
 # --- AffineGrid ------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Index-driven ops: ScatterElements, ScatterND, GatherND, OneHot, ReverseSequence,
-CenterCropPad, Col2Im, MaxUnpool, EyeLike, CumProd.
+CenterCropPad, Col2Im, MaxUnpool, EyeLike, CumProd, TensorScatter.
 
 Order: the data input first (any dims the op accepts, so existing tensors are reused), then
 attributes, then index inputs drawn from the data's shape, then the outputs.
@@ -558,3 +558,30 @@ def cum_prod(b: SpecBuilder, p: None) -> None:
     bound = max(x.interval.mag, 1.0) ** nmax
     lo = 0 if x.interval.lo >= 0 else -bound
     b.output(x.shape, interval=Interval(lo, bound))
+
+
+@op("TensorScatter", since=24)
+def tensor_scatter(b: SpecBuilder, p: None) -> None:
+    # A KV-cache update: past_cache (batch, D1, ..., max_seq, ..., Dn) with the sequence at
+    # `axis` (never 0, the batch); update has seq <= max_seq there. Batch b's update is
+    # written at positions write_indices[b] + 0..seq-1 (absent: 0), modulo max_seq in
+    # circular mode; linear mode needs write_indices[b] + seq <= max_seq. seq <= max_seq
+    # means no position is written twice, so the result never depends on write order.
+    has_idx = b.optional("write_indices")
+    past = b.input("past_cache", rank=Ints(2, 5))
+    r = past.rank
+    axes = OneOf([a for a in range(-r, r) if a % r != 0])
+    # The default -2 is the batch axis of a 2-D cache: there axis must be given.
+    axis = b.attr("axis", axes, -2) if r > 2 else b.attr("axis", axes)
+    ax = axis % r
+    mode = b.attr("mode", OneOf(["linear", "circular"]), "linear")
+    max_seq = past.shape[ax]
+    dims: list = list(past.shape)
+    dims[ax] = Ints(1, max_seq)
+    upd = b.input("update", dims=dims)
+    seq = upd.shape[ax]
+    if has_idx:
+        last = max_seq - seq if mode == "linear" else max_seq - 1
+        idx = [b.draw(f"write_indices[{i}]", Ints(0, last)) for i in range(past.shape[0])]
+        b.const("write_indices", np.asarray(idx, dtype=np.int64))
+    b.output(past.shape, interval=past.interval.union(upd.interval))

@@ -177,6 +177,11 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
         "no implementation: 'No registered implementation for operator GlobalLpPool'",
     ),
     Limitation(
+        "MaxRoiPool",
+        lambda n: True,
+        "no implementation: 'No registered implementation for operator 'MaxRoiPool''",
+    ),
+    Limitation(
         "GlobalMaxPool",
         lambda n: len(n.inputs["X"]) != 4,
         f"reduces the last two axes whatever the rank and appends r - 2 unit dims ({_SOURCE}"
@@ -292,6 +297,25 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
         lambda n: not n.attr("sorted", 1) and _unique_off_axis0(n),
         f"sorted=0 re-takes the values along axis 0 with flat/other-axis indices ({_SOURCE}"
         "op_unique.py: np.take(x, indices, axis=0)): IndexError or wrong values",
+    ),
+    Limitation(
+        "NonMaxSuppression",
+        lambda n: "iou_threshold" not in n.inputs or "max_output_boxes_per_class" not in n.inputs,
+        f"reads .size of every optional input ({_SOURCE}op_non_max_suppression.py "
+        "prepare_compute): an absent max_output_boxes_per_class or iou_threshold (defaults 0) "
+        "fails ('NoneType' has no attribute 'size'; onnx #6354); ONNX Runtime applies the "
+        "defaults",
+    ),
+    Limitation(
+        "NonMaxSuppression",
+        lambda n: any(
+            len(n.inputs.get(k, (1,))) == 0
+            for k in ("max_output_boxes_per_class", "iou_threshold", "score_threshold")
+        ),
+        f"indexes the limits with [0] ({_SOURCE}op_non_max_suppression.py "
+        "get_thresholds_from_inputs): a 0-D max_output_boxes_per_class, iou_threshold or "
+        "score_threshold (the schema calls them scalars) raises 'too many indices for "
+        "array'; ONNX Runtime, TVM and onnx2torch take 0-D and 1-element 1-D alike",
     ),
     Limitation(
         "Optional",
