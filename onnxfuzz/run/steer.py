@@ -12,6 +12,14 @@ on each other in a circle: a waiting lane holds no unfinished test).
 
 A test's reward is what it covered first: op-type triples and shape-attribute instances
 (the diversity features the campaign computes anyway) and failure signatures per backend.
+
+``--guide frontier`` aims at the reward directly: a share of its tests start with an
+ad-hoc chain of op types (``{"path": ["chain:A>B>C>..."]}``) walked over the op-type edges
+``a -> b`` the campaign has already produced (so each link is known to be one the solver
+can make, mostly without glue), each step preferring a successor that makes an op-type
+triple not seen yet; the other tests are their seeds' own models (which also find the
+edges to walk over). A chain whose test found a new failure signature is walked again
+now and then (``HOT_SHARE``), at the new test's own shapes, types and attributes.
 "Seen" is a fixed-size bit set of those keys (bounded memory, a rare collision costs a
 slightly low reward). Each test's decision and keys are stored with it in campaign.db
 (``Store.record``'s ``guide``), and ``--resume`` rebuilds the guide by replaying them: the
@@ -27,8 +35,17 @@ from array import array
 from collections import deque
 from collections.abc import Iterable
 
-from onnxfuzz.generate.guide import MAX_LINEAGE, Decision, Guided, Uct, depth
-from onnxfuzz.generate.metrics import Features
+from onnxfuzz.generate.guide import (
+    CHAIN_ACTION,
+    CHAIN_SEP,
+    MAX_LINEAGE,
+    Decision,
+    Guided,
+    Uct,
+    chain_action,
+    depth,
+)
+from onnxfuzz.generate.metrics import Features, key_digest
 
 LAG = 16  # test i is decided from the rewards of the tests below i - LAG
 # Guided tests that are mutants of an interesting earlier test, by default (--mutants). 0:
@@ -39,8 +56,17 @@ MUTANT_SHARE = 0.0
 SEED_SHARE = 0.5  # tests made from a user model, when --seed-models gives some
 POOL = 256  # interesting tests (a new triple or failure) kept as parents: the latest
 SEEN_BITS = 1 << 24  # the seen-key bit set (2 MiB)
-TRIPLE, INSTANCE, SIGNATURE = 0, 1, 2  # key kinds (the top two bits of a key)
+TRIPLE, INSTANCE, SIGNATURE, EDGE = 0, 1, 2, 3  # key kinds (the top two bits of a key)
 _LOW = (1 << 30) - 1
+MODES = ("random", "mcts", "frontier")
+# --guide frontier: the share of tests that start with a walked chain (the rest are their
+# seeds' own models: they find the edges a walk needs, and the ops no edge reaches yet)
+CHAIN_SHARE = 0.5
+CHAIN_MAX = 12  # ops a walked chain has at most (a model stops it at its node count)
+START_TRIES = 8  # random first ops tried before giving up on a chain (no known edge yet)
+HOT_SHARE = 0.15  # chain tests that walk again a chain that found a new failure signature
+HOT = 64  # such chains kept: the latest
+KEY_CACHE = 1 << 18  # triple keys whose seen-set bits are kept (a walk's lookups)
 
 
 def reward_keys(features: Features | None, signatures: Iterable[tuple[str, str]]) -> bytes:
@@ -51,6 +77,7 @@ def reward_keys(features: Features | None, signatures: Iterable[tuple[str, str]]
         d = features.digests()
         keys.extend((TRIPLE << 30) | (k & _LOW) for k in sorted(d.get("triples", ())))
         keys.extend((INSTANCE << 30) | (k & _LOW) for k in sorted(d.get("instances", ())))
+        keys.extend((EDGE << 30) | (k & _LOW) for k in sorted(d.get("edges", ())))
     for backend, sig in sorted(set(signatures)):
         keys.append((SIGNATURE << 30) | (zlib.crc32(f"{backend}|{sig}".encode()) & _LOW))
     return keys.tobytes()
@@ -60,7 +87,7 @@ def reward(new: list[int]) -> float:
     """A test's reward in [0, 1] from the keys it saw first, per kind: new failure
     signatures weigh most (bugs), then triples (the passes that match chains), then
     instances (nearly every model has some new ones, so they tell models apart least)."""
-    t, i, s = new
+    t, i, s = new[:3]  # (edges: the frontier guide's map, no reward of their own)
     return 0.4 * min(1.0, t / 8) + 0.1 * min(1.0, i / 16) + 0.5 * min(1.0, float(s))
 
 
@@ -84,7 +111,15 @@ class Steering:
         self.seed_names = sorted(seed_names)
         self.lag = lag
         self.mutants = mutants
+        if mode not in MODES:
+            raise ValueError(f"guide mode {mode!r}: one of {', '.join(MODES)}")
         self.tree = Uct(guided.actions) if mode == "mcts" else None
+        # the op types a frontier chain may use, and the names features give them
+        self._ops = [sp.op_type for sp in guided.gen.specs] if mode == "frontier" else []
+        self._names = {op: _feature_name(op) for op in self._ops}
+        self._keys_of: dict[str, int] = {}  # a triple -> its seen-set bit
+        self._edges: dict[str, list[tuple[str, int]]] = {}  # a -> (b, bit of a -> b)
+        self.hot: deque[list[str]] = deque(maxlen=HOT)
         self._seen = bytearray(SEEN_BITS // 8)
         self._history = {i: d for i, (d, _) in (history or {}).items()}
         self._keys: dict[int, bytes] = {i: k for i, (_, k) in (history or {}).items()}
@@ -98,7 +133,7 @@ class Steering:
     @property
     def active(self) -> bool:
         """Whether any test gets a decision (random with no seed models: none)."""
-        return self.mode == "mcts" or bool(self.seed_names)
+        return self.mode != "random" or bool(self.seed_names)
 
     # --- the lanes' side -----------------------------------------------------------
     def ready(self, i: int) -> bool:
@@ -139,6 +174,8 @@ class Steering:
         if self.seed_names and rng.random() < SEED_SHARE:
             name = self.seed_names[rng.randrange(len(self.seed_names))]
             return {"seed": name, "mutant": rng.random() < 0.75}
+        if self.mode == "frontier":
+            return self._frontier(rng)
         if self.tree is None:
             return None
         if self.pool and rng.random() < self.mutants:
@@ -147,15 +184,67 @@ class Steering:
                 return {"of": [self.seed + parent_id, parent]}
         return {"path": self.tree.select(rng)}
 
+    def _frontier(self, rng: random.Random) -> Decision:
+        """A walked chain (``CHAIN_SHARE`` of the tests), or the seed's own model."""
+        if rng.random() >= CHAIN_SHARE:
+            return None
+        if self.hot and rng.random() < HOT_SHARE:
+            ops = self.hot[rng.randrange(len(self.hot))]
+        else:
+            ops = self._walk(rng)
+        return {"path": [chain_action(ops)]} if ops else None
+
+    def _walk(self, rng: random.Random) -> list[str] | None:
+        """A chain of op types over seen edges, each step preferring a successor that
+        makes an unseen triple; None while no tried first op has a seen edge."""
+        ops = self._ops
+        for _ in range(START_TRIES):
+            path = [ops[rng.randrange(len(ops))]]
+            succ = self._successors(path[0])
+            if succ:
+                break
+        else:
+            return None
+        path.append(succ[rng.randrange(len(succ))])
+        while len(path) < CHAIN_MAX:
+            a, b = path[-2], path[-1]
+            succ = self._successors(b)
+            if not succ:
+                break
+            na, nb = self._names[a], self._names[b]
+            new = [c for c in succ if not self._seen_key(TRIPLE, f"{na}>{nb}>{self._names[c]}")]
+            succ = new or succ
+            path.append(succ[rng.randrange(len(succ))])
+        return path
+
+    def _successors(self, a: str) -> list[str]:
+        """The ops ``b`` whose edge ``a -> b`` was seen."""
+        edges = self._edges.get(a)
+        if edges is None:  # every possible edge's bit, once per first op
+            na = self._names[a]
+            edges = self._edges[a] = [
+                (b, _key_bit(EDGE, f"{na}>{self._names[b]}")) for b in self._ops
+            ]
+        seen = self._seen
+        return [b for b, bit in edges if seen[bit >> 3] & (1 << (bit & 7))]
+
+    def _seen_key(self, kind: int, key: str) -> bool:
+        bit = self._keys_of.get(key)
+        if bit is None:
+            if len(self._keys_of) >= KEY_CACHE:
+                self._keys_of.clear()
+            bit = self._keys_of[key] = _key_bit(kind, key)
+        return bool(self._seen[bit >> 3] & (1 << (bit & 7)))
+
     def _apply_below(self, k: int) -> None:
         while self._applied < k:
             j = self._applied
             keys = array("I")
             keys.frombytes(self._keys.pop(j))
-            new = [0, 0, 0]
+            new = [0, 0, 0, 0]
             seen = self._seen
             for key in keys:
-                bit = ((key & _LOW) ^ ((key >> 30) * 0x9E3779B1)) % SEEN_BITS
+                bit = _bit(key)
                 byte, mask = bit >> 3, 1 << (bit & 7)
                 if not seen[byte] & mask:
                     seen[byte] |= mask
@@ -167,4 +256,27 @@ class Steering:
                 self.tree.reward(d["path"], r)
             if new[TRIPLE] or new[SIGNATURE]:  # it added coverage (instances nearly all do)
                 self.pool.append((j, d))
+            if new[SIGNATURE] and d is not None and self.mode == "frontier":
+                for a in d.get("path", ()):
+                    if a.startswith(CHAIN_ACTION):
+                        self.hot.append(a[len(CHAIN_ACTION) :].split(CHAIN_SEP))
             self._applied += 1
+
+
+def _bit(key: int) -> int:
+    """A reward key's bit in the seen set (the kind mixed in: kinds share the set)."""
+    return ((key & _LOW) ^ ((key >> 30) * 0x9E3779B1)) % SEEN_BITS
+
+
+def _key_bit(kind: int, key: str) -> int:
+    """The seen-set bit of a readable key (as ``reward_keys`` packs its digest)."""
+    return _bit((kind << 30) | (key_digest(key) & _LOW))
+
+
+def _feature_name(op_type: str) -> str:
+    """The name the diversity features give an op (``metrics.op_name``): a spec's
+    qualified ``domain.Op`` is ``domain:Op`` there."""
+    if "." not in op_type:
+        return op_type
+    domain, op = op_type.rsplit(".", 1)
+    return f"{domain}:{op}"
