@@ -19,7 +19,8 @@ ad-hoc chain of op types (``{"path": ["chain:A>B>C>..."]}``) walked over the op-
 can make, mostly without glue), each step preferring a successor that makes an op-type
 triple not seen yet; the other tests are their seeds' own models (which also find the
 edges to walk over). A chain whose test found a new failure signature is walked again
-now and then (``HOT_SHARE``), at the new test's own shapes, types and attributes.
+now and then (``HOT_SHARE``), one of its ops swapped for another of the op's family, at
+the new test's own shapes, types and attributes.
 "Seen" is a fixed-size bit set of those keys (bounded memory, a rare collision costs a
 slightly low reward). Each test's decision and keys are stored with it in campaign.db
 (``Store.record``'s ``guide``), and ``--resume`` rebuilds the guide by replaying them: the
@@ -117,6 +118,13 @@ class Steering:
         # the op types a frontier chain may use, and the names features give them
         self._ops = [sp.op_type for sp in guided.gen.specs] if mode == "frontier" else []
         self._names = {op: _feature_name(op) for op in self._ops}
+        self._family: dict[str, list[str]] = {}  # op -> the ops of its spec's family
+        if mode == "frontier":
+            families: dict[str, list[str]] = {}
+            for sp in guided.gen.specs:
+                families.setdefault(sp.family or sp.op_type, []).append(sp.op_type)
+            for sp in guided.gen.specs:
+                self._family[sp.op_type] = families[sp.family or sp.op_type]
         self._keys_of: dict[str, int] = {}  # a triple -> its seen-set bit
         self._edges: dict[str, list[tuple[str, int]]] = {}  # a -> (b, bit of a -> b)
         self.hot: deque[list[str]] = deque(maxlen=HOT)
@@ -189,10 +197,20 @@ class Steering:
         if rng.random() >= CHAIN_SHARE:
             return None
         if self.hot and rng.random() < HOT_SHARE:
-            ops = self.hot[rng.randrange(len(self.hot))]
+            ops = self._variant(self.hot[rng.randrange(len(self.hot))], rng)
         else:
             ops = self._walk(rng)
         return {"path": [chain_action(ops)]} if ops else None
+
+    def _variant(self, ops: list[str], rng: random.Random) -> list[str]:
+        """A chain that found a new failure, one op swapped for another of its family
+        (Add for Mul, ReduceMax for ReduceSum: a converter's bug in one often has a
+        sibling in the other, a signature of its own)."""
+        k = rng.randrange(len(ops))
+        kin = [op for op in self._family.get(ops[k], ()) if op != ops[k]]
+        if not kin:
+            return list(ops)
+        return ops[:k] + [kin[rng.randrange(len(kin))]] + ops[k + 1 :]
 
     def _walk(self, rng: random.Random) -> list[str] | None:
         """A chain of op types over seen edges, each step preferring a successor that
