@@ -33,6 +33,7 @@ import random
 import threading
 import zlib
 from array import array
+from bisect import insort
 from collections import deque
 from collections.abc import Iterable
 
@@ -67,6 +68,9 @@ CHAIN_MAX = 12  # ops a walked chain has at most (a model stops it at its node c
 START_TRIES = 8  # random first ops tried before giving up on a chain (no known edge yet)
 HOT_SHARE = 0.15  # chain tests that walk again a chain that found a new failure signature
 HOT = 64  # such chains kept: the latest
+# --guide frontier: what the tests without a chain are: "seed" (their seeds' own models)
+# or "mcts" (UCT's first ops or blocks, as --guide mcts picks them)
+FRONTIER_REST = "mcts"
 KEY_CACHE = 1 << 18  # triple keys whose seen-set bits are kept (a walk's lookups)
 
 
@@ -114,10 +118,12 @@ class Steering:
         self.mutants = mutants
         if mode not in MODES:
             raise ValueError(f"guide mode {mode!r}: one of {', '.join(MODES)}")
-        self.tree = Uct(guided.actions) if mode == "mcts" else None
+        uct = mode == "mcts" or (mode == "frontier" and FRONTIER_REST == "mcts")
+        self.tree = Uct(guided.actions) if uct else None
         # the op types a frontier chain may use, and the names features give them
         self._ops = [sp.op_type for sp in guided.gen.specs] if mode == "frontier" else []
         self._names = {op: _feature_name(op) for op in self._ops}
+        self._index = {op: k for k, op in enumerate(self._ops)}
         self._family: dict[str, list[str]] = {}  # op -> the ops of its spec's family
         if mode == "frontier":
             families: dict[str, list[str]] = {}
@@ -126,7 +132,14 @@ class Steering:
             for sp in guided.gen.specs:
                 self._family[sp.op_type] = families[sp.family or sp.op_type]
         self._keys_of: dict[str, int] = {}  # a triple -> its seen-set bit
-        self._edges: dict[str, list[tuple[str, int]]] = {}  # a -> (b, bit of a -> b)
+        # every possible edge a -> b by its seen-set bit, and the edges seen so far: for
+        # each op, the indices of its successors in ``_ops``, ascending
+        self._edge_at: dict[int, list[tuple[int, int]]] = {}
+        for ia, a in enumerate(self._ops):
+            for ib, b in enumerate(self._ops):
+                bit = _key_bit(EDGE, f"{self._names[a]}>{self._names[b]}")
+                self._edge_at.setdefault(bit, []).append((ia, ib))
+        self._succ: list[list[int]] = [[] for _ in self._ops]
         self.hot: deque[list[str]] = deque(maxlen=HOT)
         self._seen = bytearray(SEEN_BITS // 8)
         self._history = {i: d for i, (d, _) in (history or {}).items()}
@@ -164,7 +177,7 @@ class Steering:
                 j = self._next
                 self._apply_below(j - self.lag)
                 d = self._history.pop(j) if j in self._history else self._select(j)
-                if self.tree is not None and d is not None and "path" in d:
+                if self.tree is not None and _uct_path(d):
                     self.tree.visit(d["path"])
                 self._decided[j] = d
                 self._next += 1
@@ -193,9 +206,10 @@ class Steering:
         return {"path": self.tree.select(rng)}
 
     def _frontier(self, rng: random.Random) -> Decision:
-        """A walked chain (``CHAIN_SHARE`` of the tests), or the seed's own model."""
+        """A walked chain (``CHAIN_SHARE`` of the tests), else what ``FRONTIER_REST``
+        says."""
         if rng.random() >= CHAIN_SHARE:
-            return None
+            return {"path": self.tree.select(rng)} if self.tree is not None else None
         if self.hot and rng.random() < HOT_SHARE:
             ops = self._variant(self.hot[rng.randrange(len(self.hot))], rng)
         else:
@@ -236,15 +250,8 @@ class Steering:
         return path
 
     def _successors(self, a: str) -> list[str]:
-        """The ops ``b`` whose edge ``a -> b`` was seen."""
-        edges = self._edges.get(a)
-        if edges is None:  # every possible edge's bit, once per first op
-            na = self._names[a]
-            edges = self._edges[a] = [
-                (b, _key_bit(EDGE, f"{na}>{self._names[b]}")) for b in self._ops
-            ]
-        seen = self._seen
-        return [b for b, bit in edges if seen[bit >> 3] & (1 << (bit & 7))]
+        """The ops ``b`` whose edge ``a -> b`` was seen, in ``_ops`` order."""
+        return [self._ops[b] for b in self._succ[self._index[a]]]
 
     def _seen_key(self, kind: int, key: str) -> bool:
         bit = self._keys_of.get(key)
@@ -267,10 +274,13 @@ class Steering:
                 if not seen[byte] & mask:
                     seen[byte] |= mask
                     new[key >> 30] += 1
+                    if key >> 30 == EDGE and self._edge_at:
+                        for a, b in self._edge_at.get(bit, ()):
+                            insort(self._succ[a], b)
             r = reward(new)
             self.rewarded += r
             d = self._decided.pop(j, None)
-            if self.tree is not None and d is not None and "path" in d:
+            if self.tree is not None and _uct_path(d):
                 self.tree.reward(d["path"], r)
             if new[TRIPLE] or new[SIGNATURE]:  # it added coverage (instances nearly all do)
                 self.pool.append((j, d))
@@ -279,6 +289,11 @@ class Steering:
                     if a.startswith(CHAIN_ACTION):
                         self.hot.append(a[len(CHAIN_ACTION) :].split(CHAIN_SEP))
             self._applied += 1
+
+
+def _uct_path(d: Decision) -> bool:
+    """Whether ``d`` is a path the tree search chose (not a chain, a mutant, a seed)."""
+    return d is not None and "path" in d and not d["path"][0].startswith(CHAIN_ACTION)
 
 
 def _bit(key: int) -> int:

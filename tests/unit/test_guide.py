@@ -181,8 +181,9 @@ def test_frontier_walks_seen_edges_the_same_however_rewards_arrive_and_after_a_r
     a = _run(guided, range(90), Steering(guided, 100, "frontier", [], lag=lag), None)
     b = _run(guided, range(90), Steering(guided, 100, "frontier", [], lag=lag), order_seed=3)
     assert a == b
-    chains = {i: chains_of(d)[0] for i, d in a.items() if d is not None}
-    # about CHAIN_SHARE of the tests (none while no edge is known), the rest seeds' own
+    chains = {i: chains_of(d)[0] for i, d in a.items() if chains_of(d)}
+    # about CHAIN_SHARE of the tests (none while no edge is known), the rest UCT's paths
+    assert all("path" in d for d in a.values() if d)
     assert 0.5 * CHAIN_SHARE * 90 <= len(chains) <= 1.5 * CHAIN_SHARE * 90
     # every link of a walked chain is an edge that a test below i - lag made
     for i in sorted(chains)[:12]:
@@ -210,7 +211,9 @@ def test_frontier_walks_again_a_chain_that_found_a_new_failure(guided: Guided) -
     decided = _run(guided, range(300), steer, None, keys)
     assert steer.hot
     family = {s.op_type: s.family for s in guided.gen.specs}
-    chains = [chains_of(d)[0][len("chain:") :].split(">") for _, d in sorted(decided.items()) if d]
+    chains = [
+        c[0][len("chain:") :].split(">") for _, d in sorted(decided.items()) if (c := chains_of(d))
+    ]
     hot = {tuple(c) for c in steer.hot}
 
     def variant(a: list[str], b: list[str]) -> bool:
