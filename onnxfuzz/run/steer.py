@@ -65,7 +65,6 @@ MODES = ("random", "mcts", "frontier")
 # seeds' own models: they find the edges a walk needs, and the ops no edge reaches yet)
 CHAIN_SHARE = 0.5
 CHAIN_MAX = 12  # ops a walked chain has at most (a model stops it at its node count)
-START_TRIES = 8  # random first ops tried before giving up on a chain (no known edge yet)
 HOT_SHARE = 0.15  # chain tests that walk again a chain that found a new failure signature
 HOT = 64  # such chains kept: the latest
 # --guide frontier: what the tests without a chain are: "seed" (their seeds' own models)
@@ -214,7 +213,7 @@ class Steering:
             ops = self._variant(self.hot[rng.randrange(len(self.hot))], rng)
         else:
             ops = self._walk(rng)
-        return {"path": [chain_action(ops)]} if ops else None
+        return {"path": [chain_action(ops)]}
 
     def _variant(self, ops: list[str], rng: random.Random) -> list[str]:
         """A chain that found a new failure, one op swapped for another of its family
@@ -226,26 +225,22 @@ class Steering:
             return list(ops)
         return ops[:k] + [kin[rng.randrange(len(kin))]] + ops[k + 1 :]
 
-    def _walk(self, rng: random.Random) -> list[str] | None:
-        """A chain of op types over seen edges, each step preferring a successor that
-        makes an unseen triple; None while no tried first op has a seen edge."""
+    def _walk(self, rng: random.Random) -> list[str]:
+        """A chain of op types from a uniformly drawn first op (so chains start at every
+        op alike, not only at the well-linked ones) over seen edges, each step preferring
+        a successor that makes an unseen triple; the first op alone while no edge from it
+        was seen."""
         ops = self._ops
-        for _ in range(START_TRIES):
-            path = [ops[rng.randrange(len(ops))]]
-            succ = self._successors(path[0])
-            if succ:
-                break
-        else:
-            return None
-        path.append(succ[rng.randrange(len(succ))])
+        path = [ops[rng.randrange(len(ops))]]
         while len(path) < CHAIN_MAX:
-            a, b = path[-2], path[-1]
+            b = path[-1]
             succ = self._successors(b)
             if not succ:
                 break
-            na, nb = self._names[a], self._names[b]
-            new = [c for c in succ if not self._seen_key(TRIPLE, f"{na}>{nb}>{self._names[c]}")]
-            succ = new or succ
+            if len(path) >= 2:
+                na, nb = self._names[path[-2]], self._names[b]
+                new = [c for c in succ if not self._seen_key(TRIPLE, f"{na}>{nb}>{self._names[c]}")]
+                succ = new or succ
             path.append(succ[rng.randrange(len(succ))])
         return path
 

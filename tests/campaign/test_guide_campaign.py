@@ -88,8 +88,8 @@ def test_frontier_campaign_stores_chains_and_resume_continues_them(tmp_path) -> 
     a, b = _decisions(whole.out), _decisions(tmp_path / "half")
     assert sorted(a) == list(range(44))
     assert a == b
-    chains = [i for i, d in a.items() if d and chains_of(d)]
-    assert len(chains) >= 5 and min(chains) > 16  # after LAG tests' rewards are in
+    chains = [i for i, d in a.items() if d and ">" in "".join(chains_of(d))]
+    assert len(chains) >= 5 and min(chains) > 16  # walked once LAG tests' rewards are in
     guided = Guided(Generator(whole.cfg))
     store = Store(whole.out / "campaign.db")
     try:
