@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxfuzz.generate.config import Config
@@ -100,9 +101,11 @@ def test_frontier_campaign_stores_chains_and_resume_continues_them(tmp_path) -> 
         store.close()
 
 
-def test_findings_on_guided_tests_are_reduced_and_bundled(tmp_path) -> None:
+@pytest.mark.parametrize("guide", ["mcts", "frontier"])
+def test_findings_on_guided_tests_are_reduced_and_bundled(tmp_path, guide: str) -> None:
     label = f"{ADAPTERS}:WrongOp:op=Sigmoid"
-    c = _run(tmp_path / "c", _opts(20, backend=label, generator={"dtypes": ["float32"]}))
+    opts = _opts(20, backend=label, generator={"dtypes": ["float32"]}, guide=guide)
+    c = _run(tmp_path / "c", opts)
     store = Store(c.out / "campaign.db")
     try:
         bugs = store.bugs()
