@@ -61,8 +61,9 @@ SEEN_BITS = 1 << 24  # the seen-key bit set (2 MiB)
 TRIPLE, INSTANCE, SIGNATURE, EDGE = 0, 1, 2, 3  # key kinds (the top two bits of a key)
 _LOW = (1 << 30) - 1
 MODES = ("random", "mcts", "frontier")
-# --guide frontier: the share of tests that start with a walked chain (more narrows the
-# campaign's op types: 250 models at 1:10 had 136 with every test a chain, 163 at 0.5)
+# --guide frontier: the share of tests that start with a walked chain (more narrowed the
+# op types: 250 models at 1:10, an earlier walk that started only at linked ops, had 136
+# op types with every test a chain, 163 with half, 174 with none)
 CHAIN_SHARE = 0.5
 CHAIN_MAX = 12  # ops a walked chain has at most (a model stops it at its node count)
 HOT_SHARE = 0.15  # chain tests that walk again a chain that found a new failure signature
