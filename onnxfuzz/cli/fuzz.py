@@ -202,8 +202,9 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "new op-type triples, shape-attribute instances and failure signatures per backend; "
     "frontier: half the tests start with a chain of op types walked over the links the "
     "campaign has made, toward op-type triples it has not (and again over chains that "
-    "found a new failure). "
-    "Not the default: in equal ORT vs TVM campaigns it has not yet beaten random (see README).",
+    "found a new failure), the other half as under mcts. "
+    "Neither is the default: in equal ORT vs TVM campaigns neither has beaten random on "
+    "both op-type triples and failure signatures (see README).",
 )
 @click.option(
     "--mutants",
