@@ -1,17 +1,16 @@
 """Guided vs random generation at equal test counts (issue 9: guided >= 1.3x random on
 op-type triples and on distinct bug signatures in equal-length ORT vs TVM campaigns).
 
-Two parts:
-- ``--models N`` (no backends): N models made with the campaign's guide (``--guide mcts``:
-  UCT, mutants of interesting tests; rewards from the models' own triples and instances,
-  as a campaign with no failures would give) vs N seeds' own models; the diversity of
-  each and the generation rate (the guide's cost included).
-- ``--campaign-tests N``: two campaigns of N tests each, ``--guide random`` and ``--guide
-  mcts``, same seed and options, against ``--backends``; their triples (over every test,
-  and over what each backend ran) and distinct failure signatures per backend, read from
-  their campaign.db.
+Two parts, for each of ``--guides`` (default ``random,mcts,frontier``; the first is the
+baseline the ratios divide by):
+- ``--models N`` (no backends): N models made with the campaign's guide (rewards from
+  the models' own triples and instances, as a campaign with no failures would give); the
+  diversity of each and the generation rate (the guide's cost included).
+- ``--campaign-tests N``: a campaign of N tests per guide, same seed and options, against
+  ``--backends``; their triples (over every test, and over what each backend ran), mean
+  nodes, and distinct failure signatures per backend, read from their campaign.db.
 
-    .venv/bin/python tools/bench_guide.py --models 500 --campaign-tests 300 \\
+    .venv/bin/python tools/bench_guide.py --models 500 --campaign-tests 250 \\
         --backends ort,tvm --seed 9100
 """
 
@@ -74,10 +73,19 @@ def campaign(out: Path, backends: list[str], tests: int, seed: int, guide: str) 
     )
     tests_done = db.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
     db.close()
-    triples = {"all": Diversity.from_record(div["all"]).summary()["triples"]}
+    whole = Diversity.from_record(div["all"]).summary()
+    triples = {"all": whole["triples"]}
     for label, rec in div["backends"].items():
         triples[label] = Diversity.from_record(rec).summary()["triples"]
-    return {"tests": tests_done, "seconds": took, "triples": triples, "signatures": sigs}
+    return {
+        "tests": tests_done,
+        "seconds": round(took, 1),
+        "nodes": round(whole["nodes"], 2),
+        "ops": whole["ops"],
+        "instances": whole["instances"],
+        "triples": triples,
+        "signatures": sigs,
+    }
 
 
 def main() -> int:
@@ -88,37 +96,44 @@ def main() -> int:
     ap.add_argument("--backends", default="ort,tvm")
     ap.add_argument("--seed", type=int, default=9100)
     ap.add_argument("--keep", type=Path, default=None, help="keep the campaigns here")
+    ap.add_argument("--guides", default="random,mcts,frontier", help="the first: baseline")
     args = ap.parse_args()
+    guides = args.guides.split(",")
+    base = guides[0]
     if args.models:
         lo, hi = (int(x) for x in args.nodes.split(":"))
         print(f"offline: {args.models} models, --nodes {lo}:{hi}, seed {args.seed}, lag {LAG}")
         print(f"{'':10}" + "".join(f"{f:>13}" for f in FIGURES) + f"{'models/s':>10}")
-        rows = {g: offline(args.models, args.seed, lo, hi, g) for g in ("random", "mcts")}
+        rows = {g: offline(args.models, args.seed, lo, hi, g) for g in guides}
         for g, (s, rate) in rows.items():
             cells = "".join(
                 f"{s[f]:>13.2%}" if f == "connectivity" else f"{s[f]:>13.4g}" for f in FIGURES
             )
             print(f"{g:10}{cells}{rate:>10.0f}")
-        (a, ra), (b, rb) = rows["random"], rows["mcts"]
-        ratio = "".join(f"{(b[f] / a[f] if a[f] else float('nan')):>12.2f}x" for f in FIGURES)
-        print(f"{'mcts/rand':10}{ratio}{rb / ra:>9.2f}x")
+        a, ra = rows[base]
+        for g in guides[1:]:
+            b, rb = rows[g]
+            ratio = "".join(f"{(b[f] / a[f] if a[f] else float('nan')):>12.2f}x" for f in FIGURES)
+            print(f"{g[:4] + '/' + base[:4]:10}{ratio}{rb / ra:>9.2f}x")
     if args.campaign_tests:
         backends = args.backends.split(",")
         root = args.keep or Path(tempfile.mkdtemp(prefix="bench_guide_"))
         root.mkdir(parents=True, exist_ok=True)
         got = {}
-        for g in ("random", "mcts"):
+        for g in guides:
             got[g] = campaign(root / g, backends, args.campaign_tests, args.seed, g)
             print(f"campaign --guide {g}: {json.dumps(got[g])}", flush=True)
-        a, b = got["random"], got["mcts"]
-        for k in a["triples"]:
-            ta, tb = a["triples"][k], b["triples"].get(k, 0)
-            x = tb / ta if ta else float("nan")
-            print(f"triples {k:>12}: random {ta}, mcts {tb}, {x:.2f}x")
-        for k in sorted(set(a["signatures"]) | set(b["signatures"])):
-            sa, sb = a["signatures"].get(k, 0), b["signatures"].get(k, 0)
-            x = sb / sa if sa else float("nan")
-            print(f"signatures {k:>9}: random {sa}, mcts {sb}, {x:.2f}x")
+        a = got[base]
+        for g in guides[1:]:
+            b = got[g]
+            for k in a["triples"]:
+                ta, tb = a["triples"][k], b["triples"].get(k, 0)
+                x = tb / ta if ta else float("nan")
+                print(f"triples {k:>12}: {base} {ta}, {g} {tb}, {x:.2f}x")
+            for k in sorted(set(a["signatures"]) | set(b["signatures"])):
+                sa, sb = a["signatures"].get(k, 0), b["signatures"].get(k, 0)
+                x = sb / sa if sa else float("nan")
+                print(f"signatures {k:>9}: {base} {sa}, {g} {sb}, {x:.2f}x")
         print(f"campaigns in {root}")
     return 0
 

@@ -193,14 +193,18 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
 )
 @click.option(
     "--guide",
-    type=click.Choice(["mcts", "random"]),
+    type=click.Choice(["mcts", "frontier", "random"]),
     default="random",
     show_default=True,
     help="What steers generation. random: every test is its seed's model; mcts: Monte Carlo "
     "tree search (UCT) picks the ops or blocks each model starts with (with --mutants, some "
     "tests are mutants of earlier ones that added coverage or found a failure), rewarded by "
-    "new op-type triples, shape-attribute instances and failure signatures per backend. "
-    "Not the default: in equal ORT vs TVM campaigns it has not yet beaten random (see README).",
+    "new op-type triples, shape-attribute instances and failure signatures per backend; "
+    "frontier: half the tests start with a chain of op types walked over the links the "
+    "campaign has made, toward op-type triples it has not (and again over chains that "
+    "found a new failure), the other half as under mcts. "
+    "Neither is the default: in equal ORT vs TVM campaigns neither has beaten random on "
+    "both op-type triples and failure signatures (see README).",
 )
 @click.option(
     "--mutants",

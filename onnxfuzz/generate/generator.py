@@ -234,8 +234,12 @@ def _ref(made: list[GenBuilder], ref: blocks.Ref) -> Tensor | None:
         return None
     b = made[ref.step]
     if ref.input is not None:
-        return b.taken.get(ref.input)
-    return b.outs[ref.output] if ref.output < len(b.outs) else None
+        t = b.taken.get(ref.input)
+    else:
+        t = b.outs[ref.output] if ref.output < len(b.outs) else None
+    # Only tensors link (a guide's ad-hoc chain may follow a sequence-making op: its
+    # successor then takes its input as any op does).
+    return t if isinstance(t, Tensor) else None
 
 
 def glue_per_op(spans: Sequence[Span]) -> list[int]:

@@ -9,6 +9,9 @@ process, a resumed campaign, the reducer). A decision is plain JSON data:
 - ``None``: the ordinary model of the seed (``Generator.generate(seed)``), byte for byte;
 - ``{"path": ["op:Conv", "block:attention"]}``: the model's first ops are these ops or
   blocks (forced op-type choices), everything else drawn from the seed as usual;
+- ``{"path": ["chain:MatMul>Softmax>Neg"]}``: an ad-hoc block, each op taking the previous
+  one's output as its first input (``blocks.chain``): the frontier guide's op-type chains
+  (``onnxfuzz.run.steer``), instantiated like a library block through the same solver;
 - ``{"of": [SEED, DECISION]}``: a mutant (``onnxfuzz.generate.mutate``, drawn with the
   test's seed) of the test that ``SEED`` and ``DECISION`` make;
 - ``{"seed": "NAME", "mutant": true}``: the user model block ``NAME`` (lifted by
@@ -26,16 +29,20 @@ from __future__ import annotations
 import copy
 import math
 import random
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from onnxfuzz.generate import blocks
 from onnxfuzz.generate.blocks import Step
 from onnxfuzz.generate.choices import OpStart
 from onnxfuzz.generate.generator import OP, Case, Generator
 from onnxfuzz.generate.mutate import mutate
 
 Decision = dict[str, Any] | None
-OP_ACTION, BLOCK_ACTION = "op:", "block:"
+OP_ACTION, BLOCK_ACTION, CHAIN_ACTION = "op:", "block:", "chain:"
+CHAIN_SEP = ">"
+CACHED_CHAIN_GENERATORS = 64  # the generators with ad-hoc chains, by chains (a small LRU)
 MAX_LINEAGE = 4  # mutants of mutants: how deep a decision may nest (each level regenerates)
 
 
@@ -51,6 +58,23 @@ def depth(decision: Decision) -> int:
     if decision is None or "of" not in decision:
         return 1
     return 1 + depth(decision["of"][1])
+
+
+def chain_action(ops: Sequence[str]) -> str:
+    """The action that forces the linked chain ``ops``."""
+    return CHAIN_ACTION + CHAIN_SEP.join(ops)
+
+
+def chains_of(decision: Decision) -> tuple[str, ...]:
+    """The ad-hoc chain actions a decision's lineage uses, in order of first use (the
+    blocks its generator has beyond the library's)."""
+    found: list[str] = []
+    while decision is not None:
+        for a in decision.get("path", ()):
+            if a.startswith(CHAIN_ACTION) and a not in found:
+                found.append(a)
+        decision = decision["of"][1] if "of" in decision else None
+    return tuple(found)
 
 
 def uses_seed_blocks(decision: Decision) -> bool:
@@ -76,6 +100,7 @@ class Guided:
             ext.blocks = list(gen.blocks) + [seed_blocks[n] for n in sorted(seed_blocks)]
             self.seeded = ext
         self._actions = actions(gen)
+        self._chained: OrderedDict[tuple[str, ...], Generator] = OrderedDict()
 
     @property
     def actions(self) -> list[str]:
@@ -86,13 +111,38 @@ class Guided:
         reducer's)."""
         if self.seeded is not None and uses_seed_blocks(decision):
             return self.seeded
-        return self.gen
+        chains = chains_of(decision)
+        return self._with_chains(chains) if chains else self.gen
+
+    def _with_chains(self, chains: tuple[str, ...]) -> Generator:
+        """``gen`` with the ad-hoc chains appended to its blocks (named by their actions),
+        so that a decision can force them as it forces a library block. Only the tests
+        that name chains use it: the others' random block draws stay ``gen``'s."""
+        ext = self._chained.get(chains)
+        if ext is not None:
+            self._chained.move_to_end(chains)
+            return ext
+        known = {s.op_type for s in self.gen.specs}
+        steps = []
+        for a in chains:
+            ops = a[len(CHAIN_ACTION) :].split(CHAIN_SEP)
+            bad = [op for op in ops if op not in known]
+            if not ops or bad:
+                raise ValueError(f"guide chain {a!r}: ops not in this run: {bad or ops}")
+            steps.append(blocks.chain(*ops))
+        ext = copy.copy(self.gen)
+        ext.block_names = list(self.gen.block_names) + list(chains)
+        ext.blocks = list(self.gen.blocks) + steps
+        self._chained[chains] = ext
+        if len(self._chained) > CACHED_CHAIN_GENERATORS:
+            self._chained.popitem(last=False)
+        return ext
 
     def case(self, seed: int, decision: Decision = None) -> Case:
         if decision is None:
             return self.gen.generate(seed)
         if "path" in decision:
-            return self._forced(self.gen, seed, decision["path"])
+            return self._forced(self.generator_for(decision), seed, decision["path"])
         if "seed" in decision:
             gen = self.generator_for(decision)
             base = self._forced(gen, seed, [BLOCK_ACTION + decision["seed"]])
@@ -121,8 +171,11 @@ def _forced_ops(gen: Generator, action: str) -> list[list[int]]:
     if action.startswith(OP_ACTION):
         k = next(i for i, s in enumerate(gen.specs) if s.op_type == action[len(OP_ACTION) :])
         return [([0] if coin else []) + ([k] if len(gen.specs) > 1 else [])]
-    if action.startswith(BLOCK_ACTION):
-        b = gen.block_names.index(action[len(BLOCK_ACTION) :])
+    if action.startswith((BLOCK_ACTION, CHAIN_ACTION)):
+        # a chain is a block of the generator ``Guided.generator_for`` gives, named by its
+        # action
+        name = action[len(BLOCK_ACTION) :] if action.startswith(BLOCK_ACTION) else action
+        b = gen.block_names.index(name)
         first = [1] + ([b] if len(gen.blocks) > 1 else [])
         return [first] + [[] for _ in range(len(gen.blocks[b]) - 1)]
     raise ValueError(f"unknown guide action {action!r}")

@@ -309,6 +309,12 @@ def _attribute(a: onnx.AttributeProto) -> object:
 _DIGESTS: dict[str, int] = {}  # keys repeat (edges, degrees): most digests are look-ups
 
 
+def key_digest(key: str) -> int:
+    """The digest ``Features.digests`` gives ``key`` (a guide asks whether a triple or an
+    edge it has not made yet was seen, by digest)."""
+    return _digest(key)
+
+
 def _digest(key: str, cache: bool = True) -> int:
     """A stable 64-bit digest (Python's ``hash`` of a str changes between processes)."""
     d = _DIGESTS.get(key)

@@ -43,7 +43,7 @@ from onnxfuzz.run.probe import (
     lacking,
     unsupported_pairs,
 )
-from onnxfuzz.run.steer import Steering, reward_keys
+from onnxfuzz.run.steer import MODES, Steering, reward_keys
 from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
 from onnxfuzz.store.db import CampaignLock, Result, Store
 from onnxfuzz.store.report import print_summary
@@ -84,8 +84,8 @@ class CampaignOptions:
     reduce: bool = True  # reduce findings (and dedup bugs after reduction)
     reduce_budget: float = 30.0  # seconds per reduction
     pregen: bool | None = None  # generate in processes of their own (None: the default)
-    # What steers generation (onnxfuzz.run.steer): "mcts" (the CLI's default) or "random"
-    # (what campaigns stored before the guide existed did)
+    # What steers generation (onnxfuzz.run.steer): "mcts", "frontier", or "random" (what
+    # campaigns stored before the guide existed did)
     guide: str = "random"
     seed_models: str | None = None  # a folder of user models to mutate (onnxfuzz.generate.seeds)
     mutants: float = 0.0  # guided tests that are mutants of interesting earlier tests
@@ -428,8 +428,8 @@ class Campaign:
             self.generator = Generator(self.cfg)
         seed_blocks = self._seed_blocks()
         self.guided = Guided(self.generator, blocks_from_record(seed_blocks))
-        if o.guide not in ("mcts", "random"):
-            raise UsageError(f"--guide: mcts or random, got {o.guide!r}")
+        if o.guide not in MODES:
+            raise UsageError(f"--guide: one of {', '.join(MODES)}, got {o.guide!r}")
         steering = Steering(
             self.guided,
             o.seed,

@@ -4,17 +4,19 @@ by name without stopping the campaign."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.guide import Guided
+from onnxfuzz.generate.guide import Guided, chains_of
 from onnxfuzz.generate.seeds import lift_folder
 from onnxfuzz.generate.validate import validate
 from onnxfuzz.run.campaign import Campaign, CampaignOptions, Resumed
@@ -32,7 +34,7 @@ def _opts(tests: int, backend: str = "ort:opt=none", **kw) -> CampaignOptions:
         seed=kw.pop("seed", 40),
         timeout=10.0,
         generator={"min_nodes": 2, "max_nodes": 6, "ops": OPS, **kw.pop("generator", {})},
-        guide="mcts",
+        guide=kw.pop("guide", "mcts"),
         mutants=kw.pop("mutants", 0.2),
         **kw,
     )
@@ -76,9 +78,34 @@ def test_guided_campaign_stores_decisions_and_resume_continues_them(tmp_path) ->
         store.close()
 
 
-def test_findings_on_guided_tests_are_reduced_and_bundled(tmp_path) -> None:
+def test_frontier_campaign_stores_chains_and_resume_continues_them(tmp_path) -> None:
+    """--guide frontier: walked chains stored as decisions, the same in a generator
+    process as in-process and across a stop and resume; each stored test is the model
+    its seed and decision make."""
+    kw = {"guide": "frontier", "mutants": 0.0}
+    whole = _run(tmp_path / "whole", _opts(44, pregen=True, **kw))
+    _run(tmp_path / "half", _opts(22, pregen=False, **kw))
+    _run(tmp_path / "half", None, Resumed(more_tests=22))
+    a, b = _decisions(whole.out), _decisions(tmp_path / "half")
+    assert sorted(a) == list(range(44))
+    assert a == b
+    chains = [i for i, d in a.items() if d and ">" in "".join(chains_of(d))]
+    assert len(chains) >= 5 and min(chains) > 16  # walked once LAG tests' rewards are in
+    guided = Guided(Generator(whole.cfg))
+    store = Store(whole.out / "campaign.db")
+    try:
+        for i in chains[:3]:
+            ops = store.db.execute("SELECT ops FROM tests WHERE id=?", (i,)).fetchone()[0]
+            assert guided.case(40 + i, a[i]).ops == json.loads(ops)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("guide", ["mcts", "frontier"])
+def test_findings_on_guided_tests_are_reduced_and_bundled(tmp_path, guide: str) -> None:
     label = f"{ADAPTERS}:WrongOp:op=Sigmoid"
-    c = _run(tmp_path / "c", _opts(20, backend=label, generator={"dtypes": ["float32"]}))
+    opts = _opts(20, backend=label, generator={"dtypes": ["float32"]}, guide=guide)
+    c = _run(tmp_path / "c", opts)
     store = Store(c.out / "campaign.db")
     try:
         bugs = store.bugs()
