@@ -152,7 +152,8 @@ def ort_kernels(op: str, version: int, opset: int) -> list[dict[str, frozenset[i
         return _beyond_ort(op, version)
     kernels, probed = _ort_table()
     entries = [c for lo, hi, c in kernels.get(op, ()) if lo <= version <= hi]
-    entries.extend(probed.get(op, {}).get(opset, ()))
+    # (above ORT_MAX_OPSET the version in force is the one ORT ran at ORT_MAX_OPSET)
+    entries.extend(probed.get(op, {}).get(min(opset, ORT_MAX_OPSET), ()))
     return entries or None
 
 
