@@ -27,6 +27,7 @@ NOT_GENERATED = {
     "test_range_float_type_positive_delta": "(limit - start) / delta is a whole number (2): "
     "float Range counts are drawn half-way between whole numbers, so float error in the "
     "division cannot change the count",
+    "test_range_float16_type_positive_delta": "as test_range_float_type_positive_delta",
 }
 
 
