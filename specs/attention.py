@@ -329,10 +329,10 @@ def linear_attention(b: SpecBuilder, p: None) -> None:
     # with |k| <= K, |v| <= V, |S| <= M: M' <= M (1 + d_k K^2 [delta]) + K V, and
     # |o| <= scale d_k |q| M_T. Delta rules take K = 1 / sqrt(d_k T): (1 + 1 / T)^T <= e, so
     # M_T <= e (M_0 + T K V); V and M_0 are chosen so |o| and M_T stay within bound / 4.
+    has_past = b.optional("past_state")  # decay and beta: present exactly as the rule needs
     rule = b.attr("update_rule", OneOf(_RULES), "gated_delta")
     gated = rule in ("gated", "gated_delta")
     delta = rule in ("delta", "gated_delta")
-    has_past = b.optional("past_state")  # decay and beta: present exactly as the rule needs
     q = b.input("query", rank=3, values=Values(-1.0, 1.0))
     batch, seq, q_hidden = q.shape
     heads = b.attr("q_num_heads", OneOf(divisors(q_hidden)))
