@@ -259,6 +259,8 @@ class Limit:
 
 @op("Range")
 def range_(b: SpecBuilder, p: None) -> None:
+    # Range-27 adds float16 (and bfloat16) with stash_type, the accumulation type; it stays
+    # at its default 1 (float): float16 accumulation drifts from start + i * delta.
     start = b.draw("start", TypedScalar(types_or_skip(b, "T")))
     b.const("start", start, dtype=_tensor_dtype(start))
     dtype = b.bound[b.info.input_type["start"]]
