@@ -11,6 +11,7 @@ from functools import cache
 from importlib import resources
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper
 
 from onnxfuzz.errors import UsageError
@@ -114,6 +115,11 @@ def parse_names(text: str, flag: str = "--dtypes") -> frozenset[int]:
     return frozenset(out)
 
 
+# The newest opset ONNX Runtime 1.31 (the kernel table's) runs; onnxfuzz.generate.config
+# names the ranges onnxfuzz generates around it.
+ORT_MAX_OPSET = 26
+
+
 @cache
 def _ort_table() -> tuple[dict, dict]:
     raw = json.loads(resources.files("onnxfuzz.data").joinpath("ort_cpu_kernels.json").read_text())
@@ -136,8 +142,46 @@ def _ort_table() -> tuple[dict, dict]:
 def ort_kernels(op: str, version: int, opset: int) -> list[dict[str, frozenset[int]]] | None:
     """The type-constraint combinations ONNX Runtime's CPU kernels register for ``op``
     at op version ``version``, plus the types found to run at ``opset`` by probing (function
-    bodies, casts around missing kernels); None when nothing is known."""
+    bodies, casts around missing kernels); None when nothing is known.
+
+    An op version newer than ORT_MAX_OPSET (ONNX Runtime cannot load it) takes the
+    combinations of the version before it, widened by the types the new version's schema
+    added: the types onnxfuzz generated before stay as they were, the new ones come in,
+    and a new op (no earlier version) is known by its schema only."""
+    if version > ORT_MAX_OPSET:
+        return _beyond_ort(op, version)
     kernels, probed = _ort_table()
     entries = [c for lo, hi, c in kernels.get(op, ()) if lo <= version <= hi]
-    entries.extend(probed.get(op, {}).get(opset, ()))
+    # (above ORT_MAX_OPSET the version in force is the one ORT ran at ORT_MAX_OPSET)
+    entries.extend(probed.get(op, {}).get(min(opset, ORT_MAX_OPSET), ()))
     return entries or None
+
+
+def _schema_types(schema: onnx.defs.OpSchema) -> dict[str, frozenset[int]]:
+    """Each type variable's tensor element types (sequence and optional types left out)."""
+    out: dict[str, frozenset[int]] = {}
+    for c in schema.type_constraints:
+        ids = set()
+        for t in c.allowed_type_strs:
+            if t.startswith("tensor(") and t.endswith(")"):
+                try:
+                    ids.add(TensorProto.DataType.Value(t[len("tensor(") : -1].upper()))
+                except ValueError:  # a type this protobuf does not name
+                    continue
+        out[c.type_param_str] = frozenset(ids)
+    return out
+
+
+def _beyond_ort(op: str, version: int) -> list[dict[str, frozenset[int]]] | None:
+    try:
+        new = onnx.defs.get_schema(op, version)
+        old = onnx.defs.get_schema(op, version - 1)
+    except onnx.defs.SchemaError:
+        return None  # a new op: its schema's types
+    # (the version before is in force at ORT_MAX_OPSET: what ONNX Runtime ran last)
+    base = ort_kernels(op, old.since_version, ORT_MAX_OPSET)
+    if base is None:
+        return None
+    before, after = _schema_types(old), _schema_types(new)
+    added = {tv: types - before.get(tv, frozenset()) for tv, types in after.items()}
+    return [{tv: ts | added.get(tv, frozenset()) for tv, ts in e.items()} for e in base]

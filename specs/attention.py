@@ -1,5 +1,6 @@
 """Ops of transformer blocks and friends: RMSNormalization, Attention, RotaryEmbedding,
-Swish, Dropout (inference), Shrink.
+Swish, Dropout (inference), Shrink, and the opset-27/28 ops of linear-attention and gated
+models: LinearAttention, CausalConvWithState, SwiGLU.
 
 Value bounds: RMSNormalization's X / sqrt(mean(X^2) + eps) over N elements has magnitude
 <= sqrt(N) (eps only shrinks it), so |scale| <= bound / (2 sqrt(N)) keeps Y inside the
@@ -265,3 +266,105 @@ def rotary_embedding(b: SpecBuilder, p: None) -> None:
         sin = b.input("sin_cache", dims=[batch, seq, rot // 2], values=cache, kind=WEIGHT)
     gain = cos.interval.mag + sin.interval.mag
     b.output(x.shape, interval=x.interval.symmetric(gain).union(x.interval))
+
+
+# --- SwiGLU -------------------------------------------------------------------------------
+@op("SwiGLU", since=28)
+def swiglu(b: SpecBuilder, p: None) -> None:
+    # Y = Swish_alpha(A) * B, Swish_alpha(a) = a * sigmoid(alpha * a); A and B of one shape
+    # (no broadcasting). Swish_alpha(A) lies in [max(min(A, 0), -0.28 / alpha), max(A, 0)]
+    # (as Swish's), so |B| <= bound / (2 max|Swish_alpha(A)|) keeps Y inside the bound.
+    a = b.input("A")
+    alpha = b.attr("alpha", Floats(0.25, 4.0, 15), 1.0)
+    iv = _sign_kept(a.interval)
+    gate = Interval(max(iv.lo, -0.28 / alpha), iv.hi)
+    m = dt.value_range(a.dtype)[1] / 2 / max(gate.mag, 1.0)
+    v = b.input("B", dims=list(a.shape), values=Values(-m, m))
+    b.output(a.shape, interval=gate * v.interval)
+
+
+# --- CausalConvWithState ------------------------------------------------------------------
+@op("CausalConvWithState", since=27)
+def causal_conv_with_state(b: SpecBuilder, p: None) -> None:
+    # A depthwise causal 1-D convolution over (batch, channels, length): weight (channels,
+    # 1, k), optional bias (channels,) and past_state (batch, channels, k - 1), the k - 1
+    # positions before the input (zeros without it). Y has the input's shape; present_state
+    # is the last k - 1 positions of past_state ++ input. |conv| <= k |W| |X| + |bias|:
+    # the weight stays within bound / (4 k |X|). k >= 2 keeps the state non-empty.
+    has_bias = b.optional("bias")
+    has_past = b.optional("past_state")
+    x = b.input("input", rank=3)
+    batch, channels, _ = x.shape
+    act = b.attr("activation", OneOf(["none", "silu", "swish"]), "none")
+    xm = max(x.interval.mag, 1.0)
+    k_dim = Ints(2, max(2, min(5, b.max_dim)))
+    w_mag = min(1.0, dt.value_range(x.dtype)[1] / (4 * 5 * xm))
+    w = b.input("weight", dims=[channels, 1, k_dim], values=Values(-w_mag, w_mag), kind=WEIGHT)
+    k = w.shape[2]
+    conv = Interval(-1.0, 1.0).scale(k * w.interval.mag * xm)
+    if has_bias:
+        bias = b.input("bias", dims=[channels], values=Values(-1.0, 1.0), kind=WEIGHT)
+        conv = conv + bias.interval
+    state = x.interval.union(Interval(0.0, 0.0))
+    if has_past:
+        past = b.input("past_state", dims=[batch, channels, k - 1], values=Values(-xm, xm))
+        state = state.union(past.interval)
+    if act != "none":  # silu and swish: y = x * sigmoid(x)
+        iv = _sign_kept(conv)
+        conv = Interval(max(iv.lo, -0.28), iv.hi)
+    b.output(x.shape, interval=conv)
+    b.output((batch, channels, k - 1), interval=state)
+
+
+# --- LinearAttention ----------------------------------------------------------------------
+_RULES = ["gated_delta", "linear", "gated", "delta"]  # the default first
+
+
+@op("LinearAttention", since=27)
+def linear_attention(b: SpecBuilder, p: None) -> None:
+    # Per KV head a (d_k, d_v) state S runs over the T tokens of packed (B, T, H * D) inputs:
+    # linear S += k v^T; gated S = exp(g) S + k v^T; delta S += beta k (v - S^T k)^T;
+    # gated_delta the same over exp(g) S. Each query head h reads head h // (H_q / H_kv):
+    # o = scale q^T S. Decay g <= 0 (log-space) and 0 <= beta <= 1 keep exp(g), beta <= 1, so
+    # with |k| <= K, |v| <= V, |S| <= M: M' <= M (1 + d_k K^2 [delta]) + K V, and
+    # |o| <= scale d_k |q| M_T. Delta rules take K = 1 / sqrt(d_k T): (1 + 1 / T)^T <= e, so
+    # M_T <= e (M_0 + T K V); V and M_0 are chosen so |o| and M_T stay within bound / 4.
+    has_past = b.optional("past_state")  # decay and beta: present exactly as the rule needs
+    rule = b.attr("update_rule", OneOf(_RULES), "gated_delta")
+    gated = rule in ("gated", "gated_delta")
+    delta = rule in ("delta", "gated_delta")
+    q = b.input("query", rank=3, values=Values(-1.0, 1.0))
+    batch, seq, q_hidden = q.shape
+    heads = b.attr("q_num_heads", OneOf(divisors(q_hidden)))
+    kv_heads = b.attr("kv_num_heads", OneOf(divisors(heads)))
+    d_k = q_hidden // heads
+    scale = b.attr("scale", Floats(0.05, 1.0, 20), 0.0) or 1.0 / math.sqrt(d_k)
+    b.attr("chunk_size", OneOf([64, 1, 2, 16]), 64)
+    k_mag = 1.0 / math.sqrt(d_k * seq) if delta else 1.0
+    key = b.input("key", dims=[batch, seq, kv_heads * d_k], values=Values(-k_mag, k_mag))
+    bound = dt.value_range(q.dtype)[1] / 4
+    v_mag = bound / (d_k * math.e * (1 + seq * k_mag))
+    value = b.input(
+        "value", dims=[batch, seq, Multiples(kv_heads, b.max_dim)], values=Values(-v_mag, v_mag)
+    )
+    d_v = value.shape[2] // kv_heads
+    m = 0.0
+    if has_past:
+        past = b.input(
+            "past_state",
+            dtype=q.dtype,
+            dims=[batch, kv_heads, d_k, d_v],
+            values=Values(-v_mag, v_mag),
+        )
+        m = past.interval.mag
+    if gated:
+        per = OneOf(sorted({kv_heads, kv_heads * d_k}))  # per head or per key dimension
+        b.input("decay", dims=[batch, seq, per], values=Values(-2.0, 0.0))
+    if delta:
+        b.input("beta", dims=[batch, seq, OneOf(sorted({kv_heads, 1}))], values=Values(0.0, 1.0))
+    kk, vv = key.interval.mag, value.interval.mag
+    for _ in range(seq):
+        m = m * (1 + (d_k * kk * kk if delta else 0.0)) + kk * vv
+    o = scale * d_k * q.interval.mag * m
+    b.output([batch, seq, heads * d_v], interval=Interval(-o, o))
+    b.output([batch, kv_heads, d_k, d_v], dtype=q.dtype, interval=Interval(-m, m))

@@ -301,4 +301,6 @@ def space_to_depth(b: SpecBuilder, p: None) -> None:
     bs = b.attr(
         "blocksize", OneOf([k for k in range(1, min(h, w) + 1) if h % k == 0 and w % k == 0])
     )
+    if b.version >= 28:  # SpaceToDepth-28 orders the blocks as DepthToSpace does
+        b.attr("mode", OneOf(["DCR", "CRD"]), "DCR")
     b.output((n, c * bs * bs, h // bs, w // bs), interval=x.interval)

@@ -47,7 +47,7 @@ def probe(table: dict) -> dict:
     from onnxfuzz import dtypes as dt
     from onnxfuzz.errors import OnnxFuzzError
     from onnxfuzz.generate import builder
-    from onnxfuzz.generate.config import MAX_OPSET, MIN_OPSET, Config
+    from onnxfuzz.generate.config import MIN_OPSET, ORT_MAX_OPSET, Config
     from onnxfuzz.generate.generator import Generator
     from onnxfuzz.generate.spec import load_specs, op_info
     from onnxfuzz.generate.validate import validate
@@ -113,7 +113,7 @@ def probe(table: dict) -> dict:
     done: dict[tuple, list[int]] = {}
     try:
         for op, spec in load_specs().items():
-            for opset in range(max(spec.since, MIN_OPSET), min(spec.until, MAX_OPSET) + 1):
+            for opset in range(max(spec.since, MIN_OPSET), min(spec.until, ORT_MAX_OPSET) + 1):
                 info = op_info(op, opset)
                 if info is None:
                     continue

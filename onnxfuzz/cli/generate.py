@@ -18,7 +18,11 @@ from onnxfuzz.cli.options import generator_options, make_config
     required=True,
     help="Corpus folder (rerun to continue it).",
 )
-@click.option("--no-reference", is_flag=True, help="Skip ONNX Runtime reference outputs.")
+@click.option(
+    "--no-reference",
+    is_flag=True,
+    help="Skip reference outputs (ONNX Runtime's; above opset 26 the ONNX reference evaluator's).",
+)
 @generator_options
 def generate(count: int, out: Path, no_reference: bool, seed: int, **gen: object) -> None:
     """Export a corpus in ONNX's backend-test layout (model.onnx + test_data_set_0/)."""

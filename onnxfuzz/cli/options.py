@@ -14,6 +14,7 @@ from onnxfuzz.generate.config import (
     MAX_OPSET,
     MAX_RANK,
     MIN_OPSET,
+    ORT_MAX_OPSET,
     Config,
 )
 
@@ -40,7 +41,8 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
     if f is None:
         return lambda g: generator_options(g, opset_default=opset_default)
     opset_help = (
-        f"Model opset (ONNX Runtime 1.31 runs <= {MAX_OPSET})."
+        f"Model opset (ONNX Runtime 1.31 runs <= {ORT_MAX_OPSET}; above it the ONNX reference "
+        "evaluator checks the models)."
         if opset_default
         else "Model opset (default: one every selected backend supports)."
     )

@@ -10,9 +10,13 @@ from onnx import helper
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
 
-# The opsets onnxfuzz generates: from 13 (the specs' baseline) to 26 (the newest ONNX
-# Runtime 1.31 runs). The one place this range is stated.
-MIN_OPSET, MAX_OPSET = 13, 26
+# The opsets onnxfuzz generates: from 13 (the specs' baseline) to 28 (the newest the
+# installed onnx 1.23 defines). ONNX Runtime 1.31 runs <= 26 (ORT_MAX_OPSET): above it the
+# validity gates and a corpus's reference outputs use the ONNX reference evaluator, and a
+# campaign refuses ONNX Runtime (its adapter's supported_opsets). The one place these
+# ranges are stated.
+MIN_OPSET, MAX_OPSET = 13, 28
+ORT_MAX_OPSET = dt.ORT_MAX_OPSET  # (stated next to ONNX Runtime's kernel table)
 DEFAULT_OPSET = 21  # inside ONNX Runtime 1.31's range (<= 26) and TVM Relax's (>= 17)
 MAX_RANK = 8  # the largest --max-rank
 MAX_DIM = 1 << 16  # the largest --max-dim
@@ -91,7 +95,7 @@ class Config:
         if not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise ConfigError(
                 f"--opset: onnxfuzz exports opsets {MIN_OPSET}..{MAX_OPSET} (ONNX Runtime 1.31 "
-                f"stops at {MAX_OPSET}), got {self.opset}"
+                f"stops at {ORT_MAX_OPSET}), got {self.opset}"
             )
 
     # --- as plain data (stored with a campaign and a corpus, compared on --resume) ------

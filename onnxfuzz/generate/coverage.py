@@ -8,7 +8,7 @@ import sys
 from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.builder import GenBuilder
 from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
+from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, ORT_MAX_OPSET, Config
 from onnxfuzz.generate.graph import Graph
 from onnxfuzz.generate.spec import ONNX_OPSET, load_specs, op_info
 
@@ -28,14 +28,19 @@ def main_types(op: str, opset: int) -> list[int]:
 
 def spec_cases() -> list[tuple[str, int, int]]:
     """(op, opset, dtype) for every op version a spec covers in MIN..MAX_OPSET (at the last
-    opset where that version is in force) and every element type it takes there: what the
-    conformance and audit tests walk."""
+    opset where that version is in force and ONNX Runtime runs, ORT_MAX_OPSET; a version
+    only in force above it at the first opset above) and every element type it takes
+    there: what the conformance and audit tests walk."""
     out = []
     for op, spec in load_specs().items():
         last: dict[int, int] = {}
         for opset in OPSETS:
             info = op_info(op, opset)
-            if info is not None and spec.covers(opset):
+            if (
+                info is not None
+                and spec.covers(opset)
+                and (opset <= ORT_MAX_OPSET or info.version not in last)
+            ):
                 last[info.version] = opset
         for opset in sorted(last.values()):
             out.extend((op, opset, d) for d in main_types(op, opset))

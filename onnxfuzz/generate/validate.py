@@ -2,11 +2,13 @@
 
 ``onnx.checker`` alone misses malformed models (onnx #3642, #4705), so a model counts
 as valid only when shape inference in strict mode agrees with every shape the spec
-declared and ONNX Runtime runs it to outputs of exactly those shapes and types.
+declared and ONNX Runtime runs it to outputs of exactly those shapes and types. Above
+the opsets ONNX Runtime runs (ORT_MAX_OPSET) the ONNX reference evaluator takes its place.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,7 +16,13 @@ import onnx
 from onnx import helper, shape_inference
 
 from onnxfuzz import dtypes as dt
+from onnxfuzz.generate.config import ORT_MAX_OPSET
 from onnxfuzz.generate.spec import op_info
+
+
+class KnownFault(Exception):
+    """The ONNX reference evaluator, the only runtime for the model's opset, is known to
+    be wrong on it (an ``audit.REFERENCE_LIMITS`` entry applies): no outputs to trust."""
 
 
 @dataclass
@@ -22,6 +30,9 @@ class Validity:
     problems: list[str] = field(default_factory=list)
     outputs: dict[str, np.ndarray] | None = None
     finite: bool = True
+    # Set where the static checks passed but no runtime can check the outputs (a
+    # KnownFault above ORT_MAX_OPSET): why. ``outputs`` is then None.
+    unchecked: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -90,7 +101,7 @@ def check_static(model: onnx.ModelProto) -> list[str]:
     except Exception as e:  # noqa: BLE001 - the checker raises several types
         problems.append(f"checker: {e}")
         return problems
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = model_opset(model)
     producer = {t: n.op_type for n in model.graph.node for t in n.output}
     declared = {vi.name: vi for vi in model.graph.value_info}
     # ONNX has no schema of other domains' ops (inferred com.microsoft ops): like a
@@ -166,11 +177,38 @@ def ort_session(model: onnx.ModelProto | bytes):
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
 
+def model_opset(model: onnx.ModelProto) -> int:
+    """The model's ai.onnx opset (0 if it imports none)."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
 def run_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """ONNX Runtime CPU, graph optimizations off: the corpus's reference outputs."""
+    """The corpus's reference outputs: ONNX Runtime CPU, graph optimizations off, where it
+    runs the model's opset (<= ORT_MAX_OPSET); the ONNX reference evaluator above it."""
+    if model_opset(model) > ORT_MAX_OPSET:
+        from onnxfuzz.generate.audit.limits import reference_limits  # (audit imports us)
+
+        known = reference_limits(model)
+        if known:
+            raise KnownFault(
+                f"the ONNX reference evaluator is known to be wrong on {known[0].op} here: "
+                f"{known[0].reason}"
+            )
+        return _run_evaluator(model, inputs)
     sess = ort_session(model)
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, inputs), strict=True))
+
+
+def _run_evaluator(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    names = [o.name for o in model.graph.output]
+    # Its numpy kernels warn where they overflow or divide by zero: the outputs are judged.
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        outs = ReferenceEvaluator(model).run(None, dict(inputs))
+    return dict(zip(names, outs, strict=True))
 
 
 def all_finite(outputs: dict[str, np.ndarray]) -> bool:
@@ -183,14 +221,20 @@ def all_finite(outputs: dict[str, np.ndarray]) -> bool:
 
 
 def validate(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Validity:
-    """All gates; on success ``outputs`` holds ORT's reference outputs."""
+    """All gates; on success ``outputs`` holds the reference outputs (``run_reference``:
+    ONNX Runtime's, the ONNX reference evaluator's above ORT_MAX_OPSET, where a model it
+    is known to get wrong passes on the static checks alone: ``unchecked`` says why)."""
     v = Validity(problems=check_static(model))
     if v.problems:
         return v
+    who = "onnxruntime" if model_opset(model) <= ORT_MAX_OPSET else "onnx-reference"
     try:
         outs = run_reference(model, inputs)
+    except KnownFault as e:
+        v.unchecked = str(e)
+        return v
     except Exception as e:  # noqa: BLE001 - ORT raises its own exception types
-        v.problems.append(f"onnxruntime: {e}")
+        v.problems.append(f"{who}: {e}")
         return v
     for o in model.graph.output:
         tt = o.type.tensor_type
@@ -200,7 +244,7 @@ def validate(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Validity:
         got_et = helper.np_dtype_to_tensor_dtype(arr.dtype)
         if (got_et, got_shape) != want:
             v.problems.append(
-                f"onnxruntime: {o.name} is {dt.NAMES.get(got_et, got_et)}{list(got_shape)}, "
+                f"{who}: {o.name} is {dt.NAMES.get(got_et, got_et)}{list(got_shape)}, "
                 f"spec says {dt.NAMES.get(want[0], want[0])}{list(want[1])}"
             )
     v.outputs = outs

@@ -39,9 +39,10 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.audit.limits import REFERENCE_LIMITS, Limitation, reference_limits
 from onnxfuzz.generate.audit.rules import INPUT_RULES
 from onnxfuzz.generate.audit.views import NodeView, Rule, Shape, node_views
+from onnxfuzz.generate.config import ORT_MAX_OPSET
 from onnxfuzz.generate.graph import Graph, Tensor
 from onnxfuzz.generate.intervals import Interval
-from onnxfuzz.generate.validate import check_static, ort_session
+from onnxfuzz.generate.validate import check_static, model_opset, ort_session
 
 __all__ = [
     "INPUT_RULES",
@@ -211,7 +212,7 @@ def audit(
     a = Audit(static=static(model), schema=input_rules(model))
     if a.static:  # an invalid model: running it tells nothing more
         return a
-    if ort:
+    if ort and model_opset(model) <= ORT_MAX_OPSET:  # above it ONNX Runtime cannot load it
         a.ort = _run_checked("onnxruntime", run_ort, model, inputs, intervals)
     if reference:
         got = _run_checked("onnx-reference", run_reference, model, inputs, intervals)
