@@ -20,7 +20,15 @@ from onnxfuzz.generate.rule_check import agreement
 from onnxfuzz.generate.spec import load_specs
 from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synth_dim
 from onnxfuzz.generate.validate import ort_session
-from onnxfuzz.run.infer import run_inference
+from onnxfuzz.run.infer import (
+    Attr,
+    Draw,
+    _from_constraints,
+    run_inference,
+    string_candidates,
+    structured_attrs,
+    structured_probes,
+)
 
 HYBRID = frozenset({"ai.onnx", "com.microsoft"})
 
@@ -59,6 +67,42 @@ def test_constraints_refuse_what_the_forms_cannot_say():
     assert infer_constraints([Record((2,), False)]) == "no valid record"
 
 
+def test_constraints_scaled_class_packed_weights():
+    # Attention-like: input [b, h], weights [h, 3h]: the second is 3x the first, no other
+    # relation; the derived class has no multiple or order of its own
+    recs = [Record((b, h, h, 3 * h), True) for b, h in [(2, 2), (5, 4), (3, 7), (6, 3)]]
+    recs += [Record((4, 4, 4, 8), False), Record((4, 4, 5, 12), False)]
+    c = infer_constraints(recs)
+    assert isinstance(c, Constraints)
+    h, wide = c.classes[1], c.classes[3]
+    assert c.classes[2] == h and c.scaled == {wide: (h, 3)}
+    assert wide not in c.multiple_of and all(wide not in pair for pair in c.le)
+    assert c.holds((2, 5, 5, 15)) and not c.holds((2, 5, 5, 12))
+    # drawn as the generator draws: the derived class follows its base
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        dims = _from_constraints(rng, c)
+        assert dims[3] == 3 * dims[1] and c.holds(dims)
+
+
+def test_constraints_an_offset_is_not_a_scaled_class():
+    recs = [Record((2, 4), True), Record((3, 5), True), Record((4, 6), True)]
+    c = infer_constraints(recs)
+    assert isinstance(c, Constraints) and not c.scaled
+
+
+def test_structured_draw_helpers():
+    attr = Attr("policy_mode", "STRING", True, None, "Must be exactly 'qsa' or 'csa'.")
+    assert string_candidates(attr) == ("qsa", "csa")
+    assert "Relu" in string_candidates(Attr("activation", "STRING", True, None, ""))
+    assert string_candidates(Attr("pad_value", "STRING", True, None, "")) == ()
+    d = Draw((0, 1, 2), (1, 1, 1), (3, 2, 1), (("kernel_shape", [1]),), 1)
+    probes = structured_probes(d, (True, True, True))
+    assert (4, 4, 4, 4, 12, 12) in probes and (4, 4, 4, 4, 2, 2) in probes
+    assert structured_attrs(d, (4, 4, 1)) == (("kernel_shape", [2, 2]),)
+    assert structured_attrs(d, (2, 2, 1)) is None  # no spatial axis for a kernel
+
+
 def test_synth_finds_the_smallest_expression_and_prunes_equivalents():
     envs = [{"n0": a, "n1": b} for a, b in [(2, 3), (4, 5), (6, 2), (3, 3)]]
     fits = synth_dim(envs, [a + b for a, b in [(2, 3), (4, 5), (6, 2), (3, 3)]])
@@ -86,8 +130,8 @@ def test_tiny_inference_writes_verified_rules_and_leaves_out_with_reasons(tiny):
     d, _, s = tiny
     names = {r.op for r in s.rules}
     assert {"BiasGelu", "FusedMatMul", "Gelu"} <= names
-    # BiasAdd has no CPU kernel in ONNX Runtime 1.31: every record is invalid
-    assert "BiasAdd" in s.left_out and "no valid record" in s.left_out["BiasAdd"]
+    # BiasAdd has no CPU kernel in ONNX Runtime 1.31: every record says so
+    assert "BiasAdd" in s.left_out and "no CPU kernel" in s.left_out["BiasAdd"]
     data = json.loads((d / "r.json").read_text())
     assert data["left_out"]["BiasAdd"] == s.left_out["BiasAdd"]
     bias_gelu = next(rule_from_json(r) for r in data["rules"] if r["op"] == "BiasGelu")
