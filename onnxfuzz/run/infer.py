@@ -54,7 +54,7 @@ from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synt
 CACHE_VERSION = 2  # of the record format (2: input values seeded per value draw)
 # Of the inference itself: an op's cached result is reused only from the same version
 # (records are reused across versions: they depend on the draw and the backend only).
-INFER_VERSION = 11  # 11: structured draws for ops with no valid record; scaled classes
+INFER_VERSION = 12  # 11: structured draws, scaled classes; 12: rule outputs of every variant
 VARIANT_TRIES = 8  # variant draws (inputs, types, attributes) per op
 RANK_TRIES = 8  # random rank tuples probed per variant draw, after the common ones
 MAX_VARIANTS = 4  # verified variants kept per op
@@ -62,6 +62,7 @@ MAX_RANK = 4
 TRAIN_POOL, HELDOUT_FROM_RULE, HELDOUT_POOL = 10, 10, 6
 MUTATION_BASES = 3
 MIN_HELDOUT_VALID = 5
+SHARE_SLACK = 4.0  # an op's deadline: this many times its even share of the budget left
 GIVE_UP = 3  # variant draws in a row with no valid record at any rank: the op is left out
 MAX_MAGNITUDE = 1e3  # outputs beyond it on inputs in [-2, 2]: value-unstable (Inverse)
 # Value domains the records draw from, and generation then draws from (inferred ops know no
@@ -452,8 +453,17 @@ def draw_variant(s: Schema, rng: np.random.Generator, structured: int = -1) -> D
             # then find the input ranks it fits, if any
             n = int(rng.integers(1, 3))
             attrs.append((a.name, [int(x) for x in rng.integers(1, 3, n)]))
+        elif a.kind == "INTS" and a.name == "kernel_shape" and structured > 0 and structured % 2:
+            # optional in the schema, but a pooling kernel may need it (MaxpoolWithMask):
+            # on odd structured draws (a conv infers it from its weights on even ones);
+            # structured_attrs sizes it to the input's spatial rank
+            attrs.append((a.name, [2]))
     attrs = sorted(attrs + strings)
     n_out = sum(1 for f in s.outputs if not f.optional) or 1
+    if structured > 0 and structured % 2:
+        # odd structured draws also ask for the first optional output: a schema's shape
+        # inference may set it regardless (EmbedLayerNormalization's mask_index)
+        n_out = min(len(s.outputs), n_out + 1)
     return Draw(present, tuple(dtypes), (), tuple(attrs), n_out)
 
 
@@ -827,7 +837,7 @@ def infer_op(rec: Recorder, s: Schema, seed: int, deadline: float) -> OpResult:
         return OpResult(s.op, [], first_why, runs)
     if no_kernel:
         return OpResult(s.op, [], "no CPU kernel for the drawn element types", runs)
-    why = max(reasons, key=lambda k: reasons[k]) if reasons else "budget spent"
+    why = _commonest(reasons) or "budget spent"
     if time.monotonic() > deadline and not reasons:
         why = "budget spent"
     return OpResult(s.op, [], f"no verified variant ({why})", runs)
@@ -888,8 +898,14 @@ def _structured(
             misses += not kernel_missing  # a missing kernel is cheap to see: not a miss
             if misses >= GIVE_UP + 1 and not variants:
                 break
-    why = max(reasons, key=lambda k: reasons[k]) if reasons else ""
-    return variants, why, True
+    return variants, _commonest(reasons), True
+
+
+def _commonest(reasons: dict[str, int]) -> str:
+    """The reason to report: the commonest one a variant with a valid record gave (it says
+    more than "no valid record", which is reported only when it is all there is)."""
+    told = {k: n for k, n in reasons.items() if k != "no valid record"} or reasons
+    return max(told, key=lambda k: told[k]) if told else ""
 
 
 # --- the job ----------------------------------------------------------------------------------
@@ -938,7 +954,11 @@ def run_inference(
                     if left <= 0:
                         left_out[name] = "budget spent before the op was reached"
                         continue
-                    deadline = time.monotonic() + left / (len(names) - k)
+                    # An op may take up to SHARE_SLACK times its even share of what is
+                    # left: most ops end well inside theirs (cache hits, a missing
+                    # kernel), and one whose kernel crashes on many probes needs more
+                    share = SHARE_SLACK * left / (len(names) - k)
+                    deadline = time.monotonic() + min(left, share)
                     r = infer_op(rec, s, seed, deadline)
                     runs += r.runs
                     rule = _rule(s, r.variants) if r.variants else None
@@ -964,7 +984,9 @@ def _rule(s: Schema, variants: list[Variant]) -> Rule:
         domain=s.domain,
         version=s.version,
         inputs=tuple((f.name, f.type_str) for f in s.inputs),
-        outputs=tuple(f.type_str for f in s.outputs[: len(variants[0].outputs)]),
+        # as many as the variant with the most (the builder names a node's outputs by
+        # their count: two variants' outputs under one name would be a duplicate)
+        outputs=tuple(f.type_str for f in s.outputs[: max(len(v.outputs) for v in variants)]),
         type_sets={k: frozenset(v) for k, v in s.type_sets.items()},
         variants=tuple(variants),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
 import pytest
 
 from onnxfuzz.cli.main import main
@@ -237,6 +238,53 @@ def test_single_inferred_op_instances_are_valid():
             except Exception as e:  # noqa: BLE001 - any ORT error is an invalid instance
                 failures.append(f"{name} seed {seed}: {str(e)[:120]}")
     assert ok / total >= 0.95, failures[:10]
+
+
+def test_scaled_classes_are_generated_by_construction():
+    """A committed variant with a class k times another (RotaryEmbedding's head size twice
+    its cache's last axis): every generated instance has exactly that relation."""
+    scaled_rules = [r for r in load_domain("com.microsoft") if any(v.scaled for v in r.variants)]
+    assert scaled_rules
+    rule = scaled_rules[0]
+    gen = Generator(
+        Config(
+            domains=frozenset({"com.microsoft"}),
+            ops=frozenset({rule.name}),
+            min_nodes=1,
+            max_nodes=1,
+            connectivity=0,
+            block_rate=0,
+        )
+    )
+    checked = 0
+    for seed in range(20):
+        case = gen.generate(seed)
+        feeds = case.make_inputs(seed)
+        shapes = {k: v.shape for k, v in feeds.items()}
+        shapes |= {i.name: tuple(i.dims) for i in case.model.graph.initializer}
+        node = next(n for n in case.model.graph.node if n.domain == "com.microsoft")
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        for v in rule.variants:
+            ins = [shapes.get(node.input[i.pos]) for i in v.inputs]
+            if (
+                not v.scaled
+                or attrs != dict(v.attrs)
+                or any(
+                    s is None or len(s) != len(i.dims) for s, i in zip(ins, v.inputs, strict=True)
+                )
+            ):
+                continue
+            env: dict[str, int] = {}
+            for s, i in zip(ins, v.inputs, strict=True):
+                for c, d in zip(i.dims, s, strict=True):
+                    if isinstance(c, str):
+                        env.setdefault(c, int(d))
+            if all(c in env for b, (a, _) in v.scaled.items() for c in (a, b)):
+                assert all(env[b] == k * env[a] for b, (a, k) in v.scaled.items()), (seed, env)
+                checked += 1
+                break
+        _run(case.model, feeds)
+    assert checked >= 5, checked
 
 
 def test_unknown_domain_is_a_config_error():
