@@ -9,7 +9,8 @@ constructively, so generation stays backtrack-free:
 * each dim is a named *class* or a constant: dims of one class are equal (``"n0"`` in two
   inputs), a constant dim is that value;
 * a class may have to be a multiple of ``m`` (``multiple_of``), or at most another class
-  (``le``: a kernel no larger than the image);
+  (``le``: a kernel no larger than the image), or be ``k`` times another class (``scaled``:
+  Attention's packed weights ``[H, 3H]``; never drawn, it follows from its base class);
 * each output dim is an expression over the classes (``"n0"``, ``"n1*2"``, ``"n0-1"``) from
   a small arithmetic grammar (``+ - * //``, small integer constants).
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ class Variant:
     multiple_of: Mapping[str, int]
     outputs: tuple[OutputRule, ...]
     le: tuple[tuple[str, str], ...] = ()  # (a, b): class a <= class b
+    scaled: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # b -> (a, k): b = k*a
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ def rule_from_json(d: Mapping[str, Any]) -> Rule:
                 OutputRule(_dtype(o["dtype"]), tuple(o["shape"]), *o["range"]) for o in v["outputs"]
             ),
             le=tuple((a, b) for a, b in v.get("le", ())),
+            scaled={b: (str(a), int(k)) for b, (a, k) in v.get("scaled", {}).items()},
         )
         for v in d["variants"]
     )
@@ -156,6 +159,7 @@ def rule_to_json(r: Rule) -> dict[str, Any]:
                 "attrs": dict(v.attrs),
                 "multiple_of": dict(v.multiple_of),
                 **({"le": [list(x) for x in v.le]} if v.le else {}),
+                **({"scaled": {b: [a, k] for b, (a, k) in v.scaled.items()}} if v.scaled else {}),
                 "outputs": [
                     {"dtype": dt.NAMES[o.dtype], "shape": list(o.shape), "range": [o.lo, o.hi]}
                     for o in v.outputs
@@ -299,6 +303,14 @@ def build_rule(b: Any, rule: Rule) -> None:
     env: dict[str, int] = {}
     related = {c for pair in v.le for c in pair}
     for inp in v.inputs:
+        for e in inp.dims:
+            if isinstance(e, str) and e in v.scaled and e not in env:
+                # a derived class: its base is drawn now (if not yet), and it follows
+                base, k = v.scaled[e]
+                if base not in env:
+                    dom = class_domain(base, env, v.multiple_of, v.le, DIM_LO, hi)
+                    env[base] = int(b.draw(f"{inp.name}.{base}", dom))
+                env[e] = k * env[base]
         new = [e for e in dict.fromkeys(inp.dims) if isinstance(e, str) and e not in env]
         for e in new:
             # A class repeated in this tensor, or ordered against another class new here,

@@ -7,7 +7,9 @@ and attributes fixed): its input dims flattened in input order, whether the back
 * ``infer_constraints`` finds the most specific conjunction of predicates that every valid
   record satisfies, over the forms the solver can satisfy by construction: dims equal to
   each other (one class), a dim equal to a constant, a class a multiple of ``m``, a class
-  at most another (a kernel no larger than the image: drawn after it, below it). If an
+  at most another (a kernel no larger than the image: drawn after it, below it), a class
+  ``k`` times another (``scaled``: Attention's packed weights ``[H, 3H]``; derived from
+  it, never drawn). If an
   invalid record satisfies them too, validity depends on something outside these forms
   (values, an inequality): the variant is not inferable and is left out.
 * ``synth_dim`` finds each output dim's expression by enumerative synthesis over a small
@@ -39,6 +41,8 @@ class Constraints:
     classes: tuple[str | int, ...]  # per flat dim: a class name or a constant
     multiple_of: Mapping[str, int] = field(default_factory=dict)
     le: tuple[tuple[str, str], ...] = ()  # (a, b): class a <= class b (transitively closed)
+    # b -> (a, k): class b is k * class a (a is drawn, b follows from it)
+    scaled: Mapping[str, tuple[str, int]] = field(default_factory=dict)
 
     def holds(self, dims: Sequence[int]) -> bool:
         seen: dict[str, int] = {}
@@ -49,6 +53,10 @@ class Constraints:
             elif seen.setdefault(c, d) != d:
                 return False
         if not all(seen[c] % m == 0 for c, m in self.multiple_of.items() if c in seen):
+            return False
+        if not all(
+            seen[b] == k * seen[a] for b, (a, k) in self.scaled.items() if a in seen and b in seen
+        ):
             return False
         return all(seen[a] <= seen[b] for a, b in self.le if a in seen and b in seen)
 
@@ -77,13 +85,19 @@ def infer_constraints(records: Sequence[Record]) -> Constraints | str:
         if g > 1:
             multiple[name] = g
     sigs = {name: sig for sig, name in names.items()}
+    scaled = _scaled(sigs)
+    for b in scaled:
+        multiple.pop(b, None)  # b's value follows from its base class
     le = tuple(
         (a, b)
         for a in sorted(sigs)
         for b in sorted(sigs)
-        if a != b and all(x <= y for x, y in zip(sigs[a], sigs[b], strict=True))
+        if a != b
+        and a not in scaled
+        and b not in scaled
+        and all(x <= y for x, y in zip(sigs[a], sigs[b], strict=True))
     )
-    c = Constraints(tuple(classes), multiple, le)
+    c = Constraints(tuple(classes), multiple, le, scaled)
     for r in records:
         if not r.valid and c.holds(r.dims):
             return (
@@ -91,6 +105,35 @@ def infer_constraints(records: Sequence[Record]) -> Constraints | str:
                 "depends on more than dim equalities, constants and multiples"
             )
     return c
+
+
+SCALES = (2, 3, 4)  # the factors a "class = k * class" relation may have
+
+
+def _scaled(sigs: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[str, int]]:
+    """Classes that are ``k`` times another over every valid record (in order of first
+    appearance: the base is the earlier class); a chain ``c = 2b, b = 2a`` keeps only the
+    relation to the first base, so every derived class's base is a drawn class."""
+    out: dict[str, tuple[str, int]] = {}
+    order = sorted(sigs, key=lambda n: int(n[1:]))
+    for i, b in enumerate(order):
+        if any(base == b for base, _ in out.values()):
+            continue  # already a base: it stays drawn
+        for a in order[:i] + order[i + 1 :]:
+            if a in out:
+                continue
+            k = next(
+                (
+                    k
+                    for k in SCALES
+                    if all(y == k * x for x, y in zip(sigs[a], sigs[b], strict=True))
+                ),
+                None,
+            )
+            if k is not None:
+                out[b] = (a, k)
+                break
+    return out
 
 
 # --- output shapes -------------------------------------------------------------------------

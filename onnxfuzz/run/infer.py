@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -53,7 +54,7 @@ from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synt
 CACHE_VERSION = 2  # of the record format (2: input values seeded per value draw)
 # Of the inference itself: an op's cached result is reused only from the same version
 # (records are reused across versions: they depend on the draw and the backend only).
-INFER_VERSION = 10
+INFER_VERSION = 12  # 11: structured draws, scaled classes; 12: rule outputs of every variant
 VARIANT_TRIES = 8  # variant draws (inputs, types, attributes) per op
 RANK_TRIES = 8  # random rank tuples probed per variant draw, after the common ones
 MAX_VARIANTS = 4  # verified variants kept per op
@@ -61,12 +62,22 @@ MAX_RANK = 4
 TRAIN_POOL, HELDOUT_FROM_RULE, HELDOUT_POOL = 10, 10, 6
 MUTATION_BASES = 3
 MIN_HELDOUT_VALID = 5
+SHARE_SLACK = 4.0  # an op's deadline: this many times its even share of the budget left
 GIVE_UP = 3  # variant draws in a row with no valid record at any rank: the op is left out
 MAX_MAGNITUDE = 1e3  # outputs beyond it on inputs in [-2, 2]: value-unstable (Inverse)
 # Value domains the records draw from, and generation then draws from (inferred ops know no
 # value semantics): small floats; integers 0..1 (valid as indices and counts into dims >= 2).
 FLOAT_VALUES = (-2.0, 2.0)
 INT_VALUES = (0.0, 1.0)
+# A float input named as a scale (QLinear*'s x_scale, y_scale) takes positive values: a
+# quantization scale of 0 or below is invalid (QLinearLeakyRelu rejects it).
+SCALE_VALUES = (0.5, 2.0)
+# Structured draws (ops phase 1 found no valid record for): variant draws, rank tuples each.
+STRUCTURED_TRIES, STRUCTURED_RANKS = 8, 12
+# Candidate values of a required STRING attribute whose description quotes none: the
+# activation names ONNX Runtime's fused contrib ops take (FusedConv, FusedMatMulActivation).
+STRING_CANDIDATES = {"activation": ("Relu", "Tanh", "Sigmoid", "LeakyRelu")}
+NO_KERNEL = "Could not find an implementation"
 USABLE = frozenset(
     {
         dt.FLOAT,
@@ -98,6 +109,7 @@ class Attr:
     kind: str  # INT, FLOAT, STRING, INTS, ...
     required: bool
     default: Any = None  # the schema's default value, if any
+    doc: str = ""  # the schema's description (quoted candidate values of a string)
 
 
 def _default(a: Any) -> Any:
@@ -146,7 +158,7 @@ def _schema(s: Any, domain: str) -> Schema:
         outputs=tuple(_formal(f) for f in s.outputs),
         type_sets=type_sets,
         attrs=tuple(
-            Attr(a.name, a.type.name, bool(a.required), _default(a))
+            Attr(a.name, a.type.name, bool(a.required), _default(a), a.description or "")
             for a in sorted(s.attributes.values(), key=lambda a: a.name)
         ),
     )
@@ -201,8 +213,11 @@ class Draw:
         return json.dumps([self.present, self.dtypes, self.ranks, self.attrs, self.n_out])
 
 
-def _values(dtype: int) -> tuple[float, float]:
-    return FLOAT_VALUES if dtype in dt.FLOATS else (0.0, 1.0) if dtype != dt.BOOL else (0.0, 1.0)
+def _values(dtype: int, name: str = "") -> tuple[float, float]:
+    """The value domain of an input (``name``: its formal name)."""
+    if dtype in dt.FLOATS:
+        return SCALE_VALUES if "scale" in name.lower() else FLOAT_VALUES
+    return INT_VALUES
 
 
 class Recorder:
@@ -303,7 +318,8 @@ def single_op_model(
         name = f"x{pos}"
         names[pos] = name
         graph_inputs.append(helper.make_tensor_value_info(name, dtype, shape))
-        feeds[name] = _draw_values(rng, dtype, shape, values)
+        lo, hi = _values(dtype, formal_of(s, pos).name)
+        feeds[name] = _draw_values(rng, dtype, shape, values, lo, hi)
     node = helper.make_node(
         s.op,
         names,
@@ -321,7 +337,12 @@ def single_op_model(
 
 
 def _draw_values(
-    rng: np.random.Generator, dtype: int, shape: tuple[int, ...], values: int = 0
+    rng: np.random.Generator,
+    dtype: int,
+    shape: tuple[int, ...],
+    values: int = 0,
+    lo: float = 0.0,
+    hi: float = 1.0,
 ) -> np.ndarray:
     """Input values in the record domain. ``values`` 0: uniform; 1: whole numbers only, so
     values repeat and reach the domain's ends (an op whose output shape depends on its
@@ -332,10 +353,9 @@ def _draw_values(
         return np.ones(shape, dtype=npd)
     if dtype == dt.BOOL:
         return rng.integers(0, 2, shape).astype(np.bool_)
-    lo, hi = _values(dtype)
     if dtype in dt.FLOATS and values == 0:
         return rng.uniform(lo, hi, shape).astype(npd)
-    return rng.integers(int(lo), int(hi) + 1, shape).astype(npd)
+    return rng.integers(math.ceil(lo), math.floor(hi) + 1, shape).astype(npd)
 
 
 def formal_of(s: Schema, pos: int) -> Formal:
@@ -343,14 +363,49 @@ def formal_of(s: Schema, pos: int) -> Formal:
     return s.inputs[min(pos, len(s.inputs) - 1)]
 
 
-def draw_variant(s: Schema, rng: np.random.Generator) -> Draw | str:
-    """Present inputs, element types and attributes (ranks later), or why none can be."""
+def string_candidates(a: Attr) -> tuple[str, ...]:
+    """Values a string attribute may take: those its description quotes ('qsa', `zeros`),
+    else a known list for its name (activation names)."""
+    quoted = re.findall(r"""['`"]([A-Za-z_][A-Za-z0-9_]*)['`"]""", a.doc)
+    return tuple(dict.fromkeys(quoted)) or STRING_CANDIDATES.get(a.name, ())
+
+
+def _presence(s: Schema, k: int) -> list[int]:
+    """Structured draw ``k``'s present inputs: the required ones with, in turn, the optional
+    zero points (QLinear* need them), the first optional input, the first two, none."""
+    req = [i for i, f in enumerate(s.inputs) if not f.optional]
+    opt = [i for i, f in enumerate(s.inputs) if f.optional]
+    zp = [i for i in opt if "zero_point" in s.inputs[i].name]
+    options = [zp or opt[:1], opt[:1], opt[:2], []]
+    return sorted(set(req) | set(options[k % len(options)]))
+
+
+def draw_variant(s: Schema, rng: np.random.Generator, structured: int = -1) -> Draw | str:
+    """Present inputs, element types and attributes (ranks later), or why none can be.
+    ``structured`` >= 0: the structured draw of that number (present inputs by schedule,
+    required strings from their candidates); -1: the random draw."""
     if any(f.variadic for f in s.outputs):
         return "variadic outputs (not inferred)"
+    strings: list[tuple[str, str]] = []
     for a in s.attrs:
         if a.required and a.kind not in ("INT", "FLOAT", "INTS"):
-            return f"required attribute {a.name} of type {a.kind} (no candidate values)"
-    present_l = [i for i, f in enumerate(s.inputs) if not f.optional or rng.random() < 0.25]
+            cands = string_candidates(a) if a.kind == "STRING" and structured >= 0 else ()
+            if not cands:
+                return f"required attribute {a.name} of type {a.kind} (no candidate values)"
+            strings.append((a.name, cands[int(rng.integers(len(cands)))]))
+        elif (
+            a.kind == "STRING"
+            and a.default is None
+            and structured >= 0
+            and (cands := string_candidates(a))
+        ):
+            # an optional string with no default the kernel may still need (FusedGemm's
+            # activation): set from its candidates
+            strings.append((a.name, cands[int(rng.integers(len(cands)))]))
+    if structured >= 0:
+        present_l = _presence(s, structured)
+    else:
+        present_l = [i for i, f in enumerate(s.inputs) if not f.optional or rng.random() < 0.25]
     if s.inputs and s.inputs[-1].variadic and present_l and present_l[-1] == len(s.inputs) - 1:
         # a variadic input: 1..3 tensors in this variant, of one element type
         present_l += [present_l[-1] + k for k in range(1, int(rng.integers(1, 4)))]
@@ -364,8 +419,15 @@ def draw_variant(s: Schema, rng: np.random.Generator) -> Draw | str:
                 usable = [t for t in s.type_sets[f.type_str] if t in USABLE]
                 if not usable:
                     return f"input {f.name}: no usable element type"
-                pick = dt.FLOAT if dt.FLOAT in usable and rng.random() < 0.6 else None
-                bound[f.type_str] = pick or int(usable[rng.integers(len(usable))])
+                if structured >= 0:
+                    # float on even draws, else each type in turn (a kernel may exist for
+                    # one only: MulInteger's uint8)
+                    j = structured // 2 + len(bound)
+                    pick = dt.FLOAT if dt.FLOAT in usable and structured % 2 == 0 else None
+                    bound[f.type_str] = pick or int(usable[j % len(usable)])
+                else:
+                    pick = dt.FLOAT if dt.FLOAT in usable and rng.random() < 0.6 else None
+                    bound[f.type_str] = pick or int(usable[rng.integers(len(usable))])
             dtypes.append(bound[f.type_str])
         else:
             t = dt.from_schema_str(f.type_str)
@@ -391,8 +453,88 @@ def draw_variant(s: Schema, rng: np.random.Generator) -> Draw | str:
             # then find the input ranks it fits, if any
             n = int(rng.integers(1, 3))
             attrs.append((a.name, [int(x) for x in rng.integers(1, 3, n)]))
+        elif a.kind == "INTS" and a.name == "kernel_shape" and structured > 0 and structured % 2:
+            # optional in the schema, but a pooling kernel may need it (MaxpoolWithMask):
+            # on odd structured draws (a conv infers it from its weights on even ones);
+            # structured_attrs sizes it to the input's spatial rank
+            attrs.append((a.name, [2]))
+    attrs = sorted(attrs + strings)
     n_out = sum(1 for f in s.outputs if not f.optional) or 1
+    if structured > 0 and structured % 2:
+        # odd structured draws also ask for the first optional output: a schema's shape
+        # inference may set it regardless (EmbedLayerNormalization's mask_index)
+        n_out = min(len(s.outputs), n_out + 1)
     return Draw(present, tuple(dtypes), (), tuple(attrs), n_out)
+
+
+def _role_rank(name: str, r: int) -> int:
+    """The rank an input plays by its name: scales, zero points, lengths and flags are
+    scalars; biases, gammas, betas and norm weights vectors; the rest data of rank r."""
+    n = name.lower()
+    if re.search(r"scale|zero_point|ratio|training_mode|sequence_length$|_count$", n):
+        return 0
+    if re.search(r"bias|gamma|beta|norm_weight", n):
+        return 1
+    return r
+
+
+def structured_ranks(s: Schema, d: Draw, rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """Rank tuples by the inputs' roles (``_role_rank``), data inputs of one rank or the
+    later ones matrices (weights), scalars also as vectors; then the common tuples."""
+    names = [formal_of(s, i).name for i in d.present]
+    out: list[tuple[int, ...]] = []
+    optional = [formal_of(s, i).optional for i in d.present]
+    for r in (3, 2, 4, 1):
+        base = [_role_rank(n, r) for n in names]
+        out.append(tuple(base))
+        out.append(tuple(base[:1] + [2 if x == r else x for x in base[1:]]))
+        out.append(tuple(1 if x == 0 else x for x in base))
+        # an optional data-named input as a vector (QLinearConv's bias "B")
+        out.append(tuple(1 if x == r and o else x for x, o in zip(base, optional, strict=True)))
+    first = formal_of(s, d.present[0]).type_str if d.present else ""
+    same = tuple(formal_of(s, i).type_str == first for i in d.present)
+    out += rank_candidates(len(d.present), rng, same)
+    return list(dict.fromkeys(out))[:STRUCTURED_RANKS]
+
+
+def structured_attrs(d: Draw, ranks: tuple[int, ...]) -> tuple[tuple[str, Any], ...] | None:
+    """List attributes sized to the first input's spatial rank (kernel_shape [2, 2] on an
+    NCHW input); None when it has no spatial axis."""
+    spatial = (ranks[0] if ranks else 0) - 2
+    out = []
+    for name, v in d.attrs:
+        if isinstance(v, list):
+            if name in ("kernel_shape", "strides", "dilations", "pads"):
+                if spatial < 1:
+                    return None
+                v = (
+                    [0] * (2 * spatial)
+                    if name == "pads"
+                    else [1 if name != "kernel_shape" else 2] * spatial
+                )
+            elif name == "axes":
+                v = [1]
+        out.append((name, v))
+    return tuple(out)
+
+
+def structured_probes(d: Draw, same: tuple[bool, ...]) -> list[tuple[int, ...]]:
+    """Probe dims: each the same (4, 6, 2, 3); then all 4 with the last axis of each later
+    input typed like the first, or of the last such input alone, 3x, 2x, half or 1 (packed
+    weights [H, 3H], a rotary cache [., H/2], a grid's [., 2], a gate's [., 1])."""
+    n = sum(d.ranks)
+    out = [(v,) * n for v in (4, 6, 2, 3)]
+    final = max((j for j, r in enumerate(d.ranks) if r and j > 0 and same[j]), default=-1)
+    for only_final in (False, True):  # every such input, or the last one alone (a gate)
+        for last in (12, 8, 2, 1):
+            dims: list[int] = []
+            for j, r in enumerate(d.ranks):
+                x = [4] * r
+                if j > 0 and r and same[j] and (j == final or not only_final):
+                    x[-1] = last
+                dims += x
+            out.append(tuple(dims))
+    return list(dict.fromkeys(out))
 
 
 def rank_candidates(
@@ -427,13 +569,21 @@ def _from_constraints(rng: np.random.Generator, c: Constraints) -> tuple[int, ..
     """Dims drawn as the generator draws them: each class in order of appearance, inside
     the domain the classes before it leave."""
     env: dict[str, int] = {}
+
+    def draw(cls: str) -> None:
+        dom = class_domain(cls, env, c.multiple_of, c.le, DIM_LO, DIM_HI)
+        options = list(range(dom.lo, dom.hi + 1)) if isinstance(dom, Ints) else list(dom.options)
+        env[cls] = int(options[rng.integers(len(options))])
+
     for cls in c.classes:
         if isinstance(cls, str) and cls not in env:
-            dom = class_domain(cls, env, c.multiple_of, c.le, DIM_LO, DIM_HI)
-            options = (
-                list(range(dom.lo, dom.hi + 1)) if isinstance(dom, Ints) else list(dom.options)
-            )
-            env[cls] = int(options[rng.integers(len(options))])
+            if cls in c.scaled:  # derived: its base is drawn (if not yet), it follows
+                base, k = c.scaled[cls]
+                if base not in env:
+                    draw(base)
+                env[cls] = k * env[base]
+            else:
+                draw(cls)
     return tuple(x if isinstance(x, int) else env[x] for x in c.classes)
 
 
@@ -458,11 +608,38 @@ def _as_record(dims: tuple[int, ...], r: dict[str, Any]) -> Record:
     return Record(dims, bool(r["ok"]), tuple(tuple(o["shape"]) for o in r.get("outs", ())))
 
 
-def infer_variant(rec: Recorder, s: Schema, d: Draw, rng: np.random.Generator) -> Variant | str:
-    """Records of one variant -> a verified rule, or the reason there is none."""
+def _group_mutations(dims: tuple[int, ...], rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """Per distinct value v of a valid record: every dim v becomes w, and every dim k*v
+    (k = 2, 3, 4) k*w, so dims that must stay equal, or k times another, move together."""
+    out = []
+    for v in sorted(set(dims)):
+        if v < DIM_LO:
+            continue
+        w = int(rng.choice([x for x in range(DIM_LO, DIM_HI + 1) if x != v]))
+        remap = {v: w} | {k * v: k * w for k in (2, 3, 4) if k * v in dims}
+        out.append(tuple(remap.get(x, x) for x in dims))
+    return out
+
+
+def infer_variant(
+    rec: Recorder,
+    s: Schema,
+    d: Draw,
+    rng: np.random.Generator,
+    seeds: Iterable[tuple[int, ...]] = (),
+) -> Variant | str:
+    """Records of one variant -> a verified rule, or the reason there is none. ``seeds``:
+    valid probe records (structured draws), mutated first, also in groups of dims."""
     n = sum(d.ranks)
+    seeds = list(seeds)
     train = _records(rec, s, d, [_pool_dims(rng, n, 1 + k % 3) for k in range(TRAIN_POOL)])
-    bases = sorted([x for x in train if x[1]["ok"]], key=lambda x: -len(set(x[0])))[:MUTATION_BASES]
+    valid_train = [x for x in train if x[1]["ok"]]
+    bases = sorted(valid_train, key=lambda x: -len(set(x[0])))[:MUTATION_BASES]
+    if seeds:
+        train += _records(rec, s, d, seeds)
+        bases = ([(x, {}) for x in seeds] + bases)[:MUTATION_BASES]
+        for dims, _ in bases:
+            train += _records(rec, s, d, _group_mutations(dims, rng))
     for dims, _ in bases:  # NeuRI-style: mutate one dim of a valid record at a time
         muts = []
         for i in range(n):
@@ -506,6 +683,8 @@ def infer_variant(rec: Recorder, s: Schema, d: Draw, rng: np.random.Generator) -
         w = max(hi - lo, 1.0)
         ranges.append((lo - w / 2, hi + w / 2))
     # held-out: fresh draws from the inferred constraints, and fresh pool draws
+    if any(c in cons.multiple_of for pair in cons.le for c in pair):
+        return "a class is both a multiple and ordered (its domain could be empty)"
     held = _records(
         rec,
         s,
@@ -567,7 +746,7 @@ def infer_variant(rec: Recorder, s: Schema, d: Draw, rng: np.random.Generator) -
     inputs = []
     k = 0
     for pos, dtype, rank in zip(d.present, d.dtypes, d.ranks, strict=True):
-        lo, hi = _values(dtype)
+        lo, hi = _values(dtype, formal_of(s, pos).name)
         inputs.append(
             InputRule(pos, formal_of(s, pos).name, dtype, tuple(cons.classes[k : k + rank]), lo, hi)
         )
@@ -581,11 +760,12 @@ def infer_variant(rec: Recorder, s: Schema, d: Draw, rng: np.random.Generator) -
         for k in range(d.n_out)
     )
     used = {c for i in inputs for c in i.dims if isinstance(c, str)}
+    scaled = {b: ak for b, ak in cons.scaled.items() if b in used}
     multiple = {c: m for c, m in cons.multiple_of.items() if c in used}
     le = tuple((a, b) for a, b in cons.le if a in used and b in used)
     if any(c in multiple for pair in le for c in pair):
         return "a class is both a multiple and ordered (its domain could be empty)"
-    return Variant(tuple(inputs), dict(d.attrs), multiple, outputs, le)
+    return Variant(tuple(inputs), dict(d.attrs), multiple, outputs, le, scaled)
 
 
 def _round_range(r: tuple[float, float], dtype: int) -> tuple[float, float]:
@@ -600,13 +780,16 @@ def infer_op(rec: Recorder, s: Schema, seed: int, deadline: float) -> OpResult:
     variants: list[Variant] = []
     seen_keys: set[str] = set()
     reasons: dict[str, int] = {}
+    messages: list[str] = []  # of failed probes: a missing kernel says so on every one
     misses = 0
+    first_why = ""
     for _ in range(VARIANT_TRIES):
         if len(variants) >= MAX_VARIANTS or time.monotonic() > deadline:
             break
         base = draw_variant(s, rng)
         if isinstance(base, str):
-            return OpResult(s.op, [], base)
+            first_why = base
+            break
         first = formal_of(s, base.present[0]).type_str if base.present else ""
         same = tuple(formal_of(s, i).type_str == first for i in base.present)
         ranks_tried = rank_candidates(len(base.present), rng, same)
@@ -618,7 +801,9 @@ def infer_op(rec: Recorder, s: Schema, seed: int, deadline: float) -> OpResult:
             seen_keys.add(d.key())
             n = sum(ranks)
             probes = [tuple([v] * n) for v in (6, 4)] + [_pool_dims(rng, n, 2)]
-            if not any(r["ok"] for _, r in _records(rec, s, d, probes)):
+            probed = _records(rec, s, d, probes)
+            messages += [r.get("msg", "") for _, r in probed if not r["ok"]]
+            if not any(r["ok"] for _, r in probed):
                 continue
             found = True
             v = infer_variant(rec, s, d, rng)
@@ -632,13 +817,95 @@ def infer_op(rec: Recorder, s: Schema, seed: int, deadline: float) -> OpResult:
             misses += 1
             if misses >= GIVE_UP and not variants:
                 break  # nothing runs at all (no CPU kernel, or constraints outside reach)
+    no_kernel = bool(messages) and all(NO_KERNEL in m for m in messages)
+    blind = set(reasons) <= {"no valid record"} and (
+        not first_why or "no candidate values" in first_why
+    )
+    if not variants and blind and not no_kernel and time.monotonic() <= deadline:
+        # Nothing valid from the random draws (or a required string stopped them): the
+        # structured draws, by the inputs' roles
+        got, why2, drawn = _structured(rec, s, seed, deadline)
+        variants += got
+        if not drawn:
+            first_why = why2 or first_why
+        elif why2:
+            first_why, reasons = "", {why2: 1}
     runs = rec.runs - start_runs
     if variants:
         return OpResult(s.op, variants, runs=runs)
-    why = max(reasons, key=lambda k: reasons[k]) if reasons else "budget spent"
+    if first_why:
+        return OpResult(s.op, [], first_why, runs)
+    if no_kernel:
+        return OpResult(s.op, [], "no CPU kernel for the drawn element types", runs)
+    why = _commonest(reasons) or "budget spent"
     if time.monotonic() > deadline and not reasons:
         why = "budget spent"
     return OpResult(s.op, [], f"no verified variant ({why})", runs)
+
+
+def _structured(
+    rec: Recorder, s: Schema, seed: int, deadline: float
+) -> tuple[list[Variant], str, bool]:
+    """Structured draws for an op the random ones found nothing valid for: present inputs by
+    schedule, ranks by the inputs' roles, list attributes sized to the spatial rank, probe
+    dims with one input's last axis a multiple or a fraction of the first's; a valid probe
+    seeds the records. Returns the verified variants, if none the commonest reason, and
+    whether any variant could be drawn (else the reason is why none can be)."""
+    rng = np.random.default_rng([seed, zlib.crc32(f"{s.domain}.{s.op}|structured".encode())])
+    variants: list[Variant] = []
+    reasons: dict[str, int] = {}
+    seen: set[str] = set()
+    misses = 0
+    for k in range(STRUCTURED_TRIES):
+        if len(variants) >= MAX_VARIANTS or time.monotonic() > deadline:
+            break
+        base = draw_variant(s, rng, structured=k)
+        if isinstance(base, str):
+            return [], base, False
+        first = formal_of(s, base.present[0]).type_str if base.present else ""
+        same = tuple(formal_of(s, i).type_str == first for i in base.present)
+        found = kernel_missing = False
+        for ranks in structured_ranks(s, base, rng):
+            attrs = structured_attrs(base, ranks)
+            if attrs is None:
+                continue
+            d = Draw(base.present, base.dtypes, ranks, attrs, base.n_out)
+            if d.key() in seen or time.monotonic() > deadline:
+                continue
+            seen.add(d.key())
+            probed = _records(rec, s, d, structured_probes(d, same))
+            ok = [dims for dims, r in probed if r["ok"]]
+            if not ok:
+                if all(NO_KERNEL in r.get("msg", "") for _, r in probed):
+                    kernel_missing = True
+                    break  # no kernel for these element types: the next draw
+                continue
+            found = True
+            # Seed groups, each tried alone: the uniform probes together, then each other
+            # one (a broadcast [., 1] next to a [., 3x] would blur both relations)
+            uniform = [x for x in ok if len(set(x)) == 1]
+            groups = ([uniform] if uniform else []) + [[x] for x in ok if len(set(x)) > 1]
+            for seeds in groups:
+                v = infer_variant(rec, s, d, rng, seeds=seeds)
+                if isinstance(v, str):
+                    reasons[v] = reasons.get(v, 0) + 1
+                else:
+                    variants.append(v)
+                    break
+            break
+        if not found:
+            reasons["no valid record"] = reasons.get("no valid record", 0) + 1
+            misses += not kernel_missing  # a missing kernel is cheap to see: not a miss
+            if misses >= GIVE_UP + 1 and not variants:
+                break
+    return variants, _commonest(reasons), True
+
+
+def _commonest(reasons: dict[str, int]) -> str:
+    """The reason to report: the commonest one a variant with a valid record gave (it says
+    more than "no valid record", which is reported only when it is all there is)."""
+    told = {k: n for k, n in reasons.items() if k != "no valid record"} or reasons
+    return max(told, key=lambda k: told[k]) if told else ""
 
 
 # --- the job ----------------------------------------------------------------------------------
@@ -687,7 +954,11 @@ def run_inference(
                     if left <= 0:
                         left_out[name] = "budget spent before the op was reached"
                         continue
-                    deadline = time.monotonic() + left / (len(names) - k)
+                    # An op may take up to SHARE_SLACK times its even share of what is
+                    # left: most ops end well inside theirs (cache hits, a missing
+                    # kernel), and one whose kernel crashes on many probes needs more
+                    share = SHARE_SLACK * left / (len(names) - k)
+                    deadline = time.monotonic() + min(left, share)
                     r = infer_op(rec, s, seed, deadline)
                     runs += r.runs
                     rule = _rule(s, r.variants) if r.variants else None
@@ -713,7 +984,9 @@ def _rule(s: Schema, variants: list[Variant]) -> Rule:
         domain=s.domain,
         version=s.version,
         inputs=tuple((f.name, f.type_str) for f in s.inputs),
-        outputs=tuple(f.type_str for f in s.outputs[: len(variants[0].outputs)]),
+        # as many as the variant with the most (the builder names a node's outputs by
+        # their count: two variants' outputs under one name would be a duplicate)
+        outputs=tuple(f.type_str for f in s.outputs[: max(len(v.outputs) for v in variants)]),
         type_sets={k: frozenset(v) for k, v in s.type_sets.items()},
         variants=tuple(variants),
     )

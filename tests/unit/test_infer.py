@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
 import pytest
 
 from onnxfuzz.cli.main import main
@@ -20,7 +21,15 @@ from onnxfuzz.generate.rule_check import agreement
 from onnxfuzz.generate.spec import load_specs
 from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synth_dim
 from onnxfuzz.generate.validate import ort_session
-from onnxfuzz.run.infer import run_inference
+from onnxfuzz.run.infer import (
+    Attr,
+    Draw,
+    _from_constraints,
+    run_inference,
+    string_candidates,
+    structured_attrs,
+    structured_probes,
+)
 
 HYBRID = frozenset({"ai.onnx", "com.microsoft"})
 
@@ -59,6 +68,42 @@ def test_constraints_refuse_what_the_forms_cannot_say():
     assert infer_constraints([Record((2,), False)]) == "no valid record"
 
 
+def test_constraints_scaled_class_packed_weights():
+    # Attention-like: input [b, h], weights [h, 3h]: the second is 3x the first, no other
+    # relation; the derived class has no multiple or order of its own
+    recs = [Record((b, h, h, 3 * h), True) for b, h in [(2, 2), (5, 4), (3, 7), (6, 3)]]
+    recs += [Record((4, 4, 4, 8), False), Record((4, 4, 5, 12), False)]
+    c = infer_constraints(recs)
+    assert isinstance(c, Constraints)
+    h, wide = c.classes[1], c.classes[3]
+    assert c.classes[2] == h and c.scaled == {wide: (h, 3)}
+    assert wide not in c.multiple_of and all(wide not in pair for pair in c.le)
+    assert c.holds((2, 5, 5, 15)) and not c.holds((2, 5, 5, 12))
+    # drawn as the generator draws: the derived class follows its base
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        dims = _from_constraints(rng, c)
+        assert dims[3] == 3 * dims[1] and c.holds(dims)
+
+
+def test_constraints_an_offset_is_not_a_scaled_class():
+    recs = [Record((2, 4), True), Record((3, 5), True), Record((4, 6), True)]
+    c = infer_constraints(recs)
+    assert isinstance(c, Constraints) and not c.scaled
+
+
+def test_structured_draw_helpers():
+    attr = Attr("policy_mode", "STRING", True, None, "Must be exactly 'qsa' or 'csa'.")
+    assert string_candidates(attr) == ("qsa", "csa")
+    assert "Relu" in string_candidates(Attr("activation", "STRING", True, None, ""))
+    assert string_candidates(Attr("pad_value", "STRING", True, None, "")) == ()
+    d = Draw((0, 1, 2), (1, 1, 1), (3, 2, 1), (("kernel_shape", [1]),), 1)
+    probes = structured_probes(d, (True, True, True))
+    assert (4, 4, 4, 4, 12, 12) in probes and (4, 4, 4, 4, 2, 2) in probes
+    assert structured_attrs(d, (4, 4, 1)) == (("kernel_shape", [2, 2]),)
+    assert structured_attrs(d, (2, 2, 1)) is None  # no spatial axis for a kernel
+
+
 def test_synth_finds_the_smallest_expression_and_prunes_equivalents():
     envs = [{"n0": a, "n1": b} for a, b in [(2, 3), (4, 5), (6, 2), (3, 3)]]
     fits = synth_dim(envs, [a + b for a, b in [(2, 3), (4, 5), (6, 2), (3, 3)]])
@@ -86,8 +131,8 @@ def test_tiny_inference_writes_verified_rules_and_leaves_out_with_reasons(tiny):
     d, _, s = tiny
     names = {r.op for r in s.rules}
     assert {"BiasGelu", "FusedMatMul", "Gelu"} <= names
-    # BiasAdd has no CPU kernel in ONNX Runtime 1.31: every record is invalid
-    assert "BiasAdd" in s.left_out and "no valid record" in s.left_out["BiasAdd"]
+    # BiasAdd has no CPU kernel in ONNX Runtime 1.31: every record says so
+    assert "BiasAdd" in s.left_out and "no CPU kernel" in s.left_out["BiasAdd"]
     data = json.loads((d / "r.json").read_text())
     assert data["left_out"]["BiasAdd"] == s.left_out["BiasAdd"]
     bias_gelu = next(rule_from_json(r) for r in data["rules"] if r["op"] == "BiasGelu")
@@ -193,6 +238,53 @@ def test_single_inferred_op_instances_are_valid():
             except Exception as e:  # noqa: BLE001 - any ORT error is an invalid instance
                 failures.append(f"{name} seed {seed}: {str(e)[:120]}")
     assert ok / total >= 0.95, failures[:10]
+
+
+def test_scaled_classes_are_generated_by_construction():
+    """A committed variant with a class k times another (RotaryEmbedding's head size twice
+    its cache's last axis): every generated instance has exactly that relation."""
+    scaled_rules = [r for r in load_domain("com.microsoft") if any(v.scaled for v in r.variants)]
+    assert scaled_rules
+    rule = scaled_rules[0]
+    gen = Generator(
+        Config(
+            domains=frozenset({"com.microsoft"}),
+            ops=frozenset({rule.name}),
+            min_nodes=1,
+            max_nodes=1,
+            connectivity=0,
+            block_rate=0,
+        )
+    )
+    checked = 0
+    for seed in range(20):
+        case = gen.generate(seed)
+        feeds = case.make_inputs(seed)
+        shapes = {k: v.shape for k, v in feeds.items()}
+        shapes |= {i.name: tuple(i.dims) for i in case.model.graph.initializer}
+        node = next(n for n in case.model.graph.node if n.domain == "com.microsoft")
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        for v in rule.variants:
+            ins = [shapes.get(node.input[i.pos]) for i in v.inputs]
+            if (
+                not v.scaled
+                or attrs != dict(v.attrs)
+                or any(
+                    s is None or len(s) != len(i.dims) for s, i in zip(ins, v.inputs, strict=True)
+                )
+            ):
+                continue
+            env: dict[str, int] = {}
+            for s, i in zip(ins, v.inputs, strict=True):
+                for c, d in zip(i.dims, s, strict=True):
+                    if isinstance(c, str):
+                        env.setdefault(c, int(d))
+            if all(c in env for b, (a, _) in v.scaled.items() for c in (a, b)):
+                assert all(env[b] == k * env[a] for b, (a, k) in v.scaled.items()), (seed, env)
+                checked += 1
+                break
+        _run(case.model, feeds)
+    assert checked >= 5, checked
 
 
 def test_unknown_domain_is_a_config_error():
