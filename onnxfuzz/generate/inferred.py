@@ -11,6 +11,8 @@ constructively, so generation stays backtrack-free:
 * a class may have to be a multiple of ``m`` (``multiple_of``), or at most another class
   (``le``: a kernel no larger than the image), or be ``k`` times another class (``scaled``:
   Attention's packed weights ``[H, 3H]``; never drawn, it follows from its base class);
+* an int attribute may equal a class (``attr_dims``: MatMulNBits' ``K`` is A's last axis):
+  it takes the value the class took, after the inputs;
 * each output dim is an expression over the classes (``"n0"``, ``"n1*2"``, ``"n0-1"``) from
   a small arithmetic grammar (``+ - * //``, small integer constants).
 
@@ -85,6 +87,9 @@ class Variant:
     outputs: tuple[OutputRule, ...]
     le: tuple[tuple[str, str], ...] = ()  # (a, b): class a <= class b
     scaled: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # b -> (a, k): b = k*a
+    # An int attribute equal to a dim class (MatMulNBits' K is A's last axis): set, after
+    # the inputs, to the value the class took, so it is drawn by construction too
+    attr_dims: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,7 @@ def rule_from_json(d: Mapping[str, Any]) -> Rule:
             ),
             le=tuple((a, b) for a, b in v.get("le", ())),
             scaled={b: (str(a), int(k)) for b, (a, k) in v.get("scaled", {}).items()},
+            attr_dims={n: str(c) for n, c in v.get("attr_dims", {}).items()},
         )
         for v in d["variants"]
     )
@@ -160,6 +166,7 @@ def rule_to_json(r: Rule) -> dict[str, Any]:
                 "multiple_of": dict(v.multiple_of),
                 **({"le": [list(x) for x in v.le]} if v.le else {}),
                 **({"scaled": {b: [a, k] for b, (a, k) in v.scaled.items()}} if v.scaled else {}),
+                **({"attr_dims": dict(v.attr_dims)} if v.attr_dims else {}),
                 "outputs": [
                     {"dtype": dt.NAMES[o.dtype], "shape": list(o.shape), "range": [o.lo, o.hi]}
                     for o in v.outputs
@@ -335,6 +342,10 @@ def build_rule(b: Any, rule: Rule) -> None:
                 env.setdefault(e, d)
     for name, value in v.attrs.items():
         b.set_attr(name, value)
+    for name, cls in v.attr_dims.items():
+        if cls not in env:
+            raise SpecError("inferred rule", name, f"attribute bound to {cls!r}, no input has it")
+        b.set_attr(name, env[cls])
     for o in v.outputs:
         shape = [evaluate(x, env) for x in o.shape]
         iv = None if o.dtype == dt.BOOL else Interval(o.lo, o.hi)

@@ -54,7 +54,8 @@ from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synt
 CACHE_VERSION = 2  # of the record format (2: input values seeded per value draw)
 # Of the inference itself: an op's cached result is reused only from the same version
 # (records are reused across versions: they depend on the draw and the backend only).
-INFER_VERSION = 12  # 11: structured draws, scaled classes; 12: rule outputs of every variant
+INFER_VERSION = 13  # 11: structured draws, scaled classes; 12: rule outputs of every variant;
+# 13: block-quantized and recurrent draws (attributes bound to dims), described shapes
 VARIANT_TRIES = 8  # variant draws (inputs, types, attributes) per op
 RANK_TRIES = 8  # random rank tuples probed per variant draw, after the common ones
 MAX_VARIANTS = 4  # verified variants kept per op
@@ -101,6 +102,7 @@ class Formal:
     type_str: str
     optional: bool
     variadic: bool
+    doc: str = ""  # the schema's description (it may state the shape: "with shape (B, S, H)")
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ class Schema:
 def _formal(f: Any) -> Formal:
     opt = f.option.name
     type_str = getattr(f, "type_str", None) or f.typeStr
-    return Formal(f.name, type_str, opt == "Optional", opt == "Variadic")
+    return Formal(f.name, type_str, opt == "Optional", opt == "Variadic", f.description or "")
 
 
 def _schema(s: Any, domain: str) -> Schema:
@@ -208,9 +210,13 @@ class Draw:
     ranks: tuple[int, ...]
     attrs: tuple[tuple[str, Any], ...]
     n_out: int
+    # (attribute, flat dim index): an int attribute that takes that dim's value in each
+    # record (MatMulNBits' K: A's last axis), so it moves with the dims
+    bind: tuple[tuple[str, int], ...] = ()
 
     def key(self) -> str:
-        return json.dumps([self.present, self.dtypes, self.ranks, self.attrs, self.n_out])
+        k = [self.present, self.dtypes, self.ranks, self.attrs, self.n_out]
+        return json.dumps(k + [self.bind] if self.bind else k)  # unbound: the old keys
 
 
 def _values(dtype: int, name: str = "") -> tuple[float, float]:
@@ -326,6 +332,7 @@ def single_op_model(
         [f"y{k}" for k in range(d.n_out)],
         domain="" if s.domain == "ai.onnx" else s.domain,
         **dict(d.attrs),
+        **{name: int(dims[i]) for name, i in d.bind},
     )
     outputs = [helper.make_value_info(f"y{k}", onnx.TypeProto()) for k in range(d.n_out)]
     graph = helper.make_graph([node], "infer", graph_inputs, outputs)
@@ -565,15 +572,17 @@ def _pool_dims(rng: np.random.Generator, n: int, size: int) -> tuple[int, ...]:
     return tuple(int(pool[rng.integers(size)]) for _ in range(n))
 
 
-def _from_constraints(rng: np.random.Generator, c: Constraints) -> tuple[int, ...]:
+def _from_constraints(
+    rng: np.random.Generator, c: Constraints, largest: bool = False
+) -> tuple[int, ...]:
     """Dims drawn as the generator draws them: each class in order of appearance, inside
-    the domain the classes before it leave."""
+    the domain the classes before it leave (``largest``: the largest value of each)."""
     env: dict[str, int] = {}
 
     def draw(cls: str) -> None:
         dom = class_domain(cls, env, c.multiple_of, c.le, DIM_LO, DIM_HI)
         options = list(range(dom.lo, dom.hi + 1)) if isinstance(dom, Ints) else list(dom.options)
-        env[cls] = int(options[rng.integers(len(options))])
+        env[cls] = int(options[-1] if largest else options[rng.integers(len(options))])
 
     for cls in c.classes:
         if isinstance(cls, str) and cls not in env:
@@ -685,12 +694,19 @@ def infer_variant(
     # held-out: fresh draws from the inferred constraints, and fresh pool draws
     if any(c in cons.multiple_of for pair in cons.le for c in pair):
         return "a class is both a multiple and ordered (its domain could be empty)"
+    extra: list[tuple[int, ...]] = []
+    if d.bind:
+        # an attribute bound to a dim: a kernel may check a size the forms do not state
+        # (MatMulBnb4's packed weight holds N*K/2 values): the largest dims, and more draws
+        extra = [_from_constraints(rng, cons, largest=True)]
+        extra += [_from_constraints(rng, cons) for _ in range(2 * HELDOUT_FROM_RULE)]
     held = _records(
         rec,
         s,
         d,
         [_from_constraints(rng, cons) for _ in range(HELDOUT_FROM_RULE)]
-        + [_pool_dims(rng, n, 1 + k % 3) for k in range(HELDOUT_POOL)],
+        + [_pool_dims(rng, n, 1 + k % 3) for k in range(HELDOUT_POOL)]
+        + extra,
     )
     chosen = [[None] * len(axes) for axes in candidates]
     n_ok = 0
@@ -765,7 +781,17 @@ def infer_variant(
     le = tuple((a, b) for a, b in cons.le if a in used and b in used)
     if any(c in multiple for pair in le for c in pair):
         return "a class is both a multiple and ordered (its domain could be empty)"
-    return Variant(tuple(inputs), dict(d.attrs), multiple, outputs, le, scaled)
+    attrs = dict(d.attrs)
+    attr_dims: dict[str, str] = {}
+    for name, i in d.bind:
+        c = cons.classes[i]
+        if isinstance(c, int):
+            attrs[name] = c  # its dim is a constant: so is the attribute
+        else:
+            attr_dims[name] = c
+    return Variant(
+        tuple(inputs), dict(sorted(attrs.items())), multiple, outputs, le, scaled, attr_dims
+    )
 
 
 def _round_range(r: tuple[float, float], dtype: int) -> tuple[float, float]:
@@ -830,6 +856,23 @@ def infer_op(rec: Recorder, s: Schema, seed: int, deadline: float) -> OpResult:
             first_why = why2 or first_why
         elif why2:
             first_why, reasons = "", {why2: 1}
+    kind = "blocked" if blocked(s) else "recurrent" if recurrent(s) else ""
+    if not variants and not no_kernel and kind and time.monotonic() <= deadline:
+        # a block-quantized op (MatMulNBits, GatherBlockQuantized) or a recurrent one
+        # (DynamicQuantizeLSTM): its layout and its dim attributes, which no draw above
+        # states
+        plans = blocked_plans if kind == "blocked" else recurrent_plans
+        got, why3 = _bound_draws(rec, s, seed, deadline, kind, plans)
+        variants += got
+        if why3 and not got:
+            first_why, reasons = "", {why3: 1}
+    if not variants and not no_kernel and not first_why and time.monotonic() <= deadline:
+        # the shapes the schema's descriptions state: mixed ranks (EngramGate's keys of
+        # rank 4 and value of rank 3) and constant axes (a depthwise weight's [C, 1, K])
+        got, why4 = _bound_draws(rec, s, seed, deadline, "described", described_plans)
+        variants += got
+        if why4 and why4 != "no valid record" and not got:
+            reasons = {why4: 1}
     runs = rec.runs - start_runs
     if variants:
         return OpResult(s.op, variants, runs=runs)
@@ -899,6 +942,262 @@ def _structured(
             if misses >= GIVE_UP + 1 and not variants:
                 break
     return variants, _commonest(reasons), True
+
+
+# --- block-quantized ops: attributes bound to dims ----------------------------------------------
+# Int attributes that name a dim of the inputs (NeuRI's "attribute = dim" form): ``K`` the
+# features (the first input's last axis), ``N`` the rows of the packed weight (the first
+# axis of the first later input of rank >= 2 typed unlike the first input)
+DIM_ATTRS = ("K", "N")
+MIN_BLOCK = 16  # the smallest block_size the schemas allow ("a power of two and >= 16")
+BLOCKED_TRIES = 4
+
+
+def blocked(s: Schema) -> bool:
+    """A block-quantized op: an int ``block_size`` attribute."""
+    return any(a.name == "block_size" and a.kind == "INT" for a in s.attrs)
+
+
+def _packed(s: Schema, d: Draw, j: int) -> bool:
+    """Is the j-th present input a packed weight: a later one typed unlike the first, not a
+    scale or zero point?"""
+    if j == 0 or not d.present:
+        return False
+    f = formal_of(s, d.present[j])
+    first = formal_of(s, d.present[0]).type_str
+    return f.type_str != first and not re.search(r"scale|zero_point", f.name.lower())
+
+
+def dim_binds(s: Schema, d: Draw, ranks: tuple[int, ...]) -> tuple[tuple[str, int], ...] | None:
+    """The flat dim each required dim attribute (``DIM_ATTRS``) takes; None if one has none."""
+    offsets = [sum(ranks[:j]) for j in range(len(ranks))]
+    out = []
+    for a in s.attrs:
+        if a.kind != "INT" or a.name not in DIM_ATTRS or not a.required:
+            continue
+        if a.name == "K":
+            if not ranks or ranks[0] < 1:
+                return None
+            out.append((a.name, ranks[0] - 1))
+        else:
+            j = next((j for j, r in enumerate(ranks) if r >= 2 and _packed(s, d, j)), None)
+            if j is None:
+                return None
+            out.append((a.name, offsets[j]))
+    return tuple(out)
+
+
+def blocked_ranks(s: Schema, d: Draw) -> list[tuple[int, ...]]:
+    """The first input of rank r (2, 3); packed weights of rank 3 ([N, blocks, blob]) or r;
+    scales and zero points vectors or of rank r (block-wise: [N, blocks]); biases vectors;
+    other inputs (indices) of rank r."""
+    out = []
+    for r in (2, 3):
+        for packed_r in (3, r):
+            for scale_r in (1, r):
+                ranks = []
+                for j, i in enumerate(d.present):
+                    n = formal_of(s, i).name.lower()
+                    if j == 0:
+                        ranks.append(r)
+                    elif re.search(r"scale|zero_point|absmax", n):
+                        ranks.append(scale_r)
+                    elif _packed(s, d, j):
+                        ranks.append(packed_r)
+                    else:
+                        ranks.append(_role_rank(n, r))
+                out.append(tuple(ranks))
+    return list(dict.fromkeys(out))
+
+
+def blocked_probes(s: Schema, d: Draw, block: int, bits: int) -> list[tuple[int, ...]]:
+    """Probe dims, every axis 3 but: a packed weight of rank 3 ``[3, ceil(3 / block),
+    block * bits / 8]`` (one block of packed ``bits``-bit values per row), and the last
+    axis of scales and zero points of rank >= 2 ``ceil(3 / block)`` (one per block). 3, not
+    4: the blob (8 for 4-bit blocks of 16) is then no multiple of the other dims, and the
+    group mutations move the dims without it."""
+    blocks = -(-3 // block)
+    out: list[tuple[int, ...]] = []
+    for layout in (True, False):
+        dims: list[int] = []
+        for j, (i, r) in enumerate(zip(d.present, d.ranks, strict=True)):
+            n = formal_of(s, i).name.lower()
+            x = [3] * r
+            if layout and r == 3 and _packed(s, d, j):
+                x = [3, blocks, block * bits // 8]
+            elif j > 0 and r >= 2 and re.search(r"scale|zero_point|absmax", n):
+                x[-1] = blocks
+            dims += x
+        out.append(tuple(dims))
+    return list(dict.fromkeys(out))
+
+
+def blocked_plans(s: Schema, base: Draw) -> Iterable[tuple[Draw, list[tuple[int, ...]]]]:
+    """A block-quantized op's draws: ``block_size`` the smallest allowed (it must be set),
+    the dim attributes bound to their dims (``dim_binds``), the packed layout's probes."""
+    defaults = {a.name: a.default for a in s.attrs}
+    attrs = dict(base.attrs)
+    if any(a.name == "block_size" and a.required for a in s.attrs):
+        attrs["block_size"] = MIN_BLOCK
+    block = int(attrs.get("block_size") or defaults.get("block_size") or MIN_BLOCK)
+    bits = int(attrs.get("bits") or defaults.get("bits") or 4)
+    for ranks in blocked_ranks(s, base):
+        bind = dim_binds(s, base, ranks)
+        if bind is None:
+            continue
+        bound = {n for n, _ in bind}
+        kept = tuple(sorted((n, v) for n, v in attrs.items() if n not in bound))
+        d = Draw(base.present, base.dtypes, ranks, kept, base.n_out, bind)
+        yield d, blocked_probes(s, d, block, bits)
+
+
+def recurrent(s: Schema) -> bool:
+    """A recurrent op sized by an int ``hidden_size`` (the LSTM-style contrib ops)."""
+    return any(a.name == "hidden_size" and a.kind == "INT" for a in s.attrs)
+
+
+def recurrent_plans(s: Schema, base: Draw) -> Iterable[tuple[Draw, list[tuple[int, ...]]]]:
+    """A recurrent op's draws: its required inputs only; X ``[3, 3, 3]``; the weights W and
+    R with one direction and the four gates, ``[1, H, 4H]`` (DynamicQuantizeLSTM) or ``[1,
+    4H, H]`` (ONNX's LSTM layout), H = 3; scales and zero points ``[1]`` (per tensor);
+    ``hidden_size`` bound to R's H axis."""
+    keep = [j for j, i in enumerate(base.present) if not formal_of(s, i).optional]
+    present = tuple(base.present[j] for j in keep)
+    dtypes = tuple(base.dtypes[j] for j in keep)
+    names = [formal_of(s, i).name for i in present]
+    if not names or "R" not in names:
+        return
+    attrs = tuple(x for x in base.attrs if x[0] != "hidden_size")
+    for h_axis in (1, 2):  # R = [1, H, 4H] or [1, 4H, H]
+        weight = [1, 3, 12] if h_axis == 1 else [1, 12, 3]
+        ranks: list[int] = []
+        dims: list[int] = []
+        bind = ()
+        for j, n in enumerate(names):
+            if j == 0:
+                x = [3, 3, 3]
+            elif n in ("W", "R"):
+                if n == "R":
+                    bind = (("hidden_size", len(dims) + h_axis),)
+                x = weight
+            elif re.search(r"scale|zero_point", n.lower()):
+                x = [1]
+            else:
+                break  # an input with no known layout: not this plan
+            ranks.append(len(x))
+            dims += x
+        else:
+            yield Draw(present, dtypes, tuple(ranks), attrs, base.n_out, bind), [tuple(dims)]
+
+
+# --- shapes stated in the schema's descriptions -------------------------------------------------
+SHAPE_RE = re.compile(r"shape[^(\[.;]{0,24}?[(\[]([^)\]]*)[)\]]")
+MAX_DESCRIBED_PLANS = 8
+
+
+def described_shape(doc: str) -> list[str] | None:
+    """The axes of the first shape a description states ("with shape (batch_size,
+    sequence_length, hidden_size)": three named axes; "(channels, 1, k_1, ...)": a
+    constant axis and an ellipsis), or None if it states none."""
+    m = SHAPE_RE.search(doc)
+    if not m:
+        return None
+    items = [x.strip().strip("`").strip() for x in m.group(1).split(",")]
+    items = ["..." if x in ("...", "\u2026") else x for x in items if x]
+    if not items or not all(x == "..." or re.fullmatch(r"[A-Za-z0-9_ *]+", x) for x in items):
+        return None
+    return items
+
+
+def _axis_value(item: str, names: dict[str, int], named: bool, product: bool) -> int:
+    """A probe value for a described axis: a literal is itself; a name 3, or (``named``) a
+    value of its own, the same for the same name; a product ``a * b`` the product of its
+    factors' values, or (not ``product``) its last factor's (the others 1: a fusion
+    factor, one head)."""
+    if item.isdigit():
+        return int(item)
+    factors = [f.strip() for f in item.split("*")]
+    vals = []
+    for f in factors:
+        if f.isdigit():
+            vals.append(int(f))
+        elif named:
+            vals.append(names.setdefault(f, 2 + len(names) % 7))
+        else:
+            vals.append(3)
+    return math.prod(vals) if product else vals[-1]
+
+
+def described_plans(s: Schema, base: Draw) -> Iterable[tuple[Draw, list[tuple[int, ...]]]]:
+    """Draws with the ranks the inputs' descriptions state (required inputs only; an
+    ellipsis as no axis or one), probe dims from the named axes (``_axis_value``)."""
+    keep = [j for j, i in enumerate(base.present) if not formal_of(s, i).optional]
+    present = tuple(base.present[j] for j in keep)
+    dtypes = tuple(base.dtypes[j] for j in keep)
+    shapes = [described_shape(formal_of(s, i).doc) for i in present]
+    if not present or any(x is None for x in shapes):
+        return
+    options = [[[x for x in sh if x != "..."]] for sh in shapes]  # type: ignore[union-attr]
+    for o, sh in zip(options, shapes, strict=True):
+        if "..." in sh:  # type: ignore[operator]
+            o.append([x if x != "..." else "_ellipsis" for x in sh])  # type: ignore[union-attr]
+    plans = [[]]
+    for o in options:
+        plans = [p + [x] for p in plans for x in o][:MAX_DESCRIBED_PLANS]
+    for plan in plans:
+        ranks = tuple(len(x) for x in plan)
+        probes: list[tuple[int, ...]] = []
+        for named in (False, True):
+            for product in (False, True):
+                names: dict[str, int] = {}
+                dims = [_axis_value(x, names, named, product) for sh in plan for x in sh]
+                probes.append(tuple(dims))
+        yield Draw(present, dtypes, ranks, base.attrs, base.n_out), list(dict.fromkeys(probes))
+
+
+def _bound_draws(
+    rec: Recorder,
+    s: Schema,
+    seed: int,
+    deadline: float,
+    tag: str,
+    plans: Callable[[Schema, Draw], Iterable[tuple[Draw, list[tuple[int, ...]]]]],
+) -> tuple[list[Variant], str]:
+    """Draws with attributes bound to dims (``plans``: per base draw, the draws and their
+    probe dims); a valid probe seeds the records as a structured draw's does."""
+    rng = np.random.default_rng([seed, zlib.crc32(f"{s.domain}.{s.op}|{tag}".encode())])
+    variants: list[Variant] = []
+    reasons: dict[str, int] = {}
+    seen: set[str] = set()
+    for k in range(BLOCKED_TRIES):
+        if len(variants) >= MAX_VARIANTS or time.monotonic() > deadline:
+            break
+        base = draw_variant(s, rng, structured=k)
+        if isinstance(base, str):
+            return [], base
+        found = False
+        for d, probes in plans(s, base):
+            if d.key() in seen or time.monotonic() > deadline:
+                continue
+            seen.add(d.key())
+            probed = _records(rec, s, d, probes)
+            ok = [dims for dims, r in probed if r["ok"]]
+            if not ok:
+                continue
+            found = True
+            # the probe with the most distinct dims first: its mutations separate the most
+            # classes (EngramGate's named axes, not all of them one)
+            for seed_dims in sorted(ok, key=lambda x: -len(set(x))):
+                v = infer_variant(rec, s, d, rng, seeds=[seed_dims])
+                if isinstance(v, str):
+                    reasons[v] = reasons.get(v, 0) + 1
+                else:
+                    variants.append(v)
+                    break
+            break
+        if not found:
+            reasons["no valid record"] = reasons.get("no valid record", 0) + 1
+    return variants, _commonest(reasons)
 
 
 def _commonest(reasons: dict[str, int]) -> str:

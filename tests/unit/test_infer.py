@@ -25,6 +25,13 @@ from onnxfuzz.run.infer import (
     Attr,
     Draw,
     _from_constraints,
+    blocked_probes,
+    described_plans,
+    described_shape,
+    dim_binds,
+    domain_schemas,
+    draw_variant,
+    recurrent_plans,
     run_inference,
     string_candidates,
     structured_attrs,
@@ -268,7 +275,7 @@ def test_scaled_classes_are_generated_by_construction():
             ins = [shapes.get(node.input[i.pos]) for i in v.inputs]
             if (
                 not v.scaled
-                or attrs != dict(v.attrs)
+                or {k: x for k, x in attrs.items() if k not in v.attr_dims} != dict(v.attrs)
                 or any(
                     s is None or len(s) != len(i.dims) for s, i in zip(ins, v.inputs, strict=True)
                 )
@@ -284,6 +291,105 @@ def test_scaled_classes_are_generated_by_construction():
                 checked += 1
                 break
         _run(case.model, feeds)
+    assert checked >= 5, checked
+
+
+# --- attributes equal to dims (block-quantized ops) ---------------------------------------------
+def test_block_quantized_draw_helpers():
+    s = domain_schemas("com.microsoft", "ort")["MatMulNBits"]
+    d = Draw((0, 1, 2), (1, 2, 1), (2, 3, 1), (("block_size", 16),), 1)
+    # K: A's last axis; N: the packed weight B's first axis (flat dims: A 0-1, B 2-4)
+    assert dim_binds(s, d, (2, 3, 1)) == (("K", 1), ("N", 2))
+    assert dim_binds(s, d, (0, 3, 1)) is None  # a scalar A has no feature axis
+    # B as one block of 16 4-bit values per row: [N, 1, 8]; scales a vector
+    assert (3, 3, 3, 1, 8, 3) in blocked_probes(s, d, 16, 4)
+
+
+def test_recurrent_and_described_draw_helpers():
+    schemas = domain_schemas("com.microsoft", "ort")
+    lstm = schemas["DynamicQuantizeLSTM"]
+    base = draw_variant(lstm, np.random.default_rng(0), structured=3)
+    plans = list(recurrent_plans(lstm, base))
+    # X [3, 3, 3], W and R [1, 3, 12] (H = 3, four gates), per-tensor scales [1]; the bound
+    # hidden_size is R's H axis (flat index 7 = X's 3 + W's 3 + 1)
+    d, probes = plans[0]
+    assert probes == [(3, 3, 3, 1, 3, 12, 1, 3, 12, 1, 1, 1, 1)]
+    assert d.bind == (("hidden_size", 7),)
+    assert described_shape("keys with shape (batch_size, seq, 1, k_1, ...).") == [
+        "batch_size",
+        "seq",
+        "1",
+        "k_1",
+        "...",
+    ]
+    assert described_shape("a tensor of any shape") is None
+    gate = schemas["EngramGate"]
+    d, probes = next(iter(described_plans(gate, draw_variant(gate, np.random.default_rng(0), 0))))
+    assert d.ranks == (4, 4, 3, 2, 2)  # keys, queries rank 4; the value 3; scales 2
+    # named axes: batch 2, sequence 3, hc_mult 4, hidden 5, the same name the same value
+    assert (2, 3, 4, 5, 2, 3, 4, 5, 2, 3, 5, 4, 5, 4, 5) in probes
+
+
+@pytest.fixture(scope="module")
+def blocked(tmp_path_factory):
+    d = tmp_path_factory.mktemp("blocked")
+    ops = ["MatMulNBits", "MatMulBnb4"]
+    return run_inference("com.microsoft", "ort", d / "r.json", d / "c.jsonl", ops=ops)
+
+
+def test_attribute_bound_to_a_dim_is_inferred(blocked):
+    """MatMulNBits: K and N found as dim classes (records set them from the dims), verified
+    on held-out records; MatMulBnb4, whose packed weight must hold N*K/2 values (a product
+    the forms cannot state), is left out, not written with a rule that fails."""
+    rule = next(r for r in blocked.rules if r.op == "MatMulNBits")
+    for v in rule.variants:
+        a, b = v.inputs[0], v.inputs[1]
+        assert v.attr_dims["K"] == a.dims[-1] and v.attr_dims["N"] == b.dims[0]
+        assert "K" not in v.attrs and "N" not in v.attrs
+    assert "MatMulBnb4" in blocked.left_out
+
+
+def test_attributes_bound_to_dims_are_generated_by_construction():
+    """Every generated instance of a committed variant with attr_dims has each bound
+    attribute equal to its class's dim, and runs in ONNX Runtime."""
+    bound = [r for r in load_domain("com.microsoft") if any(v.attr_dims for v in r.variants)]
+    assert bound
+    checked = 0
+    for rule in bound:
+        gen = Generator(
+            Config(
+                domains=frozenset({"com.microsoft"}),
+                ops=frozenset({rule.name}),
+                min_nodes=1,
+                max_nodes=1,
+                connectivity=0,
+                block_rate=0,
+            )
+        )
+        for seed in range(10):
+            case = gen.generate(seed)
+            feeds = case.make_inputs(seed)
+            shapes = {k: v.shape for k, v in feeds.items()}
+            shapes |= {i.name: tuple(i.dims) for i in case.model.graph.initializer}
+            node = next(n for n in case.model.graph.node if n.domain == "com.microsoft")
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            for v in rule.variants:
+                if not v.attr_dims or not set(v.attr_dims) <= set(attrs):
+                    continue
+                ins = [shapes.get(node.input[i.pos]) for i in v.inputs]
+                if any(
+                    s is None or len(s) != len(i.dims) for s, i in zip(ins, v.inputs, strict=True)
+                ):
+                    continue
+                env: dict[str, int] = {}
+                for s, i in zip(ins, v.inputs, strict=True):
+                    for c, d in zip(i.dims, s, strict=True):
+                        if isinstance(c, str):
+                            env.setdefault(c, int(d))
+                assert all(attrs[n] == env[c] for n, c in v.attr_dims.items()), (seed, attrs)
+                checked += 1
+                break
+            _run(case.model, feeds)
     assert checked >= 5, checked
 
 
