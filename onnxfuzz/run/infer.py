@@ -1032,7 +1032,9 @@ def blocked_probes(s: Schema, d: Draw, block: int, bits: int) -> list[tuple[int,
     return list(dict.fromkeys(out))
 
 
-def blocked_plans(s: Schema, base: Draw) -> Iterable[tuple[Draw, list[tuple[int, ...]]]]:
+def blocked_plans(
+    s: Schema, base: Draw, k: int = 0
+) -> Iterable[tuple[Draw, list[tuple[int, ...]]]]:
     """A block-quantized op's draws: ``block_size`` the smallest allowed (it must be set),
     the dim attributes bound to their dims (``dim_binds``), the packed layout's probes."""
     defaults = {a.name: a.default for a in s.attrs}
@@ -1056,7 +1058,9 @@ def recurrent(s: Schema) -> bool:
     return any(a.name == "hidden_size" and a.kind == "INT" for a in s.attrs)
 
 
-def recurrent_plans(s: Schema, base: Draw) -> Iterable[tuple[Draw, list[tuple[int, ...]]]]:
+def recurrent_plans(
+    s: Schema, base: Draw, k: int = 0
+) -> Iterable[tuple[Draw, list[tuple[int, ...]]]]:
     """A recurrent op's draws: its required inputs only; X ``[3, 3, 3]``; the weights W and
     R with one direction and the four gates, ``[1, H, 4H]`` (DynamicQuantizeLSTM) or ``[1,
     4H, H]`` (ONNX's LSTM layout), H = 3; scales and zero points ``[1]`` (per tensor);
@@ -1128,9 +1132,13 @@ def _axis_value(item: str, names: dict[str, int], named: bool, product: bool) ->
     return math.prod(vals) if product else vals[-1]
 
 
-def described_plans(s: Schema, base: Draw) -> Iterable[tuple[Draw, list[tuple[int, ...]]]]:
+def described_plans(
+    s: Schema, base: Draw, k: int = 0
+) -> Iterable[tuple[Draw, list[tuple[int, ...]]]]:
     """Draws with the ranks the inputs' descriptions state (required inputs only; an
-    ellipsis as no axis or one), probe dims from the named axes (``_axis_value``)."""
+    ellipsis as no axis or one), probe dims from the named axes (``_axis_value``); on odd
+    draws ``k`` an optional string attribute also takes a value its description quotes
+    (LinearAttention's default update rule needs an input its 'linear' one does not)."""
     keep = [j for j, i in enumerate(base.present) if not formal_of(s, i).optional]
     present = tuple(base.present[j] for j in keep)
     dtypes = tuple(base.dtypes[j] for j in keep)
@@ -1141,6 +1149,14 @@ def described_plans(s: Schema, base: Draw) -> Iterable[tuple[Draw, list[tuple[in
     for o, sh in zip(options, shapes, strict=True):
         if "..." in sh:  # type: ignore[operator]
             o.append([x if x != "..." else "_ellipsis" for x in sh])  # type: ignore[union-attr]
+    attrs = base.attrs
+    if k % 2:
+        set_ = dict(attrs)
+        for a in s.attrs:
+            cands = string_candidates(a) if a.kind == "STRING" and not a.required else ()
+            if cands and a.name not in set_:
+                set_[a.name] = cands[(k // 2) % len(cands)]
+        attrs = tuple(sorted(set_.items()))
     plans = [[]]
     for o in options:
         plans = [p + [x] for p in plans for x in o][:MAX_DESCRIBED_PLANS]
@@ -1152,7 +1168,7 @@ def described_plans(s: Schema, base: Draw) -> Iterable[tuple[Draw, list[tuple[in
                 names: dict[str, int] = {}
                 dims = [_axis_value(x, names, named, product) for sh in plan for x in sh]
                 probes.append(tuple(dims))
-        yield Draw(present, dtypes, ranks, base.attrs, base.n_out), list(dict.fromkeys(probes))
+        yield Draw(present, dtypes, ranks, attrs, base.n_out), list(dict.fromkeys(probes))
 
 
 def _bound_draws(
@@ -1161,7 +1177,7 @@ def _bound_draws(
     seed: int,
     deadline: float,
     tag: str,
-    plans: Callable[[Schema, Draw], Iterable[tuple[Draw, list[tuple[int, ...]]]]],
+    plans: Callable[[Schema, Draw, int], Iterable[tuple[Draw, list[tuple[int, ...]]]]],
 ) -> tuple[list[Variant], str]:
     """Draws with attributes bound to dims (``plans``: per base draw, the draws and their
     probe dims); a valid probe seeds the records as a structured draw's does."""
@@ -1176,7 +1192,7 @@ def _bound_draws(
         if isinstance(base, str):
             return [], base
         found = False
-        for d, probes in plans(s, base):
+        for d, probes in plans(s, base, k):
             if d.key() in seen or time.monotonic() > deadline:
                 continue
             seen.add(d.key())

@@ -328,6 +328,12 @@ def test_recurrent_and_described_draw_helpers():
     assert d.ranks == (4, 4, 3, 2, 2)  # keys, queries rank 4; the value 3; scales 2
     # named axes: batch 2, sequence 3, hc_mult 4, hidden 5, the same name the same value
     assert (2, 3, 4, 5, 2, 3, 4, 5, 2, 3, 5, 4, 5, 4, 5) in probes
+    # odd draws: an optional string takes a value its description quotes (the first here)
+    la = schemas["LinearAttention"]
+    d, _ = next(iter(described_plans(la, draw_variant(la, np.random.default_rng(0), 1), 1)))
+    assert dict(d.attrs)["update_rule"] == "linear"
+    d, _ = next(iter(described_plans(la, draw_variant(la, np.random.default_rng(0), 0), 0)))
+    assert "update_rule" not in dict(d.attrs)  # even draws keep the schema's default
 
 
 @pytest.fixture(scope="module")
