@@ -124,12 +124,12 @@ def float16_constant_rounding(m: Mismatch) -> str | None:
     if m.want.outputs is None or m.got.outputs is None:
         return None
 
-    def tol(name: str, want: np.ndarray) -> tuple[float, float] | None:
-        return tolerance(m.reference, m.backend, name, want, m.config, m.tol_dtypes)
+    want, got = m.want.outputs, m.got.outputs
 
-    return within_constant_rounding(
-        m.model, m.inputs, m.want.outputs, m.got.outputs, m.run_reference, tol
-    )
+    def tol(name: str) -> tuple[float, float] | None:
+        return tolerance(m.reference, m.backend, name, want[name], m.config, m.tol_dtypes)
+
+    return within_constant_rounding(m.model, m.inputs, want, got, m.run_reference, tol)
 
 
 NOT_A_BUG: tuple[Check, ...] = (

@@ -29,7 +29,7 @@ to float16 at the outputs. A mismatch is excess precision, not a bug, when
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import onnx
@@ -112,44 +112,18 @@ def within_rounding(
         return None
     rng = np.random.default_rng(0)
     data = node_model.SerializeToString()
-    reach = {k: np.zeros(want[k].shape) for k in names}
-    for _ in range(NUDGE_DRAWS):
-        feeds = dict(node_inputs)
-        for k in half:
-            x = node_inputs[k].astype(np.float32)
-            step = np.spacing(np.abs(node_inputs[k])).astype(np.float32) * NUDGE_ULPS
-            sign = rng.choice(np.array([-1.0, 1.0], np.float32), size=x.shape)
-            feeds[k] = (x + sign * step).astype(np.float16)
-        o = run_reference(data, feeds)
-        if o.status != Status.OK or o.outputs is None:
-            return None
-        for k in names:
-            moved = o.outputs.get(k)
-            if moved is None or moved.shape != want[k].shape:
-                return None
-            delta = np.abs(moved.astype(np.float64) - want[k].astype(np.float64))
-            reach[k] = np.maximum(reach[k], np.nan_to_num(delta, nan=np.inf))
-    for k in names:
-        w, g = want[k].astype(np.float64), got[k].astype(np.float64)
-        if w.shape != g.shape:
-            return None
-        tol = tolerance(k)
-        atol, rtol = tol if tol is not None else (0.0, 0.0)
-        err = np.abs(g - w)
-        ok = (err <= atol + rtol * np.abs(w) + reach[k]) | (np.isnan(w) & np.isnan(g))
-        if not ok.all():
-            return None
+
+    def draws() -> Iterator[Outcome]:
+        for _ in range(NUDGE_DRAWS):
+            feeds = {k: _nudged(v, rng) if k in half else v for k, v in node_inputs.items()}
+            yield run_reference(data, feeds)
+
+    if not _within_reach(draws(), names, want, got, tolerance):
+        return None
     return (
         f"the difference is within what nudging the node's float16 inputs by {NUDGE_ULPS} "
         "ulps moves its output: float16 rounding inside the op, not a bug"
     )
-
-
-def _nudged(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    x = a.astype(np.float32)
-    step = np.spacing(np.abs(a)).astype(np.float32) * NUDGE_ULPS
-    sign = rng.choice(np.array([-1.0, 1.0], np.float32), size=x.shape)
-    return (x + sign * step).astype(np.float16)
 
 
 def within_constant_rounding(
@@ -158,7 +132,7 @@ def within_constant_rounding(
     want: dict[str, np.ndarray],
     got: dict[str, np.ndarray],
     run_reference: Callable[[bytes, dict], Outcome],
-    tolerance: Callable[[str, np.ndarray], tuple[float, float] | None],
+    tolerance: Callable[[str], tuple[float, float] | None],
 ) -> str | None:
     """Why ``got`` differs from ``want`` by no more than the model's outputs move when its
     float16 constants and inputs move by NUDGE_ULPS ulps, or None.
@@ -184,38 +158,64 @@ def within_constant_rounding(
     if not (inits or consts or half) or not names:
         return None
     rng = np.random.default_rng(0)
-    reach = {k: np.zeros(want[k].shape) for k in names}
-    for _ in range(NUDGE_DRAWS):
-        m = onnx.ModelProto()
-        m.CopyFrom(model)
-        for i in inits:
-            t = m.graph.initializer[i]
-            t.CopyFrom(numpy_helper.from_array(_nudged(numpy_helper.to_array(t), rng), t.name))
-        for i, j in consts:
-            a = m.graph.node[i].attribute[j]
-            a.t.CopyFrom(numpy_helper.from_array(_nudged(numpy_helper.to_array(a.t), rng)))
-        feeds = {k: _nudged(v, rng) if k in half else v for k, v in inputs.items()}
-        o = run_reference(m.SerializeToString(), feeds)
-        if o.status != Status.OK or o.outputs is None:
-            return None
-        for k in names:
-            moved = o.outputs.get(k)
-            if moved is None or moved.shape != want[k].shape:
-                return None
-            delta = np.abs(moved.astype(np.float64) - want[k].astype(np.float64))
-            reach[k] = np.maximum(reach[k], np.nan_to_num(delta, nan=np.inf))
-    for k in names:
-        w, gk = want[k].astype(np.float64), got[k].astype(np.float64)
-        if w.shape != gk.shape:
-            return None
-        tol = tolerance(k, want[k])
-        atol, rtol = tol if tol is not None else (0.0, 0.0)
-        err = np.abs(gk - w)
-        ok = (err <= atol + rtol * np.abs(w) + reach[k]) | (np.isnan(w) & np.isnan(gk))
-        if not ok.all():
-            return None
+
+    def draws() -> Iterator[Outcome]:
+        for _ in range(NUDGE_DRAWS):
+            m = onnx.ModelProto()
+            m.CopyFrom(model)
+            for i in inits:
+                t = m.graph.initializer[i]
+                t.CopyFrom(numpy_helper.from_array(_nudged(numpy_helper.to_array(t), rng), t.name))
+            for i, j in consts:
+                a = m.graph.node[i].attribute[j]
+                a.t.CopyFrom(numpy_helper.from_array(_nudged(numpy_helper.to_array(a.t), rng)))
+            feeds = {k: _nudged(v, rng) if k in half else v for k, v in inputs.items()}
+            yield run_reference(m.SerializeToString(), feeds)
+
+    if not _within_reach(draws(), names, want, got, tolerance):
+        return None
     return (
         f"the difference is within what nudging the model's float16 constants and inputs by "
         f"{NUDGE_ULPS} ulps moves its outputs: a fused or folded computation rounds them "
         "differently, not a bug"
     )
+
+
+def _nudged(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``a`` (float16) moved by NUDGE_ULPS ulps up or down, each element its own way."""
+    x = a.astype(np.float32)
+    step = np.spacing(np.abs(a)).astype(np.float32) * NUDGE_ULPS
+    sign = rng.choice(np.array([-1.0, 1.0], np.float32), size=x.shape)
+    return (x + sign * step).astype(np.float16)
+
+
+def _within_reach(
+    draws: Iterable[Outcome],
+    names: list[str],
+    want: dict[str, np.ndarray],
+    got: dict[str, np.ndarray],
+    tolerance: Callable[[str], tuple[float, float] | None],
+) -> bool:
+    """Whether ``got`` lies within the tolerance of ``want`` widened, element by element,
+    by the farthest the nudged reference runs ``draws`` moved ``want`` (False as soon as a
+    draw fails or changes an output's shape)."""
+    reach = {k: np.zeros(want[k].shape) for k in names}
+    for o in draws:
+        if o.status != Status.OK or o.outputs is None:
+            return False
+        for k in names:
+            moved = o.outputs.get(k)
+            if moved is None or moved.shape != want[k].shape:
+                return False
+            delta = np.abs(moved.astype(np.float64) - want[k].astype(np.float64))
+            reach[k] = np.maximum(reach[k], np.nan_to_num(delta, nan=np.inf))
+    for k in names:
+        w, g = want[k].astype(np.float64), got[k].astype(np.float64)
+        if w.shape != g.shape:
+            return False
+        tol = tolerance(k)
+        atol, rtol = tol if tol is not None else (0.0, 0.0)
+        ok = (np.abs(g - w) <= atol + rtol * np.abs(w) + reach[k]) | (np.isnan(w) & np.isnan(g))
+        if not ok.all():
+            return False
+    return True
