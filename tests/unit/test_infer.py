@@ -247,45 +247,63 @@ def test_single_inferred_op_instances_are_valid():
     assert ok / total >= 0.95, failures[:10]
 
 
-def test_scaled_classes_are_generated_by_construction():
-    """A committed variant with a class k times another (RotaryEmbedding's head size twice
-    its cache's last axis): every generated instance has exactly that relation."""
-    scaled_rules = [r for r in load_domain("com.microsoft") if any(v.scaled for v in r.variants)]
-    assert scaled_rules
-    rule = scaled_rules[0]
-    gen = Generator(
+def _one_op_generator(op: str) -> Generator:
+    """Models of one ``op`` node, nothing else (no glue, no blocks)."""
+    return Generator(
         Config(
             domains=frozenset({"com.microsoft"}),
-            ops=frozenset({rule.name}),
+            ops=frozenset({op}),
             min_nodes=1,
             max_nodes=1,
             connectivity=0,
             block_rate=0,
         )
     )
+
+
+def _contrib_node(case, feeds) -> tuple[onnx.NodeProto, dict, dict[str, tuple[int, ...]]]:
+    """The model's contrib node, its attributes and the shape of every input it can read."""
+    shapes = {k: v.shape for k, v in feeds.items()}
+    shapes |= {i.name: tuple(i.dims) for i in case.model.graph.initializer}
+    node = next(n for n in case.model.graph.node if n.domain == "com.microsoft")
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    return node, attrs, shapes
+
+
+def _classes(v, node: onnx.NodeProto, shapes: dict) -> dict[str, int] | None:
+    """The dim each class of variant ``v`` took in ``node`` (None: the node's input ranks
+    are not the variant's)."""
+    ins = [shapes.get(node.input[i.pos]) for i in v.inputs]
+    if any(s is None or len(s) != len(i.dims) for s, i in zip(ins, v.inputs, strict=True)):
+        return None
+    env: dict[str, int] = {}
+    for s, i in zip(ins, v.inputs, strict=True):
+        for c, d in zip(i.dims, s, strict=True):
+            if isinstance(c, str):
+                env.setdefault(c, int(d))
+    return env
+
+
+def test_scaled_classes_are_generated_by_construction():
+    """A committed variant with a class k times another (RotaryEmbedding's head size twice
+    its cache's last axis): every generated instance has exactly that relation."""
+    scaled_rules = [r for r in load_domain("com.microsoft") if any(v.scaled for v in r.variants)]
+    assert scaled_rules
+    rule = scaled_rules[0]
+    gen = _one_op_generator(rule.name)
     checked = 0
     for seed in range(20):
         case = gen.generate(seed)
         feeds = case.make_inputs(seed)
-        shapes = {k: v.shape for k, v in feeds.items()}
-        shapes |= {i.name: tuple(i.dims) for i in case.model.graph.initializer}
-        node = next(n for n in case.model.graph.node if n.domain == "com.microsoft")
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        node, attrs, shapes = _contrib_node(case, feeds)
         for v in rule.variants:
-            ins = [shapes.get(node.input[i.pos]) for i in v.inputs]
-            if (
-                not v.scaled
-                or {k: x for k, x in attrs.items() if k not in v.attr_dims} != dict(v.attrs)
-                or any(
-                    s is None or len(s) != len(i.dims) for s, i in zip(ins, v.inputs, strict=True)
-                )
+            if not v.scaled or {k: x for k, x in attrs.items() if k not in v.attr_dims} != dict(
+                v.attrs
             ):
                 continue
-            env: dict[str, int] = {}
-            for s, i in zip(ins, v.inputs, strict=True):
-                for c, d in zip(i.dims, s, strict=True):
-                    if isinstance(c, str):
-                        env.setdefault(c, int(d))
+            env = _classes(v, node, shapes)
+            if env is None:
+                continue
             if all(c in env for b, (a, _) in v.scaled.items() for c in (a, b)):
                 assert all(env[b] == k * env[a] for b, (a, k) in v.scaled.items()), (seed, env)
                 checked += 1
@@ -362,36 +380,17 @@ def test_attributes_bound_to_dims_are_generated_by_construction():
     assert bound
     checked = 0
     for rule in bound:
-        gen = Generator(
-            Config(
-                domains=frozenset({"com.microsoft"}),
-                ops=frozenset({rule.name}),
-                min_nodes=1,
-                max_nodes=1,
-                connectivity=0,
-                block_rate=0,
-            )
-        )
+        gen = _one_op_generator(rule.name)
         for seed in range(10):
             case = gen.generate(seed)
             feeds = case.make_inputs(seed)
-            shapes = {k: v.shape for k, v in feeds.items()}
-            shapes |= {i.name: tuple(i.dims) for i in case.model.graph.initializer}
-            node = next(n for n in case.model.graph.node if n.domain == "com.microsoft")
-            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            node, attrs, shapes = _contrib_node(case, feeds)
             for v in rule.variants:
                 if not v.attr_dims or not set(v.attr_dims) <= set(attrs):
                     continue
-                ins = [shapes.get(node.input[i.pos]) for i in v.inputs]
-                if any(
-                    s is None or len(s) != len(i.dims) for s, i in zip(ins, v.inputs, strict=True)
-                ):
+                env = _classes(v, node, shapes)
+                if env is None:
                     continue
-                env: dict[str, int] = {}
-                for s, i in zip(ins, v.inputs, strict=True):
-                    for c, d in zip(i.dims, s, strict=True):
-                        if isinstance(c, str):
-                            env.setdefault(c, int(d))
                 assert all(attrs[n] == env[c] for n, c in v.attr_dims.items()), (seed, attrs)
                 checked += 1
                 break
