@@ -928,13 +928,9 @@ def _structured(
             # one (a broadcast [., 1] next to a [., 3x] would blur both relations)
             uniform = [x for x in ok if len(set(x)) == 1]
             groups = ([uniform] if uniform else []) + [[x] for x in ok if len(set(x)) > 1]
-            for seeds in groups:
-                v = infer_variant(rec, s, d, rng, seeds=seeds)
-                if isinstance(v, str):
-                    reasons[v] = reasons.get(v, 0) + 1
-                else:
-                    variants.append(v)
-                    break
+            v = _first_variant(rec, s, d, rng, groups, reasons)
+            if v is not None:
+                variants.append(v)
             break
         if not found:
             reasons["no valid record"] = reasons.get("no valid record", 0) + 1
@@ -1203,17 +1199,32 @@ def _bound_draws(
             found = True
             # the probe with the most distinct dims first: its mutations separate the most
             # classes (EngramGate's named axes, not all of them one)
-            for seed_dims in sorted(ok, key=lambda x: -len(set(x))):
-                v = infer_variant(rec, s, d, rng, seeds=[seed_dims])
-                if isinstance(v, str):
-                    reasons[v] = reasons.get(v, 0) + 1
-                else:
-                    variants.append(v)
-                    break
+            groups = [[x] for x in sorted(ok, key=lambda x: -len(set(x)))]
+            v = _first_variant(rec, s, d, rng, groups, reasons)
+            if v is not None:
+                variants.append(v)
             break
         if not found:
             reasons["no valid record"] = reasons.get("no valid record", 0) + 1
     return variants, _commonest(reasons)
+
+
+def _first_variant(
+    rec: Recorder,
+    s: Schema,
+    d: Draw,
+    rng: np.random.Generator,
+    groups: list[list[tuple[int, ...]]],
+    reasons: dict[str, int],
+) -> Variant | None:
+    """The first verified variant inferred from a group of valid probes, each group tried
+    in turn; each failed group's reason is counted in ``reasons``."""
+    for seeds in groups:
+        v = infer_variant(rec, s, d, rng, seeds=seeds)
+        if not isinstance(v, str):
+            return v
+        reasons[v] = reasons.get(v, 0) + 1
+    return None
 
 
 def _commonest(reasons: dict[str, int]) -> str:
