@@ -21,22 +21,18 @@ from onnxfuzz.generate.rule_check import agreement
 from onnxfuzz.generate.spec import load_specs
 from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synth_dim
 from onnxfuzz.generate.validate import ort_session
-from onnxfuzz.run.infer import (
-    Attr,
-    Draw,
-    _from_constraints,
+from onnxfuzz.run.infer import _from_constraints, run_inference
+from onnxfuzz.run.infer_draws import (
     blocked_probes,
     described_plans,
     described_shape,
     dim_binds,
-    domain_schemas,
     draw_variant,
     recurrent_plans,
-    run_inference,
-    string_candidates,
     structured_attrs,
     structured_probes,
 )
+from onnxfuzz.run.infer_schema import Attr, Draw, domain_schemas, string_candidates
 
 HYBRID = frozenset({"ai.onnx", "com.microsoft"})
 
