@@ -149,7 +149,8 @@ def ort_kernels(op: str, version: int, opset: int) -> list[dict[str, frozenset[i
     added: the types onnxfuzz generated before stay as they were, the new ones come in,
     and a new op (no earlier version) is known by its schema only."""
     if version > ORT_MAX_OPSET:
-        return _beyond_ort(op, version)
+        beyond = _beyond_ort(op, version)
+        return None if beyond is None else list(beyond)
     kernels, probed = _ort_table()
     entries = [c for lo, hi, c in kernels.get(op, ()) if lo <= version <= hi]
     # (above ORT_MAX_OPSET the version in force is the one ORT ran at ORT_MAX_OPSET)
@@ -158,21 +159,17 @@ def ort_kernels(op: str, version: int, opset: int) -> list[dict[str, frozenset[i
 
 
 def _schema_types(schema: onnx.defs.OpSchema) -> dict[str, frozenset[int]]:
-    """Each type variable's tensor element types (sequence and optional types left out)."""
-    out: dict[str, frozenset[int]] = {}
-    for c in schema.type_constraints:
-        ids = set()
-        for t in c.allowed_type_strs:
-            if t.startswith("tensor(") and t.endswith(")"):
-                try:
-                    ids.add(TensorProto.DataType.Value(t[len("tensor(") : -1].upper()))
-                except ValueError:  # a type this protobuf does not name
-                    continue
-        out[c.type_param_str] = frozenset(ids)
-    return out
+    """Each type variable's element types onnxfuzz generates (``from_schema_str``)."""
+    return {
+        c.type_param_str: frozenset(
+            t for x in c.allowed_type_strs if (t := from_schema_str(x)) is not None
+        )
+        for c in schema.type_constraints
+    }
 
 
-def _beyond_ort(op: str, version: int) -> list[dict[str, frozenset[int]]] | None:
+@cache  # two schema look-ups and a kernel-table walk per (op, version): once
+def _beyond_ort(op: str, version: int) -> tuple[dict[str, frozenset[int]], ...] | None:
     try:
         new = onnx.defs.get_schema(op, version)
         old = onnx.defs.get_schema(op, version - 1)
@@ -184,4 +181,4 @@ def _beyond_ort(op: str, version: int) -> list[dict[str, frozenset[int]]] | None
         return None
     before, after = _schema_types(old), _schema_types(new)
     added = {tv: types - before.get(tv, frozenset()) for tv, types in after.items()}
-    return [{tv: ts | added.get(tv, frozenset()) for tv, ts in e.items()} for e in base]
+    return tuple({tv: ts | added.get(tv, frozenset()) for tv, ts in e.items()} for e in base)
