@@ -104,7 +104,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
             "--blocks",
             "block_rate",
             type=click.FloatRange(0, 1),
-            default=0.2,
+            default=0.1,
             show_default=True,
             help="Chance a drawn op starts a real-model block instead (conv-bn-relu, "
             "attention, QDQ pairs, ...: onnxfuzz specs --blocks lists them); 0 for none.",
@@ -152,7 +152,7 @@ def generator_fields(
     max_dim: int,
     weights_as_inputs: bool,
     connectivity: float = 0.9,
-    block_rate: float = 0.2,
+    block_rate: float = 0.1,
     domains: str = "ai.onnx",
     max_depth: int = 2,
     body_nodes: int = 3,

@@ -33,11 +33,45 @@ class Ref:
 class Step:
     op: str
     links: dict[int, Ref] = field(default_factory=dict)  # input position -> tensor
+    # ops that may stand in for ``op`` (an activation slot: compilers fuse Conv and
+    # MatMul with Relu, Clip, LeakyRelu, Sigmoid, ... alike); drawn now and then
+    alts: tuple[str, ...] = ()
 
 
-def chain(*ops: str) -> tuple[Step, ...]:
-    """Each op takes the previous one's output as its first input."""
-    return tuple(Step(op, {0: Ref(i - 1)} if i else {}) for i, op in enumerate(ops))
+# Unary float activations with no domain of their own, as fused after Conv/MatMul/Gemm.
+ACTIVATIONS = (
+    "Relu",
+    "LeakyRelu",
+    "Clip",
+    "Sigmoid",
+    "HardSigmoid",
+    "HardSwish",
+    "Tanh",
+    "Elu",
+    "Selu",
+    "Celu",
+    "Softplus",
+    "Softsign",
+    "ThresholdedRelu",
+    "Mish",
+    "Gelu",
+)
+
+
+def act(op: str, links: dict[int, Ref] | None = None) -> Step:
+    """An activation slot: ``op``, or now and then another of ``ACTIVATIONS``."""
+    return Step(op, links or {}, tuple(a for a in ACTIVATIONS if a != op))
+
+
+def chain(*ops: str | Step) -> tuple[Step, ...]:
+    """Each op takes the previous one's output as its first input (a ``Step`` given for
+    an op keeps its alternatives)."""
+    return tuple(
+        Step(op, {0: Ref(i - 1)} if i else {})
+        if isinstance(op, str)
+        else Step(op.op, {0: Ref(i - 1)} if i else {}, op.alts)
+        for i, op in enumerate(ops)
+    )
 
 
 def _x(step: int) -> Ref:
@@ -47,14 +81,14 @@ def _x(step: int) -> Ref:
 
 BLOCKS: dict[str, tuple[Step, ...]] = {
     # convolution stacks (ResNet, MobileNet, YOLO)
-    "conv-bn-relu": chain("Conv", "BatchNormalization", "Relu"),
-    "conv-relu-maxpool": chain("Conv", "Relu", "MaxPool"),
-    "depthwise-pointwise": chain("Conv", "Conv", "Relu"),
+    "conv-bn-relu": chain("Conv", "BatchNormalization", act("Relu")),
+    "conv-relu-maxpool": chain("Conv", act("Relu"), "MaxPool"),
+    "depthwise-pointwise": chain("Conv", "Conv", act("Relu")),
     "conv-residual": (
         Step("Conv"),
         Step("BatchNormalization", {0: Ref(0)}),
         Step("Add", {0: Ref(1), 1: _x(0)}),
-        Step("Relu", {0: Ref(2)}),
+        act("Relu", {0: Ref(2)}),
     ),
     "conv-silu": (
         Step("Conv"),
@@ -64,9 +98,9 @@ BLOCKS: dict[str, tuple[Step, ...]] = {
     "classifier-head": chain("GlobalAveragePool", "Flatten", "Gemm", "Softmax"),
     "upsample-concat": (Step("Resize"), Step("Concat", {0: Ref(0)})),
     # transformer pieces
-    "matmul-add-gelu": chain("MatMul", "Add", "Gelu"),
-    "matmul-add-relu": chain("MatMul", "Add", "Relu"),
-    "gemm-relu": chain("Gemm", "Relu"),
+    "matmul-add-gelu": chain("MatMul", "Add", act("Gelu")),
+    "matmul-add-relu": chain("MatMul", "Add", act("Relu")),
+    "gemm-relu": chain("Gemm", act("Relu")),
     "gelu-erf": (
         Step("Div"),
         Step("Erf", {0: Ref(0)}),
@@ -76,7 +110,7 @@ BLOCKS: dict[str, tuple[Step, ...]] = {
     "layernorm-mlp": (
         Step("LayerNormalization"),
         Step("MatMul", {0: Ref(0)}),
-        Step("Relu", {0: Ref(1)}),
+        act("Relu", {0: Ref(1)}),
         Step("MatMul", {0: Ref(2)}),
         Step("Add", {0: Ref(3), 1: _x(0)}),
     ),

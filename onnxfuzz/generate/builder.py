@@ -48,7 +48,20 @@ from onnxfuzz.generate.values import sample
 
 FRESH_FLOAT = 4.0  # fresh float tensors are drawn inside [-4, 4] where the domain allows
 FRESH_INT = 8  # fresh integer tensors inside [-8, 8]
-DANGLING_FIRST = 0.75  # chaining: the chance to take an output nothing consumes yet
+# Chaining. Each a -> b -> c path is an edge into b times an edge out of it, so an op
+# input takes, among the node outputs that fit: for an op's first input, an output nothing
+# consumes yet only now and then (DANGLING_FIRST), most often the one whose producer merged
+# the most branches (a residual stream read again); for its further inputs, a dangling
+# output (DANGLING_LATER), so branches join instead of ending as graph outputs.
+# Measured with tools/bench_diversity.py (docs/metrics.md).
+DANGLING_FIRST = 0.25
+DANGLING_LATER = 0.95
+MERGED_FIRST = 1.0
+# Inputs whose producer ONNX's shape inference must know the shape of: STFT's inference
+# reads the window's rank even where no shape is known (onnx 1.23: "window input must have
+# rank = 1" after a Loop, whose loop-carried outputs it leaves shapeless), and ONNX
+# Runtime refuses such a model where value_info does not state the shape.
+NEEDS_SHAPE = frozenset({("STFT", "window")})
 # Weights are constants in most real models (and compilers fold them: Conv-BatchNorm),
 # so a weight input is computed by glue less often than a data input.
 COMPUTED_WEIGHTS = 0.25
@@ -266,6 +279,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         self.budget = budget
         self.links = links or {}
         self.taken: dict[int, Tensor] = {}  # input position -> the tensor it took
+        self.data_taken = 0  # data (not weight) inputs: 2 or more merge branches
         self.nest = nest
         self.scopes: list[Scope] = []
         self.name = graph.fresh_name(spec.op_type.lower())
@@ -378,11 +392,14 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         if t is None and pos in self.links:
             t = self._linked(self.links[pos], allowed, lo, hi, dims, values)
         if t is None:
-            t = self._reuse(allowed, lo, hi, dims, values, kind)
+            shaped = (self.op, name) in NEEDS_SHAPE
+            t = self._reuse(allowed, lo, hi, dims, values, kind, shaped)
         if t is None:
             t = self._fresh(name, index, allowed, lo, hi, dims, values, kind)
         self._bind(name, t, pos)
         self.taken[pos] = t
+        if kind == DATA:
+            self.data_taken += 1
         return t
 
     def _linked(
@@ -443,6 +460,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         dims: Dims,
         values_arg: ValuesArg,
         kind: str,
+        shaped: bool = False,
     ) -> Tensor | None:
         cands: list[Tensor] = []
         patterns: dict[int, Sequence[DimEntry]] = {}
@@ -470,8 +488,10 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
                     continue
                 if not pattern or _fits(t.shape, pattern):
                     cands.append(t)
+        if shaped and self.g.unshaped:
+            cands = [t for t in cands if t.name not in self.g.unshaped]
         if self.glue is not None:  # chain: a node's output before a graph input
-            chained = self._chain(cands, allowed, lo, hi, dims, values_arg, kind)
+            chained = self._chain(cands, allowed, lo, hi, dims, values_arg, kind, shaped)
             if chained is not None:
                 return chained
         if cands and self.s.chance(self.cfg.picking_rate):
@@ -487,6 +507,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         dims: Dims,
         values_arg: ValuesArg,
         kind: str,
+        shaped: bool = False,
     ) -> Tensor | None:
         """A node's output for this input: one that fits (a dangling one, most often),
         or, for a data input, one adapted with glue ops; None leaves the choice to the
@@ -501,8 +522,15 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
             if other and len(other) < len(produced) and s.chance(OTHER_SOURCE):
                 produced = other
             dangling = [t for t in produced if t.name not in self.g.consumed]
-            if dangling and len(dangling) < len(produced) and s.chance(DANGLING_FIRST):
+            p_dangling = DANGLING_LATER if mine else DANGLING_FIRST
+            if dangling and len(dangling) < len(produced) and s.chance(p_dangling):
                 produced = dangling
+            if len(produced) > 1 and s.chance(MERGED_FIRST):
+                fan = [self.g.fan_in(t.name) for t in produced]
+                top = max(fan)
+                merged = [t for t, f in zip(produced, fan, strict=True) if f == top]
+                if len(merged) < len(produced):
+                    produced = merged
             return produced[s.index(len(produced))]
         if self.budget <= 0 or not self.g.produced:
             return None
@@ -510,7 +538,10 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
             return None
         assert self.glue is not None
         need = self._need(allowed, lo, hi, dims, values_arg)
-        t, emitted = adapt(self.glue, self.g, s, need, self.budget)
+        sources = None
+        if shaped and self.g.unshaped:
+            sources = [t for t in self.g.produced if t.name not in self.g.unshaped]
+        t, emitted = adapt(self.glue, self.g, s, need, self.budget, sources)
         self.budget -= emitted
         return t
 
@@ -627,8 +658,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         n = max(self.in_names) + 1 if self.in_names else 0
         inputs = [self.in_names.get(i, "") for i in range(n)]
         node = Node(self.op, self.name, inputs, self.outs, self.attrs)
-        self.g.nodes.append(node)
-        self.g.consumed.update(inputs)
+        self.g.add_node(node)
         cap = self.cfg.max_reuse_dim
         for t in self.outs:
             if not isinstance(t, Tensor):  # a sequence or an optional

@@ -48,7 +48,7 @@ class Config:
     connectivity: float = 0.9
     # The chance that a drawn op starts a block instead: a pattern real models are made of
     # (conv-bn-relu, attention, QDQ pairs, ...: onnxfuzz.generate.blocks).
-    block_rate: float = 0.2
+    block_rate: float = 0.1
     dtypes: frozenset[int] = dt.DEFAULT
     ops: frozenset[str] | None = None
     exclude_ops: frozenset[str] = frozenset()

@@ -169,8 +169,7 @@ class Scope:
     def _identity(self, t: Tensor) -> Tensor:
         name = self.g.fresh_name(f"{self.name}_identity")
         out = Tensor(f"{name}_out", t.dtype, t.shape, t.interval, "node")
-        self.g.nodes.append(Node("Identity", name, [t.name], [out], {}))
-        self.g.consumed.add(t.name)
+        self.g.add_node(Node("Identity", name, [t.name], [out], {}))
         return out
 
 

@@ -74,6 +74,7 @@ class Generator:
         )
         self.specs: list[OpSpec] = []
         self.skipped: dict[str, str] = {}
+        self._data_inputs: dict[str, int] = {}  # filled by _infeasible's probe build
         for spec in candidates:
             reason = self._infeasible(spec)
             if reason:
@@ -90,6 +91,11 @@ class Generator:
         # Ops a body at depth d may hold: control flow only while a body of its own would
         # still be within --max-depth.
         self._plain = [k for k, sp in enumerate(self.specs) if sp.op_type not in CONTROL_OPS]
+        # Ops that take two or more data inputs: drawn more often while outputs dangle,
+        # so branches merge (a deep graph rather than parallel chains).
+        self._merging = [
+            k for k, sp in enumerate(self.specs) if self._data_inputs.get(sp.op_type, 0) >= 2
+        ]
         usable = blocks.usable(set(self._op_index)) if cfg.block_rate > 0 else {}
         self.block_names = sorted(usable)  # what a guide names a block by
         self.blocks = [usable[name] for name in self.block_names]
@@ -104,6 +110,7 @@ class Generator:
             spec.build(b, spec.params)
         except ConfigError as e:
             return str(e)
+        self._data_inputs[spec.op_type] = b.data_taken
         return None
 
     def _glue(self) -> Glue:
@@ -163,8 +170,16 @@ class Generator:
                     block = self.blocks[s.index(len(self.blocks))]
             if block:
                 step = block[len(made)]
-                k = self._op_index[step.op]
+                k = self._op_index[self._step_op(step, s)]
                 links = {pos: t for pos, ref in step.links.items() if (t := _ref(made, ref))}
+            elif (
+                self._merging
+                and cfg.connectivity > 0
+                and _dangling(g) >= MERGE_AT
+                and not s.chance(1.0 - MERGE_OPS)  # shrinks to a uniform draw
+            ):
+                k = self._merging[s.index(len(self._merging))]
+                links = {}
             else:
                 k = s.index(len(specs))
                 links = {}
@@ -181,6 +196,14 @@ class Generator:
         if g.seqs or g.optionals:  # graph outputs stay tensors
             close(g, s, set(self._op_index))
         return g, s, calls
+
+    def _step_op(self, step: blocks.Step, s: ChoiceStream) -> str:
+        """A block step's op: its own, or now and then one of its alternatives among the
+        run's ops (a choice: shrinks to the block's own op)."""
+        if not step.alts or s.chance(1.0 - ACTIVATION_SWAP):
+            return step.op
+        alts = [a for a in step.alts if a in self._op_index]
+        return alts[s.index(len(alts))] if alts else step.op
 
     @property
     def _nest0(self) -> Nest:
@@ -226,6 +249,19 @@ class Generator:
             spec_calls=calls,
             spans=list(s.spans),
         )
+
+
+# While MERGE_AT or more node outputs dangle, an op drawn outside a block is one that
+# takes two or more data inputs this often: open branches join (x + y, Concat, MatMul of
+# two activations), the graph grows deep rather than wide, with fewer graph outputs.
+MERGE_OPS = 0.9
+MERGE_AT = 4
+ACTIVATION_SWAP = 0.5  # a block's activation slot takes another activation this often
+
+
+def _dangling(g: Graph) -> int:
+    consumed = g.consumed
+    return sum(1 for t in g.produced if t.name not in consumed)
 
 
 def _ref(made: list[GenBuilder], ref: blocks.Ref) -> Tensor | None:

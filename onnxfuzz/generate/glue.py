@@ -111,14 +111,15 @@ def adapt(
     with at most ``budget`` glue nodes (None when none can be adapted), and the glue nodes
     it emitted."""
     best: list[tuple[Tensor, list[tuple[int, int]]]] = []  # sources and their types
-    best_key = (budget + 1, 0)
+    best_key = (budget + 1, 0, 0)
     for t in g.produced if sources is None else sources:
         if max(t.shape, default=1) > need.cap:
             continue
         costed = _cost(glue, t, need)
         if costed is None or costed[0] > budget:
             continue
-        key = (costed[0], 0 if t.name not in g.consumed else 1)  # dangling outputs first
+        # dangling outputs first, then those whose producer merged more branches
+        key = (costed[0], 0 if t.name not in g.consumed else 1, -g.fan_in(t.name))
         if key < best_key:
             best, best_key = [(t, costed[1])], key
         elif key == best_key:
@@ -328,8 +329,7 @@ class _Emitter:
         name = g.fresh_name(f"glue_{op.lower()}")  # says what it is in a reproducer
         names = [x if isinstance(x, str) else x.name for x in inputs]
         out = Tensor(f"{name}_out", dtype, tuple(shape), interval, "node")
-        g.nodes.append(Node(op, name, names, [out], dict(attrs)))
-        g.consumed.update(n for n in names if n)
+        g.add_node(Node(op, name, names, [out], dict(attrs)))
         if max(out.shape, default=1) <= self.cap:
             g.add_reusable(out)
         self.emitted += 1

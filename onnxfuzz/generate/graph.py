@@ -122,6 +122,12 @@ class Graph:
         self.pool: dict[tuple[int, int], list[Tensor]] = {}
         self.produced: list[Tensor] = []  # reusable node outputs, in order: glue sources
         self.consumed: set[str] = set()
+        # a node output's producer and how many distinct nodes feed that producer: a
+        # consumer that reads a merged tensor closes more a -> b -> c paths (chaining)
+        self.made_by: dict[str, tuple[str, int]] = {}
+        # tensors whose shape ONNX's shape inference cannot know: a Loop's outputs (it
+        # drops loop-carried shapes) and whatever is computed from them
+        self.unshaped: set[str] = set()
         # sequence and optional node outputs, in order (onnxfuzz.generate.sequences)
         self.seqs: list[Sequence] = []
         self.optionals: list[OptionalValue] = []
@@ -131,6 +137,25 @@ class Graph:
         n = self._counts.get(prefix, 0)
         self._counts[prefix] = n + 1
         return f"{prefix}{n}"
+
+    def add_node(self, node: Node) -> None:
+        """Append ``node``: its inputs are consumed, its outputs' producer recorded."""
+        self.nodes.append(node)
+        names = [n for n in node.inputs if n]
+        self.consumed.update(names)
+        made_by = self.made_by
+        fan_in = len({made_by[n][0] for n in names if n in made_by})
+        unshaped = node.op_type == "Loop" or any(n in self.unshaped for n in names)
+        for v in node.outputs:
+            made_by[v.name] = (node.name, fan_in)
+            if unshaped:
+                self.unshaped.add(v.name)
+
+    def fan_in(self, name: str) -> int:
+        """How many distinct nodes feed the node that produced ``name`` (0 for a graph
+        input, an initializer or an outer-scope tensor)."""
+        m = self.made_by.get(name)
+        return m[1] if m else 0
 
     def add_reusable(self, t: Tensor) -> None:
         if t.origin == "node":
@@ -153,6 +178,8 @@ class Graph:
         c.pool = {k: list(v) for k, v in self.pool.items()}
         c.produced = list(self.produced)
         c.consumed = set(self.consumed)
+        c.made_by = dict(self.made_by)
+        c.unshaped = set(self.unshaped)
         return c
 
     def outputs(self) -> list[Value]:

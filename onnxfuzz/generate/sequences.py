@@ -367,8 +367,7 @@ def _close_one(
     name = g.fresh_name(f"close_{op.lower()}")
     inputs, outputs, attrs = make(g, s, name, v)
     s.stop_span()
-    g.nodes.append(Node(op, name, inputs, outputs, attrs))
-    g.consumed.update(i for i in inputs if i)
+    g.add_node(Node(op, name, inputs, outputs, attrs))
     for out in outputs:
         register(g, out)
     return 1

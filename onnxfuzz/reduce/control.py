@@ -29,6 +29,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 _G, _GS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
+_STRING = onnx.TensorProto.STRING
 
 
 def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
@@ -390,17 +391,32 @@ def shrink_bodies(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
                 want = types.get(out)
                 if want is None or len(bn.output) != 1:
                     continue
-                for cand in available:
-                    if cand != out and types.get(cand) == want:
-                        yield _bypass(model, path, j, out, cand, out in results)
-                        break  # the first fitting tensor: one candidate per node
+                fits = [c for c in available if c != out and types.get(c) == want]
+                if fits:  # the first fitting tensor: one candidate per node
+                    yield _bypass(model, path, j, out, fits[0], out in results)
+                elif bn.op_type != "Constant" and want[0] != _STRING and want[1] and all(want[1]):
+                    # nothing has its type: a constant of zeros stands in (a body's
+                    # result often needs a shape only the node it replaces makes)
+                    yield _bypass(model, path, j, out, "", out in results, want)
             available += list(bn.output)
 
 
 def _bypass(
-    model: onnx.ModelProto, path: tuple, j: int, out: str, cand: str, is_result: bool
+    model: onnx.ModelProto,
+    path: tuple,
+    j: int,
+    out: str,
+    cand: str,
+    is_result: bool,
+    zeros: tuple[int, tuple[int, ...]] | None = None,
 ) -> onnx.ModelProto:
+    """Node ``j`` of the body at ``path`` replaced by ``cand`` (or, given ``zeros``'s
+    element type and shape, by a new initializer of the model's graph holding zeros)."""
     m = _copy(model)
+    if zeros is not None:
+        cand = _fresh(m.graph, f"{out}_zeros", _all_names(m.graph))
+        np_type = helper.tensor_dtype_to_np_dtype(zeros[0])
+        m.graph.initializer.append(numpy_helper.from_array(np.zeros(zeros[1], np_type), cand))
     body = _at(m, path)
     if is_result:  # the body's output stays made in the body: Identity of the tensor
         node = helper.make_node("Identity", [cand], [out], name=f"{body.node[j].name}_bypass")

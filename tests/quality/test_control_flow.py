@@ -228,3 +228,17 @@ def test_a_scan_finding_keeps_the_scan_and_its_body_shrinks() -> None:
             if done == 4:
                 break
         assert done == 4
+
+
+def test_stft_never_takes_a_window_whose_shape_onnx_cannot_infer() -> None:
+    """ONNX's STFT inference reads the window's rank even where no shape is known, and
+    ONNX leaves a Loop's loop-carried outputs shapeless: a window computed from a Loop made
+    models ONNX Runtime refuses once value_info is stripped (2 of these 150 before)."""
+    ops = frozenset({"Loop", "STFT", "Relu", "Add", "Mul"})
+    gen = Generator(Config(min_nodes=6, max_nodes=6, opset=21, ops=ops, dtypes=frozenset({1})))
+    loops = 0
+    for seed in range(150):
+        model = gen.generate(seed).model
+        loops += any(n.op_type == "Loop" for n in model.graph.node)
+        assert not check_static(model), seed
+    assert loops >= 50  # the case is exercised

@@ -205,3 +205,50 @@ def test_glue_stays_inside_the_node_budget() -> None:
             assert ops + glue <= n + (1 if made else 0), seed
             if not made and not spans_by_label(case.spans, CLOSE):
                 assert ops + glue == n, seed
+
+
+def _triples(monkeypatch: pytest.MonkeyPatch, **rule: float) -> int:
+    """Distinct op-type triples of 100 20-node models (no blocks) under ``rule``."""
+    import onnxfuzz.generate.builder as builder
+    import onnxfuzz.generate.generator as generator
+    from onnxfuzz.generate.metrics import Diversity
+
+    with monkeypatch.context() as m:
+        for name, value in rule.items():
+            m.setattr(builder if hasattr(builder, name) else generator, name, value)
+        gen = Generator(Config(min_nodes=20, max_nodes=20, block_rate=0.0))
+        d = Diversity()
+        for seed in range(1000, 1100):
+            d.add(gen.generate(seed).model)
+    return int(d.summary()["triples"])
+
+
+def test_branches_merge_and_merged_tensors_are_read_again(monkeypatch) -> None:
+    """Each a -> b -> c path is an edge into b times one out of it: drawing ops with two
+    data inputs while outputs dangle, and reading the tensor whose producer merged the most
+    branches, make more distinct triples than the rule before (dangling outputs first, any
+    op). Measured: 2,482 against 1,847 (merging ops off: 2,220; merged-first off: 2,017)."""
+    now = _triples(monkeypatch)
+    before = _triples(
+        monkeypatch, MERGE_OPS=0.0, MERGED_FIRST=0.0, DANGLING_FIRST=0.75, DANGLING_LATER=0.75
+    )
+    assert now > 1.2 * before, (now, before)
+    assert _triples(monkeypatch, MERGE_OPS=0.0) < now
+    assert _triples(monkeypatch, MERGED_FIRST=0.0) < now
+
+
+def test_a_node_output_knows_how_many_branches_its_producer_merged() -> None:
+    from onnxfuzz.generate.graph import Graph, Node, Tensor
+    from onnxfuzz.generate.intervals import Interval
+
+    g = Graph()
+
+    def t(name: str, origin: str = "node") -> Tensor:
+        return Tensor(name, dt.FLOAT, (2,), Interval(-1.0, 1.0), origin)
+
+    g.add_node(Node("Relu", "a", ["x"], [t("a_out")], {}))
+    g.add_node(Node("Neg", "b", ["x"], [t("b_out")], {}))
+    g.add_node(Node("Add", "c", ["a_out", "b_out"], [t("c_out")], {}))
+    g.add_node(Node("Mul", "d", ["c_out", "c_out"], [t("d_out")], {}))
+    assert [g.fan_in(n) for n in ("x", "a_out", "c_out", "d_out")] == [0, 0, 2, 1]
+    assert g.consumed == {"x", "a_out", "b_out", "c_out"}
