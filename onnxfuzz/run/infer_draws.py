@@ -9,9 +9,12 @@ schema's input descriptions. All are pure functions of the schema and a seeded g
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
+import zlib
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -133,7 +136,87 @@ def draw_variant(s: Schema, rng: np.random.Generator, structured: int = -1) -> D
         # odd structured draws also ask for the first optional output: a schema's shape
         # inference may set it regardless (EmbedLayerNormalization's mask_index)
         n_out = min(len(s.outputs), n_out + 1)
-    return Draw(present, tuple(dtypes), (), tuple(attrs), n_out)
+    # value inputs leave the tensors whose dims are drawn: their values are set per variant
+    # (const_draws), after the ranks (the same random draws as before for any other op)
+    consts = tuple(
+        (i, t, None, None) for i, t in zip(present, dtypes, strict=True) if value_input(s, i)
+    )
+    keep = [j for j, i in enumerate(present) if not value_input(s, i)]
+    return Draw(
+        tuple(present[j] for j in keep),
+        tuple(dtypes[j] for j in keep),
+        (),
+        tuple(attrs),
+        n_out,
+        consts=consts,
+    )
+
+
+# --- value inputs -------------------------------------------------------------------------------
+# Small integer inputs whose VALUES decide the output shape (ExpandDims' axis, Pad's pads,
+# Range's start/limit/delta, CropAndResize's crop_size): by name, an integer tensor, or a
+# scalar by its description (Range's T takes floats too)
+VALUE_NAMES = frozenset({"axis", "axes", "pads", "start", "limit", "delta", "crop_size"})
+MAX_CONST_OPTIONS = 4  # value draws per rank tuple
+
+
+def value_input(s: Schema, pos: int) -> bool:
+    """Is the input at ``pos`` a value input (drawn as a constant, see ``VALUE_NAMES``)?"""
+    f = formal_of(s, pos)
+    if f.variadic or f.name.lower() not in VALUE_NAMES:
+        return False
+    types = s.type_sets.get(f.type_str)
+    if types is None:
+        one = dt.from_schema_str(f.type_str)
+        types = (one,) if one is not None else ()
+    return bool(types) and (all(t in dt.INTS for t in types) or "scalar" in f.doc.lower())
+
+
+def _const_options(
+    name: str, r0: int, rng: np.random.Generator, k: int, ends: dict[str, int]
+) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Candidate (shape, values) of a value input named ``name`` (lower case): small values
+    valid on a first input of rank ``r0`` where the name says what they are; the draw
+    number ``k`` moves them, so variants differ."""
+    if name == "axis":  # a scalar axis: drawn one, then the first (valid on any rank)
+        drawn = [0, -1, r0, 1][k % 4]
+        return [((), (v,)) for v in dict.fromkeys((drawn, 0))]
+    if name == "axes":
+        return [((1,), (v,)) for v in dict.fromkeys((k % max(r0, 1), 0))]
+    if name == "pads":  # before and after each axis (Pad), or each spatial axis (a conv)
+        lengths = [n for n in dict.fromkeys((2 * r0, 2 * (r0 - 2))) if n > 0]
+        return [((n,), tuple(int(x) for x in rng.integers(0, 2, n))) for n in lengths]
+    if name == "crop_size":
+        return [((2,), tuple(int(x) for x in rng.integers(2, 5, 2)))]
+    if name in ends:  # a range: start, limit above it, a step (a length of 1..6)
+        return [((), (ends[name],))]
+    return []
+
+
+def const_draws(s: Schema, d: Draw, k: int) -> list[Draw]:
+    """The draw with its value inputs set: each to its candidate values (``_const_options``,
+    seeded by the op, the draw number and the draw, so a rerun asks for the same records);
+    [d] without value inputs; [] when one has no candidate."""
+    if not d.consts:
+        return [d]
+    r0 = d.ranks[0] if d.ranks else 0
+    rng = np.random.default_rng(zlib.crc32(f"{s.op}|{k}|{d.key()}".encode()))
+    start = int(rng.integers(0, 3))
+    ends = {"start": start, "limit": start + int(rng.integers(2, 7)), "delta": 1 + k % 2}
+    options = []
+    for pos, _, _, _ in d.consts:
+        o = _const_options(formal_of(s, pos).name.lower(), r0, rng, k, ends)
+        if not o:
+            return []
+        options.append(o)
+    out = []
+    for combo in itertools.islice(itertools.product(*options), MAX_CONST_OPTIONS):
+        consts = tuple(
+            (pos, dtype, shape, values)
+            for (pos, dtype, _, _), (shape, values) in zip(d.consts, combo, strict=True)
+        )
+        out.append(replace(d, consts=consts))
+    return out
 
 
 def _role_rank(name: str, r: int) -> int:
@@ -333,7 +416,7 @@ def blocked_plans(
             continue
         bound = {n for n, _ in bind}
         kept = tuple(sorted((n, v) for n, v in attrs.items() if n not in bound))
-        d = Draw(base.present, base.dtypes, ranks, kept, base.n_out, bind)
+        d = Draw(base.present, base.dtypes, ranks, kept, base.n_out, bind, base.consts)
         yield d, blocked_probes(s, d, block, bits)
 
 
@@ -375,7 +458,10 @@ def recurrent_plans(
             ranks.append(len(x))
             dims += x
         else:
-            yield Draw(present, dtypes, tuple(ranks), attrs, base.n_out, bind), [tuple(dims)]
+            yield (
+                Draw(present, dtypes, tuple(ranks), attrs, base.n_out, bind, base.consts),
+                [tuple(dims)],
+            )
 
 
 SHAPE_RE = re.compile(r"shape[^(\[.;]{0,24}?[(\[]([^)\]]*)[)\]]")
@@ -451,4 +537,7 @@ def described_plans(
                 names: dict[str, int] = {}
                 dims = [_axis_value(x, names, named, product) for sh in plan for x in sh]
                 probes.append(tuple(dims))
-        yield Draw(present, dtypes, ranks, attrs, base.n_out), list(dict.fromkeys(probes))
+        yield (
+            Draw(present, dtypes, ranks, attrs, base.n_out, consts=base.consts),
+            list(dict.fromkeys(probes)),
+        )

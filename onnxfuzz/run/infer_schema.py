@@ -136,10 +136,19 @@ class Draw:
     # (attribute, flat dim index): an int attribute that takes that dim's value in each
     # record (MatMulNBits' K: A's last axis), so it moves with the dims
     bind: tuple[tuple[str, int], ...] = ()
+    # Value inputs (an axis, pads, a range's ends, a crop size): (position, element type,
+    # shape, values), constants (initializers) whose values decide the output shape, fixed
+    # per variant as an attribute is; not in ``present`` (no dims of theirs are drawn).
+    # Drawn with shape and values None; ``const_draws`` fills them once the ranks are known.
+    consts: tuple[tuple[int, int, Any, Any], ...] = ()
 
     def key(self) -> str:
-        k = [self.present, self.dtypes, self.ranks, self.attrs, self.n_out]
-        return json.dumps(k + [self.bind] if self.bind else k)  # unbound: the old keys
+        k: list[Any] = [self.present, self.dtypes, self.ranks, self.attrs, self.n_out]
+        if self.bind or self.consts:
+            k.append(self.bind)
+        if self.consts:
+            k.append(self.consts)
+        return json.dumps(k)  # unbound, no value inputs: the old keys
 
 
 def formal_of(s: Schema, pos: int) -> Formal:
