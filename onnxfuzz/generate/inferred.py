@@ -293,8 +293,23 @@ def op_info_of(rule: Rule) -> OpInfo:
         input_type={n: t for n, t in rule.inputs},
         output_type=rule.outputs,
         type_sets=type_sets,
-        schema_type_vars=frozenset(rule.type_sets),
+        # a type variable some variant gives two element types (a variadic of (tensor,
+        # scale, zero point) triples: QLinearConcat) is not bound by its first input: each
+        # input states its own type
+        schema_type_vars=frozenset(rule.type_sets) - _heterogeneous(rule),
     )
+
+
+def _heterogeneous(rule: Rule) -> frozenset[str]:
+    """Type variables a variant of ``rule`` gives more than one element type."""
+    out = set()
+    for v in rule.variants:
+        seen: dict[str, int] = {}
+        for i in v.inputs:
+            tv = dict(rule.inputs)[i.name]
+            if seen.setdefault(tv, i.dtype) != i.dtype:
+                out.add(tv)
+    return frozenset(out)
 
 
 def rule_spec(rule: Rule) -> OpSpec:

@@ -65,7 +65,7 @@ from onnxfuzz.run.infer_draws import (
     structured_probes,
     structured_ranks,
 )
-from onnxfuzz.run.infer_schema import Draw, Schema, domain_schemas, formal_of
+from onnxfuzz.run.infer_schema import Draw, Schema, domain_schemas, formal_of, role_name
 
 CACHE_VERSION = 2  # of the record format (2: input values seeded per value draw)
 # Of the inference itself: an op's cached result is reused only from the same version
@@ -204,7 +204,7 @@ def single_op_model(
         name = f"x{pos}"
         names[pos] = name
         graph_inputs.append(helper.make_tensor_value_info(name, dtype, shape))
-        lo, hi = _values(dtype, formal_of(s, pos).name)
+        lo, hi = _values(dtype, role_name(s, pos))
         feeds[name] = _draw_values(rng, dtype, shape, values, lo, hi)
     node = helper.make_node(
         s.op,
@@ -446,7 +446,7 @@ def infer_variant(
     inputs = []
     k = 0
     for pos, dtype, rank in zip(d.present, d.dtypes, d.ranks, strict=True):
-        lo, hi = _values(dtype, formal_of(s, pos).name)
+        lo, hi = _values(dtype, role_name(s, pos))
         inputs.append(
             InputRule(pos, formal_of(s, pos).name, dtype, tuple(cons.classes[k : k + rank]), lo, hi)
         )

@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.run.infer_schema import Draw, Schema, formal_of, string_candidates
+from onnxfuzz.run.infer_schema import (
+    Draw,
+    Schema,
+    formal_of,
+    role_name,
+    string_candidates,
+    triple,
+)
 
 USABLE = frozenset(
     {
@@ -79,16 +86,37 @@ def draw_variant(s: Schema, rng: np.random.Generator, structured: int = -1) -> D
     else:
         present_l = [i for i, f in enumerate(s.inputs) if not f.optional or rng.random() < 0.25]
     if s.inputs and s.inputs[-1].variadic and present_l and present_l[-1] == len(s.inputs) - 1:
-        # a variadic input: 1..3 tensors in this variant, of one element type
-        present_l += [present_l[-1] + k for k in range(1, int(rng.integers(1, 4)))]
+        # a variadic input: 1..3 tensors in this variant, of one element type (1..3
+        # triples of a triple variadic: tensor, scale, zero point)
+        per = 3 if triple(s.inputs[-1]) else 1
+        present_l += [present_l[-1] + k for k in range(1, per * int(rng.integers(1, 4)))]
     present = tuple(present_l)
     bound: dict[str, int] = {}
     dtypes = []
     for i in present:
         f = formal_of(s, i)
         if f.type_str in s.type_sets:
-            if f.type_str not in bound:
-                usable = [t for t in s.type_sets[f.type_str] if t in USABLE]
+            tv = f.type_str
+            if triple(f):
+                # a triple's scale is a float; its tensor and zero point one quantized type
+                if role_name(s, i).endswith("_scale") and dt.FLOAT in s.type_sets[tv]:
+                    dtypes.append(dt.FLOAT)
+                    continue
+                tv += "#quantized"
+                # of the type of the op's own zero point (QLinearConcat's Y_zero_point)
+                zps = [
+                    t
+                    for j, t in zip(present, dtypes, strict=False)  # the types drawn so far
+                    if formal_of(s, j).name.endswith("zero_point")
+                ]
+                if zps and tv not in bound and zps[0] in s.type_sets[f.type_str]:
+                    bound[tv] = zps[0]
+            if tv not in bound:
+                usable = [
+                    t
+                    for t in s.type_sets[f.type_str]
+                    if t in USABLE and not (tv.endswith("#quantized") and t in dt.FLOATS)
+                ]
                 if not usable:
                     return f"input {f.name}: no usable element type"
                 if structured >= 0:
@@ -96,11 +124,11 @@ def draw_variant(s: Schema, rng: np.random.Generator, structured: int = -1) -> D
                     # one only: MulInteger's uint8)
                     j = structured // 2 + len(bound)
                     pick = dt.FLOAT if dt.FLOAT in usable and structured % 2 == 0 else None
-                    bound[f.type_str] = pick or int(usable[j % len(usable)])
+                    bound[tv] = pick or int(usable[j % len(usable)])
                 else:
                     pick = dt.FLOAT if dt.FLOAT in usable and rng.random() < 0.6 else None
-                    bound[f.type_str] = pick or int(usable[rng.integers(len(usable))])
-            dtypes.append(bound[f.type_str])
+                    bound[tv] = pick or int(usable[rng.integers(len(usable))])
+            dtypes.append(bound[tv])
         else:
             t = dt.from_schema_str(f.type_str)
             if t is None or t not in USABLE:
@@ -233,7 +261,7 @@ def _role_rank(name: str, r: int) -> int:
 def structured_ranks(s: Schema, d: Draw, rng: np.random.Generator) -> list[tuple[int, ...]]:
     """Rank tuples by the inputs' roles (``_role_rank``), data inputs of one rank or the
     later ones matrices (weights), scalars also as vectors; then the common tuples."""
-    names = [formal_of(s, i).name for i in d.present]
+    names = [role_name(s, i) for i in d.present]
     out: list[tuple[int, ...]] = []
     optional = [formal_of(s, i).optional for i in d.present]
     for r in (3, 2, 4, 1):

@@ -156,6 +156,28 @@ def formal_of(s: Schema, pos: int) -> Formal:
     return s.inputs[min(pos, len(s.inputs) - 1)]
 
 
+# A variadic input of (tensor, scale, zero point) triples (QLinearConcat's "List of
+# tensors/scale/zero_point"): its elements take those roles in turn
+TRIPLE_RE = re.compile(r"tensors?\s*/\s*scales?\s*/\s*zero_points?", re.IGNORECASE)
+TRIPLE_ROLES = ("", "_scale", "_zero_point")
+
+
+def triple(f: Formal) -> bool:
+    """Is ``f`` a variadic input of (tensor, scale, zero point) triples?"""
+    return f.variadic and bool(TRIPLE_RE.search(f.doc))
+
+
+def role_name(s: Schema, pos: int) -> str:
+    """The name the input at ``pos`` plays its role by: the formal's, or for an element of
+    a triple variadic its role's (``inputs``, ``inputs_scale``, ``inputs_zero_point``), so
+    a scale among them is drawn as a scale (a scalar, positive)."""
+    f = formal_of(s, pos)
+    if not triple(f):
+        return f.name
+    k = pos - s.inputs.index(f)
+    return f.name + TRIPLE_ROLES[k % 3]
+
+
 # Candidate values of a required STRING attribute whose description quotes none: the
 # activation names ONNX Runtime's fused contrib ops take (FusedConv, FusedMatMulActivation).
 STRING_CANDIDATES = {"activation": ("Relu", "Tanh", "Sigmoid", "LeakyRelu")}
