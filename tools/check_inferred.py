@@ -75,7 +75,9 @@ def single(seeds: int, ops: list[str] | None) -> int:
 def _inputs(case: Path, model: onnx.ModelProto) -> dict[str, np.ndarray]:
     init = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in init]
-    files = sorted((case / "test_data_set_0").glob("input_*.pb"))
+    files = sorted(
+        (case / "test_data_set_0").glob("input_*.pb"), key=lambda f: int(f.stem.split("_")[1])
+    )
     feeds = {}
     for name, f in zip(names, files, strict=True):
         t = onnx.TensorProto()
