@@ -70,8 +70,9 @@ from onnxfuzz.run.infer_schema import Draw, Schema, domain_schemas, formal_of, r
 CACHE_VERSION = 2  # of the record format (2: input values seeded per value draw)
 # Of the inference itself: an op's cached result is reused only from the same version
 # (records are reused across versions: they depend on the draw and the backend only).
-INFER_VERSION = 13  # 11: structured draws, scaled classes; 12: rule outputs of every variant;
-# 13: block-quantized and recurrent draws (attributes bound to dims), described shapes
+INFER_VERSION = 14  # 11: structured draws, scaled classes; 12: rule outputs of every variant;
+# 13: block-quantized and recurrent draws (attributes bound to dims), described shapes;
+# 14: value inputs as constants, exact integer outputs, (tensor, scale, zero point) triples
 VARIANT_TRIES = 8  # variant draws (inputs, types, attributes) per op
 MAX_VARIANTS = 4  # verified variants kept per op
 TRAIN_POOL, HELDOUT_FROM_RULE, HELDOUT_POOL = 10, 10, 6
