@@ -34,6 +34,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError, SpecError
 from onnxfuzz.generate.domains import Domain, Ints, OneOf
@@ -70,6 +72,18 @@ class InputRule:
 
 
 @dataclass(frozen=True)
+class ConstRule:
+    """A value input (ExpandDims' axis, Pad's pads, Range's ends): a constant the node
+    takes as an initializer with these values, fixed per variant as an attribute is."""
+
+    pos: int
+    name: str
+    dtype: int
+    shape: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class OutputRule:
     dtype: int
     shape: tuple[str, ...]  # an expression over the classes per axis
@@ -90,6 +104,7 @@ class Variant:
     # An int attribute equal to a dim class (MatMulNBits' K is A's last axis): set, after
     # the inputs, to the value the class took, so it is drawn by construction too
     attr_dims: Mapping[str, str] = field(default_factory=dict)
+    consts: tuple[ConstRule, ...] = ()  # value inputs, set as initializers
 
 
 @dataclass(frozen=True)
@@ -128,6 +143,12 @@ def rule_from_json(d: Mapping[str, Any]) -> Rule:
             le=tuple((a, b) for a, b in v.get("le", ())),
             scaled={b: (str(a), int(k)) for b, (a, k) in v.get("scaled", {}).items()},
             attr_dims={n: str(c) for n, c in v.get("attr_dims", {}).items()},
+            consts=tuple(
+                ConstRule(
+                    c["pos"], c["name"], _dtype(c["dtype"]), tuple(c["shape"]), tuple(c["values"])
+                )
+                for c in v.get("consts", ())
+            ),
         )
         for v in d["variants"]
     )
@@ -167,6 +188,22 @@ def rule_to_json(r: Rule) -> dict[str, Any]:
                 **({"le": [list(x) for x in v.le]} if v.le else {}),
                 **({"scaled": {b: [a, k] for b, (a, k) in v.scaled.items()}} if v.scaled else {}),
                 **({"attr_dims": dict(v.attr_dims)} if v.attr_dims else {}),
+                **(
+                    {
+                        "consts": [
+                            {
+                                "pos": c.pos,
+                                "name": c.name,
+                                "dtype": dt.NAMES[c.dtype],
+                                "shape": list(c.shape),
+                                "values": list(c.values),
+                            }
+                            for c in v.consts
+                        ]
+                    }
+                    if v.consts
+                    else {}
+                ),
                 "outputs": [
                     {"dtype": dt.NAMES[o.dtype], "shape": list(o.shape), "range": [o.lo, o.hi]}
                     for o in v.outputs
@@ -256,8 +293,23 @@ def op_info_of(rule: Rule) -> OpInfo:
         input_type={n: t for n, t in rule.inputs},
         output_type=rule.outputs,
         type_sets=type_sets,
-        schema_type_vars=frozenset(rule.type_sets),
+        # a type variable some variant gives two element types (a variadic of (tensor,
+        # scale, zero point) triples: QLinearConcat) is not bound by its first input: each
+        # input states its own type
+        schema_type_vars=frozenset(rule.type_sets) - _heterogeneous(rule),
     )
+
+
+def _heterogeneous(rule: Rule) -> frozenset[str]:
+    """Type variables a variant of ``rule`` gives more than one element type."""
+    out = set()
+    for v in rule.variants:
+        seen: dict[str, int] = {}
+        for i in v.inputs:
+            tv = dict(rule.inputs)[i.name]
+            if seen.setdefault(tv, i.dtype) != i.dtype:
+                out.add(tv)
+    return frozenset(out)
 
 
 def rule_spec(rule: Rule) -> OpSpec:
@@ -297,7 +349,7 @@ def _fits(b: Any, v: Variant) -> bool:
     for i in v.inputs:
         if len(i.dims) > b.max_rank or i.dtype not in b.types(b.info.input_type[i.name]):
             return False
-    return True
+    return all(c.dtype in b.types(b.info.input_type[c.name]) for c in v.consts)
 
 
 def build_rule(b: Any, rule: Rule) -> None:
@@ -340,6 +392,8 @@ def build_rule(b: Any, rule: Rule) -> None:
         for e, d in zip(inp.dims, t.shape, strict=True):
             if isinstance(e, str):
                 env.setdefault(e, d)
+    for c in v.consts:  # value inputs: initializers with the variant's values
+        b.const(c.name, np.asarray(c.values).reshape(c.shape), dtype=c.dtype)
     for name, value in v.attrs.items():
         b.set_attr(name, value)
     for name, cls in v.attr_dims.items():

@@ -9,15 +9,25 @@ schema's input descriptions. All are pure functions of the schema and a seeded g
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
+import zlib
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.run.infer_schema import Draw, Schema, formal_of, string_candidates
+from onnxfuzz.run.infer_schema import (
+    Draw,
+    Schema,
+    formal_of,
+    role_name,
+    string_candidates,
+    triple,
+)
 
 USABLE = frozenset(
     {
@@ -76,16 +86,37 @@ def draw_variant(s: Schema, rng: np.random.Generator, structured: int = -1) -> D
     else:
         present_l = [i for i, f in enumerate(s.inputs) if not f.optional or rng.random() < 0.25]
     if s.inputs and s.inputs[-1].variadic and present_l and present_l[-1] == len(s.inputs) - 1:
-        # a variadic input: 1..3 tensors in this variant, of one element type
-        present_l += [present_l[-1] + k for k in range(1, int(rng.integers(1, 4)))]
+        # a variadic input: 1..3 tensors in this variant, of one element type (1..3
+        # triples of a triple variadic: tensor, scale, zero point)
+        per = 3 if triple(s.inputs[-1]) else 1
+        present_l += [present_l[-1] + k for k in range(1, per * int(rng.integers(1, 4)))]
     present = tuple(present_l)
     bound: dict[str, int] = {}
     dtypes = []
     for i in present:
         f = formal_of(s, i)
         if f.type_str in s.type_sets:
-            if f.type_str not in bound:
-                usable = [t for t in s.type_sets[f.type_str] if t in USABLE]
+            tv = f.type_str
+            if triple(f):
+                # a triple's scale is a float; its tensor and zero point one quantized type
+                if role_name(s, i).endswith("_scale") and dt.FLOAT in s.type_sets[tv]:
+                    dtypes.append(dt.FLOAT)
+                    continue
+                tv += "#quantized"
+                # of the type of the op's own zero point (QLinearConcat's Y_zero_point)
+                zps = [
+                    t
+                    for j, t in zip(present, dtypes, strict=False)  # the types drawn so far
+                    if formal_of(s, j).name.endswith("zero_point")
+                ]
+                if zps and tv not in bound and zps[0] in s.type_sets[f.type_str]:
+                    bound[tv] = zps[0]
+            if tv not in bound:
+                usable = [
+                    t
+                    for t in s.type_sets[f.type_str]
+                    if t in USABLE and not (tv.endswith("#quantized") and t in dt.FLOATS)
+                ]
                 if not usable:
                     return f"input {f.name}: no usable element type"
                 if structured >= 0:
@@ -93,11 +124,11 @@ def draw_variant(s: Schema, rng: np.random.Generator, structured: int = -1) -> D
                     # one only: MulInteger's uint8)
                     j = structured // 2 + len(bound)
                     pick = dt.FLOAT if dt.FLOAT in usable and structured % 2 == 0 else None
-                    bound[f.type_str] = pick or int(usable[j % len(usable)])
+                    bound[tv] = pick or int(usable[j % len(usable)])
                 else:
                     pick = dt.FLOAT if dt.FLOAT in usable and rng.random() < 0.6 else None
-                    bound[f.type_str] = pick or int(usable[rng.integers(len(usable))])
-            dtypes.append(bound[f.type_str])
+                    bound[tv] = pick or int(usable[rng.integers(len(usable))])
+            dtypes.append(bound[tv])
         else:
             t = dt.from_schema_str(f.type_str)
             if t is None or t not in USABLE:
@@ -133,7 +164,87 @@ def draw_variant(s: Schema, rng: np.random.Generator, structured: int = -1) -> D
         # odd structured draws also ask for the first optional output: a schema's shape
         # inference may set it regardless (EmbedLayerNormalization's mask_index)
         n_out = min(len(s.outputs), n_out + 1)
-    return Draw(present, tuple(dtypes), (), tuple(attrs), n_out)
+    # value inputs leave the tensors whose dims are drawn: their values are set per variant
+    # (const_draws), after the ranks (the same random draws as before for any other op)
+    consts = tuple(
+        (i, t, None, None) for i, t in zip(present, dtypes, strict=True) if value_input(s, i)
+    )
+    keep = [j for j, i in enumerate(present) if not value_input(s, i)]
+    return Draw(
+        tuple(present[j] for j in keep),
+        tuple(dtypes[j] for j in keep),
+        (),
+        tuple(attrs),
+        n_out,
+        consts=consts,
+    )
+
+
+# --- value inputs -------------------------------------------------------------------------------
+# Small integer inputs whose VALUES decide the output shape (ExpandDims' axis, Pad's pads,
+# Range's start/limit/delta, CropAndResize's crop_size): by name, an integer tensor, or a
+# scalar by its description (Range's T takes floats too)
+VALUE_NAMES = frozenset({"axis", "axes", "pads", "start", "limit", "delta", "crop_size"})
+MAX_CONST_OPTIONS = 4  # value draws per rank tuple
+
+
+def value_input(s: Schema, pos: int) -> bool:
+    """Is the input at ``pos`` a value input (drawn as a constant, see ``VALUE_NAMES``)?"""
+    f = formal_of(s, pos)
+    if f.variadic or f.name.lower() not in VALUE_NAMES:
+        return False
+    types = s.type_sets.get(f.type_str)
+    if types is None:
+        one = dt.from_schema_str(f.type_str)
+        types = (one,) if one is not None else ()
+    return bool(types) and (all(t in dt.INTS for t in types) or "scalar" in f.doc.lower())
+
+
+def _const_options(
+    name: str, r0: int, rng: np.random.Generator, k: int, ends: dict[str, int]
+) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Candidate (shape, values) of a value input named ``name`` (lower case): small values
+    valid on a first input of rank ``r0`` where the name says what they are; the draw
+    number ``k`` moves them, so variants differ."""
+    if name == "axis":  # a scalar axis: drawn one, then the first (valid on any rank)
+        drawn = [0, -1, r0, 1][k % 4]
+        return [((), (v,)) for v in dict.fromkeys((drawn, 0))]
+    if name == "axes":
+        return [((1,), (v,)) for v in dict.fromkeys((k % max(r0, 1), 0))]
+    if name == "pads":  # before and after each axis (Pad), or each spatial axis (a conv)
+        lengths = [n for n in dict.fromkeys((2 * r0, 2 * (r0 - 2))) if n > 0]
+        return [((n,), tuple(int(x) for x in rng.integers(0, 2, n))) for n in lengths]
+    if name == "crop_size":
+        return [((2,), tuple(int(x) for x in rng.integers(2, 5, 2)))]
+    if name in ends:  # a range: start, limit above it, a step (a length of 1..6)
+        return [((), (ends[name],))]
+    return []
+
+
+def const_draws(s: Schema, d: Draw, k: int) -> list[Draw]:
+    """The draw with its value inputs set: each to its candidate values (``_const_options``,
+    seeded by the op, the draw number and the draw, so a rerun asks for the same records);
+    [d] without value inputs; [] when one has no candidate."""
+    if not d.consts:
+        return [d]
+    r0 = d.ranks[0] if d.ranks else 0
+    rng = np.random.default_rng(zlib.crc32(f"{s.op}|{k}|{d.key()}".encode()))
+    start = int(rng.integers(0, 3))
+    ends = {"start": start, "limit": start + int(rng.integers(2, 7)), "delta": 1 + k % 2}
+    options = []
+    for pos, _, _, _ in d.consts:
+        o = _const_options(formal_of(s, pos).name.lower(), r0, rng, k, ends)
+        if not o:
+            return []
+        options.append(o)
+    out = []
+    for combo in itertools.islice(itertools.product(*options), MAX_CONST_OPTIONS):
+        consts = tuple(
+            (pos, dtype, shape, values)
+            for (pos, dtype, _, _), (shape, values) in zip(d.consts, combo, strict=True)
+        )
+        out.append(replace(d, consts=consts))
+    return out
 
 
 def _role_rank(name: str, r: int) -> int:
@@ -150,7 +261,7 @@ def _role_rank(name: str, r: int) -> int:
 def structured_ranks(s: Schema, d: Draw, rng: np.random.Generator) -> list[tuple[int, ...]]:
     """Rank tuples by the inputs' roles (``_role_rank``), data inputs of one rank or the
     later ones matrices (weights), scalars also as vectors; then the common tuples."""
-    names = [formal_of(s, i).name for i in d.present]
+    names = [role_name(s, i) for i in d.present]
     out: list[tuple[int, ...]] = []
     optional = [formal_of(s, i).optional for i in d.present]
     for r in (3, 2, 4, 1):
@@ -333,7 +444,7 @@ def blocked_plans(
             continue
         bound = {n for n, _ in bind}
         kept = tuple(sorted((n, v) for n, v in attrs.items() if n not in bound))
-        d = Draw(base.present, base.dtypes, ranks, kept, base.n_out, bind)
+        d = Draw(base.present, base.dtypes, ranks, kept, base.n_out, bind, base.consts)
         yield d, blocked_probes(s, d, block, bits)
 
 
@@ -375,7 +486,10 @@ def recurrent_plans(
             ranks.append(len(x))
             dims += x
         else:
-            yield Draw(present, dtypes, tuple(ranks), attrs, base.n_out, bind), [tuple(dims)]
+            yield (
+                Draw(present, dtypes, tuple(ranks), attrs, base.n_out, bind, base.consts),
+                [tuple(dims)],
+            )
 
 
 SHAPE_RE = re.compile(r"shape[^(\[.;]{0,24}?[(\[]([^)\]]*)[)\]]")
@@ -451,4 +565,7 @@ def described_plans(
                 names: dict[str, int] = {}
                 dims = [_axis_value(x, names, named, product) for sh in plan for x in sh]
                 probes.append(tuple(dims))
-        yield Draw(present, dtypes, ranks, attrs, base.n_out), list(dict.fromkeys(probes))
+        yield (
+            Draw(present, dtypes, ranks, attrs, base.n_out, consts=base.consts),
+            list(dict.fromkeys(probes)),
+        )

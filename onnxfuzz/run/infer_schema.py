@@ -136,15 +136,46 @@ class Draw:
     # (attribute, flat dim index): an int attribute that takes that dim's value in each
     # record (MatMulNBits' K: A's last axis), so it moves with the dims
     bind: tuple[tuple[str, int], ...] = ()
+    # Value inputs (an axis, pads, a range's ends, a crop size): (position, element type,
+    # shape, values), constants (initializers) whose values decide the output shape, fixed
+    # per variant as an attribute is; not in ``present`` (no dims of theirs are drawn).
+    # Drawn with shape and values None; ``const_draws`` fills them once the ranks are known.
+    consts: tuple[tuple[int, int, Any, Any], ...] = ()
 
     def key(self) -> str:
-        k = [self.present, self.dtypes, self.ranks, self.attrs, self.n_out]
-        return json.dumps(k + [self.bind] if self.bind else k)  # unbound: the old keys
+        k: list[Any] = [self.present, self.dtypes, self.ranks, self.attrs, self.n_out]
+        if self.bind or self.consts:
+            k.append(self.bind)
+        if self.consts:
+            k.append(self.consts)
+        return json.dumps(k)  # unbound, no value inputs: the old keys
 
 
 def formal_of(s: Schema, pos: int) -> Formal:
     """The formal input at position ``pos`` (a variadic last formal takes the rest)."""
     return s.inputs[min(pos, len(s.inputs) - 1)]
+
+
+# A variadic input of (tensor, scale, zero point) triples (QLinearConcat's "List of
+# tensors/scale/zero_point"): its elements take those roles in turn
+TRIPLE_RE = re.compile(r"tensors?\s*/\s*scales?\s*/\s*zero_points?", re.IGNORECASE)
+TRIPLE_ROLES = ("", "_scale", "_zero_point")
+
+
+def triple(f: Formal) -> bool:
+    """Is ``f`` a variadic input of (tensor, scale, zero point) triples?"""
+    return f.variadic and bool(TRIPLE_RE.search(f.doc))
+
+
+def role_name(s: Schema, pos: int) -> str:
+    """The name the input at ``pos`` plays its role by: the formal's, or for an element of
+    a triple variadic its role's (``inputs``, ``inputs_scale``, ``inputs_zero_point``), so
+    a scale among them is drawn as a scale (a scalar, positive)."""
+    f = formal_of(s, pos)
+    if not triple(f):
+        return f.name
+    k = pos - s.inputs.index(f)
+    return f.name + TRIPLE_ROLES[k % 3]
 
 
 # Candidate values of a required STRING attribute whose description quotes none: the

@@ -7,23 +7,26 @@ the committed specs/inferred/com.microsoft.json; generated models run in ONNX Ru
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import onnx
 import pytest
 
+from onnxfuzz import dtypes as dt
 from onnxfuzz.cli.main import main
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.inferred import load_domain, rule_from_json, rules_dir
+from onnxfuzz.generate.inferred import evaluate, load_domain, rule_from_json, rules_dir
 from onnxfuzz.generate.rule_check import agreement
 from onnxfuzz.generate.spec import load_specs
 from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synth_dim
 from onnxfuzz.generate.validate import ort_session
-from onnxfuzz.run.infer import _from_constraints, run_inference
+from onnxfuzz.run.infer import _from_constraints, run_inference, single_op_model
 from onnxfuzz.run.infer_draws import (
     blocked_probes,
+    const_draws,
     described_plans,
     described_shape,
     dim_binds,
@@ -31,8 +34,9 @@ from onnxfuzz.run.infer_draws import (
     recurrent_plans,
     structured_attrs,
     structured_probes,
+    value_input,
 )
-from onnxfuzz.run.infer_schema import Attr, Draw, domain_schemas, string_candidates
+from onnxfuzz.run.infer_schema import Attr, Draw, domain_schemas, role_name, string_candidates
 
 HYBRID = frozenset({"ai.onnx", "com.microsoft"})
 
@@ -269,7 +273,7 @@ def _contrib_node(case, feeds) -> tuple[onnx.NodeProto, dict, dict[str, tuple[in
 def _classes(v, node: onnx.NodeProto, shapes: dict) -> dict[str, int] | None:
     """The dim each class of variant ``v`` took in ``node`` (None: the node's input ranks
     are not the variant's)."""
-    ins = [shapes.get(node.input[i.pos]) for i in v.inputs]
+    ins = [shapes.get(node.input[i.pos]) if i.pos < len(node.input) else None for i in v.inputs]
     if any(s is None or len(s) != len(i.dims) for s, i in zip(ins, v.inputs, strict=True)):
         return None
     env: dict[str, int] = {}
@@ -438,3 +442,119 @@ def test_inferred_rules_agree_with_hidden_hand_specs(tmp_path):
         notes += a.disagreements[:2]
     assert total >= 300
     assert agree / total >= 0.95, notes
+
+
+# --- value inputs, exact integer outputs, triples (issue 12) ------------------------------------
+def test_value_input_draw_helpers():
+    """An axis, pads, a range's ends and a crop size are value inputs: out of the tensors
+    whose dims are drawn, set per variant (pads one per side of each axis, or of each
+    spatial axis), the same values for the same draw."""
+    schemas = domain_schemas("com.microsoft", "ort")
+    assert value_input(schemas["ExpandDims"], 1) and not value_input(schemas["ExpandDims"], 0)
+    assert value_input(schemas["Range"], 0)  # T takes floats too: a scalar by its description
+    crop = schemas["CropAndResize"]
+    assert [value_input(crop, i) for i in range(4)] == [False, False, False, True]
+    pad = schemas["Pad"]
+    base = draw_variant(pad, np.random.default_rng(0))
+    assert base.present == (0,) or base.present == (0, 2)  # pads left the drawn tensors
+    assert [c[0] for c in base.consts] == [1]
+    d = replace(base, ranks=(3,) + (0,) * (len(base.present) - 1))
+    filled = const_draws(pad, d, 0)
+    assert [c[2] for f in filled for c in f.consts] == [(6,), (2,)]  # 2 * rank, 2 * spatial
+    assert all(set(c[3]) <= {0, 1} for f in filled for c in f.consts)
+    assert const_draws(pad, d, 0) == filled  # seeded by the op, the draw number and the draw
+    model, feeds = single_op_model(pad, filled[0], (2, 3, 4))
+    assert [i.name for i in model.graph.initializer] == ["c1"] and list(feeds) == ["x0"]
+
+
+@pytest.fixture(scope="module")
+def valued(tmp_path_factory):
+    d = tmp_path_factory.mktemp("valued")
+    ops = ["ExpandDims", "Range", "MurmurHash3", "QLinearConcat"]
+    return run_inference("com.microsoft", "ort", d / "r.json", d / "c.jsonl", ops=ops)
+
+
+def test_value_inputs_become_constants_of_the_rule(valued):
+    """ExpandDims (a scalar axis input) and Range (start, limit, delta: no tensor input at
+    all) infer, each variant's output shape following its constants."""
+    rules = {r.op: r for r in valued.rules}
+    assert {"ExpandDims", "Range"} <= set(rules), valued.left_out
+    for v in rules["ExpandDims"].variants:
+        (axis,) = [c for c in v.consts if c.name == "axis"]
+        rank = len(v.inputs[0].dims)
+        at = axis.values[0] % (rank + 1)  # where the new axis of 1 goes
+        assert v.outputs[0].shape[at] == "1" and len(v.outputs[0].shape) == rank + 1
+    for v in rules["Range"].variants:
+        assert not v.inputs
+        ends = {c.name: c.values[0] for c in v.consts}
+        length = -(-(ends["limit"] - ends["start"]) // ends.get("delta", 1))
+        assert evaluate(v.outputs[0].shape[0], {}) == length
+
+
+def test_integer_hash_of_integer_inputs_is_kept_float_inputs_are_not(valued):
+    """MurmurHash3's outputs reach 1e9 (hashes), compared exactly as integers: kept for
+    integer inputs only (a float input one ulp off upstream flips a hash)."""
+    rule = next((r for r in valued.rules if r.op == "MurmurHash3"), None)
+    assert rule is not None, valued.left_out
+    for v in rule.variants:
+        assert all(i.dtype in dt.INTS for i in v.inputs)
+        assert v.outputs[0].dtype in (dt.INT32, dt.UINT32)
+        lo, hi = dt.value_range(v.outputs[0].dtype)
+        assert lo <= v.outputs[0].lo <= v.outputs[0].hi <= hi  # clamped to its type
+
+
+def test_triple_variadic_is_drawn_by_role(valued):
+    """QLinearConcat's inputs are (tensor, scale, zero point) triples: a scale is a positive
+    float scalar, tensors and zero points of the op's zero-point type; the rule concatenates
+    along its axis."""
+    s = domain_schemas("com.microsoft", "ort")["QLinearConcat"]
+    base = draw_variant(s, np.random.default_rng(0), structured=0)
+    roles = [role_name(s, i) for i in base.present]
+    assert roles[:5] == ["Y_scale", "Y_zero_point", "inputs", "inputs_scale", "inputs_zero_point"]
+    assert (len(base.present) - 2) % 3 == 0
+    for i, t in zip(base.present, base.dtypes, strict=True):
+        if role_name(s, i) != "Y_scale" and not role_name(s, i).endswith("_scale"):
+            assert t == base.dtypes[1]  # the zero point's type
+        else:
+            assert t == dt.FLOAT
+    rule = next((r for r in valued.rules if r.op == "QLinearConcat"), None)
+    assert rule is not None, valued.left_out
+    for v in rule.variants:
+        scales = [i for i in v.inputs if (i.pos - 2) % 3 == 1 and i.pos >= 2]
+        assert scales and all(i.dims == () and i.lo > 0 for i in scales)
+    gen = _one_op_generator(rule.name)
+    for seed in range(5):
+        case = gen.generate(seed)
+        _run(case.model, case.make_inputs(seed))
+
+
+def test_value_inputs_are_generated_as_the_variants_constants():
+    """Every generated instance of a committed rule with value inputs takes them as
+    initializers holding one variant's values, its output has that variant's shape, and it
+    runs in ONNX Runtime."""
+    valued = [r for r in load_domain("com.microsoft") if any(v.consts for v in r.variants)]
+    assert {"ExpandDims", "Pad", "Range"} <= {r.op for r in valued}
+    for rule in valued:
+        gen = _one_op_generator(rule.name)
+        for seed in range(4):
+            case = gen.generate(seed)
+            feeds = case.make_inputs(seed)
+            node, _, shapes = _contrib_node(case, feeds)
+            inits = {i.name: onnx.numpy_helper.to_array(i) for i in case.model.graph.initializer}
+            out = _run(case.model, feeds)[0]
+            matched = False
+            for v in rule.variants:
+                env = _classes(v, node, shapes)
+                consts = [
+                    inits.get(node.input[c.pos]) if c.pos < len(node.input) else None
+                    for c in v.consts
+                ]
+                if env is None or any(a is None for a in consts):
+                    continue
+                if all(
+                    a.shape == c.shape and a.ravel().tolist() == list(c.values)
+                    for a, c in zip(consts, v.consts, strict=True)
+                ) and list(out.shape) == [evaluate(e, env) for e in v.outputs[0].shape]:
+                    matched = True
+                    break
+            assert matched, (rule.op, seed)
