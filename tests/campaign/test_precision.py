@@ -129,17 +129,23 @@ def test_a_wrong_float16_op_in_generated_models_is_not_explained_away(workers) -
             dtypes=frozenset({BY_NAME["float16"]}),
         )
     )
-    verdicts = []
+    verdicts, skipped = [], []
     for seed in range(200):
         case = gen.generate(seed)
         outs = {o.name for o in case.model.graph.output}
         if not any(n.op_type == "Sin" and n.output[0] in outs for n in case.model.graph.node):
             continue
-        _, a = _assess(workers, case.model, case.make_inputs(seed), "ort", WRONG_SIN)
+        raw, a = _assess(workers, case.model, case.make_inputs(seed), "ort", WRONG_SIN)
+        if raw.verdict != Verdict.MISMATCH:
+            # The planted +0.5 can cancel at the drawn inputs: seed 40 computes
+            # sin(x + sin(x)) from one scalar x = 1.839, and sin(x + sin(x) + 0.5) + 0.5
+            # lands within 0.007 of it. The outputs agree: nothing for a check to swallow.
+            skipped.append(seed)
+            continue
         verdicts.append(a.judgement.verdict)
         if len(verdicts) == 12:
             break
-    assert len(verdicts) == 12
+    assert len(verdicts) == 12 and len(skipped) <= 2, skipped
     assert verdicts.count(Verdict.MISMATCH) == len(verdicts), verdicts
 
 

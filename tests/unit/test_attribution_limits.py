@@ -81,3 +81,32 @@ def test_a_model_the_fault_check_cannot_read_keeps_the_old_vote_and_does_not_rai
     outcomes = _outcomes(model, x)
     a = attribute(model, outcomes, "ort", OracleConfig())
     assert a is not None and a.reference_odd  # as before the check: ORT outvoted
+
+
+def test_a_fault_inside_an_if_branch_applies_to_the_model() -> None:
+    """The evaluator runs branches and bodies too: the sliced model's fault inside an If
+    branch applies (it was missed there: a generated opset-28 model with MaxUnpool in an
+    If branch was reported invalid for the evaluator's IndexError)."""
+    inner = _slice_model(I64_MIN).graph
+    branch = helper.make_graph(
+        list(inner.node), "then", [], list(inner.output), value_info=list(inner.value_info)
+    )
+    other = helper.make_graph(
+        [helper.make_node("ReduceSumSquare", ["x"], ["z"], keepdims=1, axes=[0, 1, 2, 3])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 1, 1, 1])],
+    )
+    g = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2, 1, 1]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 1])],
+        initializer=list(inner.initializer),
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    assert [lim.op for lim in reference_limits(model)] == ["Slice"]

@@ -407,10 +407,18 @@ def _scan_fault_in(n: NodeView) -> bool:
 
 
 def reference_limits(model: onnx.ModelProto) -> list[Limitation]:
-    """The entries of ``REFERENCE_LIMITS`` that apply to a node of ``model``."""
+    """The entries of ``REFERENCE_LIMITS`` that apply to a node of ``model`` (a body's
+    node included: the evaluator runs If branches and Loop and Scan bodies too)."""
     return [
         lim
-        for n in node_views(model)
+        for n in node_views(model, bodies=True)
         for lim in REFERENCE_LIMITS
-        if lim.op == n.op and lim.applies(n)
+        if lim.op == n.op and _applies(lim, n)
     ]
+
+
+def _applies(lim: Limitation, n: NodeView) -> bool:
+    try:
+        return bool(lim.applies(n))
+    except (KeyError, IndexError):  # an input whose shape a body does not declare
+        return False

@@ -32,17 +32,28 @@ class NodeView:
 Rule = Callable[[NodeView, Shape], str | None]  # the node, the input's shape -> problem
 
 
-def _shapes(model: onnx.ModelProto) -> dict[str, tuple[Shape, int]]:
-    g = model.graph
-    out: dict[str, tuple[Shape, int]] = {
-        vi.name: (
-            tuple(d.dim_value for d in vi.type.tensor_type.shape.dim),
-            vi.type.tensor_type.elem_type,
-        )
-        for vi in list(g.input) + list(g.value_info) + list(g.output)
-    }
+def _shapes(g: onnx.GraphProto, out: dict[str, tuple[Shape, int]] | None = None):
+    """Declared shapes and types by name, of ``g`` and (names being unique across a
+    model's graphs) of every subgraph in it."""
+    out = {} if out is None else out
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        tt = vi.type.tensor_type
+        out[vi.name] = (tuple(d.dim_value for d in tt.shape.dim), tt.elem_type)
     out.update({t.name: (tuple(t.dims), t.data_type) for t in g.initializer})
+    for sub in _subgraphs(g):
+        _shapes(sub, out)
     return out
+
+
+def _subgraphs(g: onnx.GraphProto) -> list[onnx.GraphProto]:
+    subs: list[onnx.GraphProto] = []
+    for node in g.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                subs.append(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                subs.extend(a.graphs)
+    return subs
 
 
 def _opset(model: onnx.ModelProto) -> int:
@@ -54,12 +65,20 @@ def _attr(a: onnx.AttributeProto) -> object:
     return v.decode() if isinstance(v, bytes) else v
 
 
-def node_views(model: onnx.ModelProto) -> list[NodeView]:
-    shapes = _shapes(model)
-    inits = {t.name: t for t in model.graph.initializer}
+def node_views(model: onnx.ModelProto, bodies: bool = False) -> list[NodeView]:
+    """A view of each node of the model's graph (and, with ``bodies``, of every node in
+    its If branches and Loop and Scan bodies, nested ones included)."""
+    shapes = _shapes(model.graph)
+    graphs = [model.graph]
+    if bodies:
+        k = 0
+        while k < len(graphs):
+            graphs += _subgraphs(graphs[k])
+            k += 1
+    inits = {t.name: t for g in graphs for t in g.initializer}
     opset = _opset(model)
     views = []
-    for node in model.graph.node:
+    for node in (n for g in graphs for n in g.node):
         schema = onnx.defs.get_schema(node.op_type, opset)
         formals = list(schema.inputs)
         ins: dict[str, Shape] = {}
@@ -70,6 +89,8 @@ def node_views(model: onnx.ModelProto) -> list[NodeView]:
                 continue
             k = min(i, len(formals) - 1)  # a variadic last input takes the rest
             key = formals[k].name if i == k else f"{formals[k].name}[{i - k}]"
+            if name not in shapes:  # a body's intermediate may have no declared type
+                continue
             ins[key], types[key] = shapes[name]
             if name in inits:
                 consts[key] = numpy_helper.to_array(inits[name])
