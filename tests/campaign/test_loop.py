@@ -190,12 +190,15 @@ def test_a_batch_is_committed_whole_and_a_failed_test_leaves_no_trace(tmp_path) 
         store.close()
 
 
+OPS8 = ["Add", "Mul", "Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Exp"]
+
+
 def test_a_lane_reducing_a_bug_does_not_stop_the_other_lanes(tmp_path) -> None:
     """A reduction (here several seconds: every try of the planted bug compiles for 0.3 s)
     runs in its lane, outside the campaign's lock: the other lane goes on storing tests
     meanwhile. Under the lock it stored none (6 GPU lanes stalled 15 minutes behind
     TVM-cuda reductions)."""
-    slow = f"{ADAPTERS}:SlowRaise:op=Mul,delay=0.3"
+    slow = f"{ADAPTERS}:SlowRaise:op=Neg,delay=0.3"
     opts = CampaignOptions(
         backends=["ort", slow],
         tests=60,
@@ -204,7 +207,10 @@ def test_a_lane_reducing_a_bug_does_not_stop_the_other_lanes(tmp_path) -> None:
         probe="off",
         pregen=False,
         reduce_budget=4.0,
-        generator={"min_nodes": 3, "max_nodes": 6, "ops": ["Add", "Mul", "Relu", "Sigmoid"]},
+        # Neg is in a third of these models: when most tests fail, both lanes can spend
+        # the whole run reducing side by side, and no test is stored during either
+        # (seen once under load with Mul in four models of five).
+        generator={"min_nodes": 3, "max_nodes": 6, "ops": OPS8},
     )
     c = Campaign(tmp_path, opts, resume=False)
     windows: list[tuple[float, float]] = []  # wall-clock spans of the reductions

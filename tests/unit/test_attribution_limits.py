@@ -73,10 +73,25 @@ def test_the_reference_evaluator_still_votes_where_no_fault_applies():
     assert a is not None and a.majority == {"ort", "onnx-reference"}
 
 
-def test_a_model_the_fault_check_cannot_read_keeps_the_old_vote_and_does_not_raise():
-    # A reduced model may lack the value_info of an intermediate, which the check reads.
+def test_a_model_without_value_info_is_read_as_far_as_it_declares_and_does_not_raise():
+    # A reduced model may lack the value_info of an intermediate. Where the faulty node's
+    # own inputs are declared (the Slice reads the graph input), the fault is still seen.
     model = _slice_model(I64_MIN)
     del model.graph.value_info[:]
+    assert [lim.op for lim in reference_limits(model)] == ["Slice"]
+    x = np.arange(1, 5, dtype=np.float32).reshape(2, 2, 1, 1)
+    outcomes = _outcomes(model, x)
+    assert attribute(model, outcomes, "ort", OracleConfig()) is None  # as with value_info
+
+
+def test_a_model_the_fault_check_cannot_read_keeps_the_old_vote_and_does_not_raise():
+    # Where the faulty node's input has no declared shape, the fault check cannot tell.
+    model = _slice_model(I64_MIN)
+    g = model.graph
+    g.node.insert(0, helper.make_node("Identity", ["x"], ["x1"]))
+    g.node[1].input[0] = "x1"
+    del g.value_info[:]
+    assert not reference_limits(model)
     x = np.arange(1, 5, dtype=np.float32).reshape(2, 2, 1, 1)
     outcomes = _outcomes(model, x)
     a = attribute(model, outcomes, "ort", OracleConfig())
