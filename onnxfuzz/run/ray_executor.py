@@ -169,6 +169,7 @@ class RayCampaign(Campaign):
         self._setup: ShardSetup | None = None
         self._remote: Any = None
         self._flights: dict[Any, _Flight] = {}  # stream -> the shard it runs
+        self._stored: set[int] = set()  # test indices campaign.db holds (run() fills it)
 
     # --- set-up ----------------------------------------------------------------------
     def _lane_count(self) -> int:
@@ -278,9 +279,15 @@ class RayCampaign(Campaign):
             f"{self._actors.hosts[a]}#{i}": p for i, (a, p) in enumerate(self._actors.pids.items())
         }
 
-    def busy_nodes(self) -> set[str]:
-        """Ray node ids running a shard now (for operators and tests)."""
-        return {self._actors.nodes.get(f.actor, "") for f in self._flights.values()}
+    def owed(self) -> dict[str, int]:
+        """Per Ray node id, the tests its shards in flight still owe the driver (for
+        operators and tests: a shard whose every test arrived may still be in flight,
+        waiting for the end of its stream)."""
+        out: dict[str, int] = {}
+        for f in self._flights.values():
+            node = self._actors.nodes.get(f.actor, "")
+            out[node] = out.get(node, 0) + sum(1 for i in f.indices if i not in self._stored)
+        return out
 
     # --- the loop --------------------------------------------------------------------
     def _shards(self, done: set[int]) -> Iterator[list[int]]:
@@ -298,7 +305,7 @@ class RayCampaign(Campaign):
         ray = self._ray
         assert self.store is not None, "start the campaign first"
         o = self.opts
-        stored = self.store.done_ids()
+        stored = self._stored = self.store.done_ids()
         p = self.progress
         p.total = sum(1 for i in range(o.tests) if i not in stored) if o.tests else None
         p.seconds = o.seconds
