@@ -124,7 +124,10 @@ def stft(b: SpecBuilder, p: None) -> None:
     if has_window:
         # |window| keeps a frame's sum of frame_length products inside the bound.
         wmax = dt.value_range(x.dtype)[1] / (s * c * max(x.interval.mag, 1.0))
-        w = b.input("window", dims=[Ints(1, s)], values=Values(-wmax, wmax))
+        # onnx 1.23's STFT inference reads the window's rank even where no shape is known
+        # ("window input must have rank = 1" after a Loop), and ONNX Runtime refuses the
+        # model where value_info does not state it.
+        w = b.input("window", dims=[Ints(1, s)], values=Values(-wmax, wmax), inferable_shape=True)
         frame = w.shape[0]
         wmag = w.interval.mag
         if has_frame_length:

@@ -53,15 +53,10 @@ FRESH_INT = 8  # fresh integer tensors inside [-8, 8]
 # consumes yet only now and then (DANGLING_FIRST), most often the one whose producer merged
 # the most branches (a residual stream read again); for its further inputs, a dangling
 # output (DANGLING_LATER), so branches join instead of ending as graph outputs.
-# Measured with tools/bench_diversity.py (docs/metrics.md).
+# Measured with tools/bench_diversity.py (README, "Connected graphs").
 DANGLING_FIRST = 0.25
 DANGLING_LATER = 0.95
 MERGED_FIRST = 1.0
-# Inputs whose producer ONNX's shape inference must know the shape of: STFT's inference
-# reads the window's rank even where no shape is known (onnx 1.23: "window input must have
-# rank = 1" after a Loop, whose loop-carried outputs it leaves shapeless), and ONNX
-# Runtime refuses such a model where value_info does not state the shape.
-NEEDS_SHAPE = frozenset({("STFT", "window")})
 # Weights are constants in most real models (and compilers fold them: Conv-BatchNorm),
 # so a weight input is computed by glue less often than a data input.
 COMPUTED_WEIGHTS = 0.25
@@ -371,6 +366,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         dims: Dims = None,
         values: ValuesArg = ANY,
         kind: str = DATA,
+        inferable_shape: bool = False,
     ) -> Tensor:
         name = self._formal(name)
         pos = self._position(name, index)
@@ -392,8 +388,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         if t is None and pos in self.links:
             t = self._linked(self.links[pos], allowed, lo, hi, dims, values)
         if t is None:
-            shaped = (self.op, name) in NEEDS_SHAPE
-            t = self._reuse(allowed, lo, hi, dims, values, kind, shaped)
+            t = self._reuse(allowed, lo, hi, dims, values, kind, inferable_shape)
         if t is None:
             t = self._fresh(name, index, allowed, lo, hi, dims, values, kind)
         self._bind(name, t, pos)
@@ -825,6 +820,7 @@ class CheckBuilder(Builder, SeqCheck, SpecBuilder):
         dims: Dims = None,
         values: ValuesArg = ANY,
         kind: str = DATA,
+        inferable_shape: bool = False,  # a generation constraint: nothing to check
     ) -> Tensor:
         name = self._formal(name)
         pos = self._position(name, index)

@@ -118,8 +118,12 @@ class SpecBuilder(Protocol):
         dims: Dims = None,
         values: ValuesArg = ...,
         kind: str = DATA,
+        inferable_shape: bool = False,
     ) -> Tensor:
-        """An input tensor: an existing one that fits, or a fresh input or initializer."""
+        """An input tensor: an existing one that fits, or a fresh input or initializer.
+        ``inferable_shape``: never a tensor whose shape ONNX's shape inference cannot know
+        (a Loop's outputs and what is computed from them), for an op whose inference
+        function needs its rank."""
         ...
 
     def const(

@@ -226,16 +226,7 @@ def test_single_inferred_op_instances_are_valid():
     failures = []
     for r in rules:
         name = r.name
-        gen = Generator(
-            Config(
-                domains=frozenset({"com.microsoft"}),
-                ops=frozenset({name}),
-                min_nodes=1,
-                max_nodes=1,
-                connectivity=0,
-                block_rate=0,
-            )
-        )
+        gen = _one_op_generator(name)
         for seed in range(5):
             case = gen.generate(seed)
             total += 1
