@@ -279,6 +279,10 @@ class RayCampaign(Campaign):
             f"{self._actors.hosts[a]}#{i}": p for i, (a, p) in enumerate(self._actors.pids.items())
         }
 
+    def pids_on(self, node: str) -> list[int]:
+        """Process ids of the actors running on a Ray node (for operators and tests)."""
+        return [p for a, p in self._actors.pids.items() if self._actors.nodes.get(a) == node]
+
     def owed(self) -> dict[str, int]:
         """Per Ray node id, the tests its shards in flight still owe the driver (for
         operators and tests: a shard whose every test arrived may still be in flight,

@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,14 +159,32 @@ def test_a_lost_node_s_shards_run_on_the_nodes_left(tmp_path, cluster, local) ->
     # machine once lost it in the instant between two, and nothing had to run again).
     c = RayCampaign(tmp_path / "camp", _opts(), address=cluster.address, shard=4)
     lost: list[bool] = []
+    frozen: list[float] = []
 
     def lose_node(p: Progress) -> None:
-        # Only while the worker node's shard still owes two tests or more. CI once lost it
-        # while its actor waited between shards, and once when its shard's every test had
-        # arrived but the stream had not ended: both times nothing had to run again.
-        if not lost and 8 <= p.tests < TESTS - 16 and c.owed().get(worker.node_id, 0) >= 2:
-            cluster.remove_node(worker, allow_graceful=False)  # raylet, workers: all gone
-            lost.append(True)
+        # The node must be lost while its shard still owes tests, or nothing has to run
+        # again. Its tests may be on their way to the driver before the driver counts them
+        # (CI lost it twice with every test sent), so its actor is stopped first (SIGSTOP):
+        # from then on it sends nothing, and what it sent arrives within the wait below.
+        # If its shard then owes nothing (every test had been sent, only the stream's end
+        # had not), it goes on (SIGCONT) and is stopped again later.
+        pids = c.pids_on(worker.node_id)
+        owes = c.owed().get(worker.node_id, 0)
+        if lost or not pids:
+            return
+        if not frozen:
+            if 8 <= p.tests < TESTS - 12 and owes >= 2:
+                for pid in pids:
+                    os.kill(pid, signal.SIGSTOP)
+                frozen.append(time.monotonic())
+        elif time.monotonic() - frozen[-1] >= 2.0:
+            if owes >= 1:
+                cluster.remove_node(worker, allow_graceful=False)  # raylet, workers: all gone
+                lost.append(True)
+            else:
+                for pid in pids:
+                    os.kill(pid, signal.SIGCONT)
+                frozen.clear()
 
     _run(c, lose_node)
     assert lost, "the run ended before the node was lost"
