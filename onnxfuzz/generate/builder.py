@@ -746,6 +746,9 @@ class CheckBuilder(Builder, SeqCheck, SpecBuilder):
         self.consumed: set[str] = set()  # attributes the spec drew, read or derived
         self.observed_inputs = list(inputs)
         self.observed_outputs = list(outputs) if outputs is not None else None
+        # float inputs whose observed values lie outside the spec's value domain (not
+        # refused: a user's model may feed any; the reducer refuses to create them)
+        self.value_faults: list[str] = []
 
     def check_consumed(self) -> None:
         """An attribute of the node that the spec never drew or derived is a configuration
@@ -878,6 +881,10 @@ class CheckBuilder(Builder, SeqCheck, SpecBuilder):
                     iv = seen
                 elif odt in dt.INTS:
                     raise self._fail(f"{var}.values", f"{seen} outside [{vlo:g}, {vhi:g}]")
+                else:
+                    self.value_faults.append(f"{var}.values")
+            else:
+                self.value_faults.append(f"{var}.values")  # NaN or infinity
         t = Tensor(f"in{pos}", odt, tuple(shape), iv, "input")
         self._bind(name, t, pos)
         return t

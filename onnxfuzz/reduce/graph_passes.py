@@ -11,7 +11,9 @@
 
 Subgraphs read outer tensors by name: every pass counts those reads as uses (``reads``),
 so pruning keeps what a body needs and rewiring renames inside bodies too.
-Every candidate is checked (checker + strict shape inference) before it is tried.
+Every candidate is checked (checker + strict shape inference) before it is tried, and a
+failing one is kept only if no node reads values its spec does not allow where the
+model the reduction started from had none (``onnxfuzz.reduce.domains``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from onnx import numpy_helper
 from onnxfuzz.generate.validate import check_static
 from onnxfuzz.reduce import control
 from onnxfuzz.reduce.control import prune_nodes, reads, rename_reads
+from onnxfuzz.reduce.domains import Fault, value_faults
 from onnxfuzz.reduce.measure import Size, size_of
 from onnxfuzz.reduce.passes import Pass, fixed_point
 
@@ -214,10 +217,19 @@ def reduce_graph(
     cache: dict[bytes, dict[str, np.ndarray] | None] = {}
 
     def values(s: State) -> dict[str, np.ndarray] | None:
-        key = s.model.SerializeToString()
+        # by model and inputs: simplify-values keeps the model and changes the inputs
+        key = s.model.SerializeToString() + b"".join(
+            k.encode() + str(v.dtype).encode() + v.tobytes() for k, v in sorted(s.inputs.items())
+        )
         if key not in cache:
             cache[key] = reference_values(s)
         return cache[key]
+
+    def faults(s: State) -> frozenset[Fault] | None:
+        vals = values(s)
+        return None if vals is None else value_faults(s.model, vals)
+
+    start = faults(state)  # None: the reference gives no values to judge by
 
     def keep(old: State, new: State) -> State | None:
         new_size, old_size = new.size, old.size
@@ -225,7 +237,11 @@ def reduce_graph(
             return None
         if check_static(new.model):
             return None
-        return new if still_fails(new) else None
+        if not still_fails(new):
+            return None
+        if start is not None and (found := faults(new)) is not None and found - start:
+            return None  # it fails, but on values its nodes' specs do not allow
+        return new
 
     passes: list[Pass[State]] = [
         Pass("cut-outputs", cut_outputs),

@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.generate.config import Config
 from onnxfuzz.generate.generator import Case, Generator
 from onnxfuzz.generate.validate import check_static
+from onnxfuzz.reduce.domains import value_faults
 from onnxfuzz.reduce.measure import size_of
 from onnxfuzz.reduce.reducer import reduce_case, reduce_model
 from onnxfuzz.reduce.reproduce import Reproducer, Target
@@ -98,3 +101,55 @@ def test_graph_passes_alone_reduce_a_user_model(planted) -> None:
         rep.target.signature = sig
         r = reduce_model(model, inputs, rep, budget_s=90)
         _check(rep, sig, size_of(model, inputs), r.model, r.inputs, trigger)
+
+
+def _sigmoid_pow(opset: int = 21) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Pow(Sigmoid(c), data): the Sigmoid keeps Pow's base positive whatever c is, and
+    the constant c is negative."""
+    h = onnx.helper
+    f32 = onnx.TensorProto.FLOAT
+    graph = h.make_graph(
+        [
+            h.make_node("Sigmoid", ["c"], ["base"], name="sigmoid0"),
+            h.make_node("Pow", ["base", "data"], ["y"], name="pow0"),
+        ],
+        "sigmoid_pow",
+        [h.make_tensor_value_info("data", f32, [3])],
+        [h.make_tensor_value_info("y", f32, [3])],
+        [onnx.numpy_helper.from_array(np.array(-0.5, np.float32), "c")],
+        value_info=[h.make_tensor_value_info("base", f32, [])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=10)
+    return model, {"data": np.array([1.0, 2.0, 3.0], np.float32)}
+
+
+def test_reduction_never_feeds_a_node_values_its_spec_does_not_allow() -> None:
+    """A Pow bug (planted) still shows with the Sigmoid bypassed, but Pow's base is then
+    c = -0.5, outside the spec's domain (a negative base is NaN at any fractional
+    exponent): a reducer must not hand that to a compiler engineer. (Found in a campaign:
+    a reduced model fed Dropout a ratio of -0.31, which ONNX Runtime refuses unoptimized.)"""
+    model, inputs = _sigmoid_pow()
+    label = f"{ADAPTERS}:WrongOp:op=Pow"
+    with BackendPool(["ort", label], timeout=10.0) as pool:
+        rep = Reproducer(pool, Target(label, "ort"))
+        a = rep.assess(model, inputs)
+        assert a.signature is not None, "the planted Pow bug does not show"
+        rep.target.signature = a.signature
+        # The trap is real: with the Sigmoid bypassed the bug still shows, on a base
+        # outside Pow's domain.
+        bypassed = onnx.ModelProto()
+        bypassed.CopyFrom(model)
+        del bypassed.graph.node[0]
+        bypassed.graph.node[0].input[0] = "c"
+        del bypassed.graph.value_info[:]
+        assert not check_static(bypassed)
+        assert rep(bypassed, inputs)
+        assert ("Pow:y", "X.values") in value_faults(bypassed, inputs)
+        assert value_faults(model, {**inputs, "base": np.array(0.3775, np.float32)}) == set()
+        r = reduce_model(model, inputs, rep, budget_s=60)
+        assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
+    assert r.ops == ["Pow"], onnx.printer.to_text(r.model.graph)  # the Sigmoid folded
+    known = {i.name: onnx.numpy_helper.to_array(i) for i in r.model.graph.initializer}
+    base = {**known, **r.inputs}[r.model.graph.node[0].input[0]]
+    assert float(base) > 0, onnx.printer.to_text(r.model.graph)
+    assert value_faults(r.model, r.inputs) == set()
