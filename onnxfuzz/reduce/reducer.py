@@ -27,6 +27,9 @@ class Reduced:
     complete: bool  # every pass reached its fixed point within the budget
     runs: int  # backend runs spent
     passes: list[Pass] = field(default_factory=list)
+    # what the reduced model's run said (issue.md shows it beside the reduced model, not
+    # the original's message with its other shapes and counts); "" if it did not reproduce
+    message: str = ""
 
     @property
     def ops(self) -> list[str]:
@@ -63,6 +66,7 @@ def reduce_model(
     t0, runs0 = time.perf_counter(), rep.runs
     state = State(model, inputs)
     final, passes, complete = _graph_passes(state, rep, t0 + budget_s)
+    message = _message(rep, final)
     return Reduced(
         final.model,
         final.inputs,
@@ -72,6 +76,7 @@ def reduce_model(
         complete,
         rep.runs - runs0,
         passes,
+        message,
     )
 
 
@@ -86,6 +91,7 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
     final, passes, complete = _graph_passes(
         State(small.model, small.make_inputs(small.seed)), rep, t0 + budget_s
     )
+    message = _message(rep, final)
     return Reduced(
         final.model,
         final.inputs,
@@ -95,4 +101,12 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
         shrunk.complete and complete,
         rep.runs - runs0,
         shrunk.passes + passes,
+        message,
     )
+
+
+def _message(rep: Reproducer, final: State) -> str:
+    """The reduced model's own failure message (one more run: the passes keep only
+    whether a candidate reproduced)."""
+    a = rep.assess(final.model, final.inputs)
+    return a.judgement.message if rep.matches(a) else ""

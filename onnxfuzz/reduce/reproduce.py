@@ -51,7 +51,10 @@ class Reproducer:
         return a
 
     def __call__(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
-        a = self.assess(model, inputs)
+        return self.matches(self.assess(model, inputs))
+
+    def matches(self, a: Assessed) -> bool:
+        """Whether an assessment shows the target's failure."""
         if a.signature is None:
             return False
         if self.target.match is not None:

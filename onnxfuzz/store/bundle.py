@@ -208,6 +208,7 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
         meta.update(
             reduced_ops=reduced.ops,
             reduced_nodes=len(reduced.ops),
+            **({"reduced_message": reduced.message} if reduced.message else {}),
             pattern=reduced.pattern,
             reduction={
                 "seconds": round(reduced.seconds, 3),

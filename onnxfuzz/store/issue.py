@@ -63,7 +63,10 @@ def issue_markdown(bundle: Path) -> str:
         what = f"and {reference} disagree"
     title = f"{name} {what} on a {len(ops)}-node model: {' -> '.join(ops) or '-'}"
     log = (bundle / "log.txt").read_text().splitlines() if (bundle / "log.txt").exists() else []
-    actual = _actual(log) or meta.get("signature", "")
+    # beside the reduced model, what the reduced model's run said (the original's
+    # message names its own shapes, element counts and values)
+    said = meta.get("reduced_message") if folder != bundle else None
+    actual = _actual(log, said) or meta.get("signature", "")
     if meta["verdict"] == "mismatch":
         tol = meta.get("tolerance", {})
         expected = (
@@ -112,14 +115,17 @@ def write_issue(bundle: Path) -> Path:
 
 
 # --- parts -----------------------------------------------------------------------------
-def _actual(log: list[str]) -> str:
-    """log.txt's message (after its title line), and the crash site's frames where the
-    evidence has them; not the adapter's Python traceback (onnxfuzz's own code)."""
+def _actual(log: list[str], message_text: str | None = None) -> str:
+    """log.txt's message (after its title line; ``message_text`` in its place where
+    given), and the crash site's frames where the evidence has them; not the adapter's
+    Python traceback (onnxfuzz's own code)."""
     message: list[str] = []
     for line in log[2:]:
         if line.startswith("--- "):
             break
         message.append(line)
+    if message_text:
+        message = [*message_text.splitlines(), ""]
     site: list[str] = []
     for i, line in enumerate(log):
         if line.startswith("crash site"):

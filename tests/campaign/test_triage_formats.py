@@ -97,3 +97,37 @@ def test_a_mismatch_without_a_majority_accuses_no_one(tmp_path: Path) -> None:
     meta["suspect"] = "tvm"  # a third backend sided with ort
     (bundle / "meta.json").write_text(json.dumps(meta))
     assert issue_markdown(bundle).startswith("# tvm returns wrong results")
+
+
+def test_issue_md_says_what_the_reduced_model_does(tmp_path: Path) -> None:
+    """Beside the reduced model, issue.md shows the reduced model's own failure message:
+    the original's names its own shapes, counts and values (a reduced model declaring
+    [2] was once shown with "the model declares [3]")."""
+    import onnx
+
+    from onnxfuzz.execute.pool import BackendPool
+    from onnxfuzz.generate.testdata import DATA_SET, read_inputs
+    from onnxfuzz.reduce.reproduce import Reproducer, Target
+
+    out = tmp_path / "c"
+    wrong = f"{ADAPTERS}:WrongOp:op=Sigmoid"
+    flags = ["--tests", "12", "--seed", "5", "--nodes", "6:9", "--ops", "Sigmoid,Add,Mul,Tanh"]
+    flags += ["--dtypes", "float32", "--probe", "off"]
+    assert main(["fuzz", "--backend", "ort", "--backend", wrong, "--out", str(out), *flags]) == 1
+    bundles = [p for p in (out / "bugs").iterdir() if p.is_dir()]
+    assert bundles
+    for b in bundles:
+        meta = json.loads((b / "meta.json").read_text())
+        said = meta["reduced_message"]
+        assert meta["reduced_nodes"] < meta["nodes"]
+        actual = (b / "issue.md").read_text().split("### Actual behavior")[1]
+        assert said.splitlines()[0] in actual
+        original = (b / "log.txt").read_text().splitlines()[2]
+        if original != said.splitlines()[0]:
+            assert original not in actual
+        # and it is what the reduced model does, run again
+        model = onnx.load(str(b / "reduced" / "model.onnx"))
+        inputs = read_inputs(b / "reduced" / DATA_SET)
+        with BackendPool(["ort", wrong], timeout=10.0) as pool:
+            a = Reproducer(pool, Target(wrong, "ort")).assess(model, inputs)
+        assert a.judgement.message == said
