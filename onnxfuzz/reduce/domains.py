@@ -39,7 +39,7 @@ def value_faults(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> froze
     # Some domains scale with --max-dim (a sum's terms are bounded by the bound over the
     # most elements a reduction may take): the model's largest dim, which the generator's
     # --max-dim was at least, gives domains no tighter than the generator's.
-    dims = [d for a in known.values() for d in np.shape(a)]
+    dims = [d for a in known.values() if isinstance(a, np.ndarray) for d in a.shape]
     cfg = Config(opset=opset, max_rank=MAX_RANK, max_dim=min(MAX_DIM, max(dims, default=1)))
     faults: set[Fault] = set()
     for node in model.graph.node:
@@ -49,16 +49,11 @@ def value_faults(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> froze
         info = op_info(node.op_type, opset)
         if info is None:
             continue
-        inputs: list[tuple[int, tuple[int, ...], np.ndarray | None] | None] = []
-        for name in node.input:
-            a = known.get(name) if name else None
-            if a is None:
-                inputs.append(None)
-                continue
-            a = np.asarray(a)
-            inputs.append((onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape, a))
-        if any(name and x is None for name, x in zip(node.input, inputs, strict=True)):
-            continue  # a value not known (a sequence, an optional): not judged
+        if not all(isinstance(known.get(n), np.ndarray | np.generic) for n in node.input if n):
+            continue  # a value not known, or not a tensor (a sequence, an optional)
+        inputs = [_observed(np.asarray(known[n])) if n else None for n in node.input]
+        if any(n and x is None for n, x in zip(node.input, inputs, strict=True)):
+            continue  # an element type ONNX has no tensor type for
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         b = CheckBuilder(spec, info, cfg, attrs, inputs)
         where = f"{node.op_type}:{next((o for o in node.output if o), '')}"
@@ -71,3 +66,11 @@ def value_faults(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> froze
             pass
         faults.update((where, v) for v in b.value_faults)
     return frozenset(faults)
+
+
+def _observed(a: np.ndarray) -> tuple[int, tuple[int, ...], np.ndarray] | None:
+    """A value as ``CheckBuilder`` observes an input: (element type, shape, values)."""
+    try:
+        return onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape, a
+    except (KeyError, TypeError, ValueError):  # object arrays, strings
+        return None

@@ -8,6 +8,7 @@ inputs), so ``onnxfuzz triage`` can write it again for any bundle, old ones incl
 
 from __future__ import annotations
 
+import itertools
 import json
 import platform
 import sys
@@ -119,13 +120,10 @@ def _actual(log: list[str], message_text: str | None = None) -> str:
     """log.txt's message (after its title line; ``message_text`` in its place where
     given), and the crash site's frames where the evidence has them; not the adapter's
     Python traceback (onnxfuzz's own code)."""
-    message: list[str] = []
-    for line in log[2:]:
-        if line.startswith("--- "):
-            break
-        message.append(line)
     if message_text:
         message = [*message_text.splitlines(), ""]
+    else:
+        message = list(itertools.takewhile(lambda line: not line.startswith("--- "), log[2:]))
     site: list[str] = []
     for i, line in enumerate(log):
         if line.startswith("crash site"):

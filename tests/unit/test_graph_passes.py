@@ -38,3 +38,29 @@ def test_an_output_cut_that_a_node_still_reads_keeps_its_type() -> None:
     assert [d.dim_value for d in info.type.tensor_type.shape.dim] == [2, 3]
     only_a = [c for c in cut_outputs(s) if [o.name for o in c.model.graph.output] == ["a"]]
     assert only_a and not only_a[0].model.graph.value_info  # Neg pruned, nothing to type
+
+
+def test_value_faults_judge_tensors_and_pass_over_sequences() -> None:
+    """A Log fed a negative value is a fault; a sequence value (a list of arrays of
+    different shapes) is not judged, and does not break the check."""
+    import numpy as np
+    from onnx import TensorProto
+    from onnx import helper as h
+
+    from onnxfuzz.reduce.domains import value_faults
+
+    nodes = [
+        h.make_node("SequenceConstruct", ["a", "b"], ["s"]),
+        h.make_node("ConcatFromSequence", ["s"], ["c"], axis=0),
+        h.make_node("Log", ["c"], ["y"]),
+    ]
+    ins = [h.make_tensor_value_info(n, TensorProto.FLOAT, [k]) for n, k in (("a", 2), ("b", 3))]
+    g = h.make_graph(nodes, "g", ins, [h.make_tensor_value_info("y", TensorProto.FLOAT, [5])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+    b = np.ones(3, np.float32)
+    for a, faults in (
+        (np.array([-1.0, 2.0], np.float32), {("Log:y", "input.values")}),
+        (np.array([1.0, 2.0], np.float32), set()),
+    ):
+        c = np.concatenate([a, b])
+        assert value_faults(m, {"a": a, "b": b, "s": [a, b], "c": c}) == faults
