@@ -3,9 +3,11 @@
 For each node range it generates the same number of models with the generator as it was
 before glue and blocks (``--connectivity 0 --blocks 0``), with glue only, and with the
 defaults, and prints the diversity metrics of each (onnxfuzz.generate.metrics) and the
-ratio of the defaults to the first. Issue 9's figures: at ~12 mean nodes (200 models)
->= 1,350 op-type triples, at ~31 >= 8,000, op types and instances not dropping, >= 60 %
-of node inputs produced by a node and a mean longest chain >= 8 at 20 nodes.
+ratio of the defaults to the first; then the defaults again over as many models as make
+the same nodes in all as the first ("as many nodes"). Issue 9's figures: at ~12 mean
+nodes (200 models) >= 1,350 op-type triples, at ~31 >= 8,000, op types and instances not
+dropping, >= 60 % of node inputs produced by a node and a mean longest chain >= 8 at 20
+nodes.
 
     .venv/bin/python tools/bench_diversity.py [--models 200] [--ranges 5:19,15:47,20:20]
 """
@@ -39,6 +41,20 @@ def measure(lo: int, hi: int, models: int, seed: int, **options: float) -> tuple
     return d.summary(), rate
 
 
+def matched(lo: int, hi: int, nodes: int, seed: int, **options: float) -> dict:
+    """The figures of the first models (seeds from ``seed`` on) whose nodes add up to
+    ``nodes`` or more: a corpus of the same total size in nodes as another, so that a
+    variant with fewer nodes a model (glue instead of the ops that bring helper nodes) is
+    compared on the work a compiler gets, not on the model count."""
+    gen = Generator(Config(min_nodes=lo, max_nodes=hi, **options))
+    d = Diversity()
+    i = 0
+    while d.nodes < nodes:
+        d.add(gen.generate(seed + i).model)
+        i += 1
+    return d.summary()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=int, default=200)
@@ -59,6 +75,14 @@ def main() -> int:
             print(f"{name:30}{cells}{rate:>10.0f}")
         ratio = "".join(f"{(s[f] / base[f] if base[f] else float('nan')):>12.2f}x" for f in FIGURES)
         print(f"{'default / before':30}{ratio}")
+        # the defaults again, with as many nodes in all as "before" had
+        m = matched(lo, hi, round(base["nodes"] * base["models"]), args.seed)
+        cells = "".join(
+            f"{m[f]:>13.2%}" if f == "connectivity" else f"{m[f]:>13.4g}" for f in FIGURES
+        )
+        print(f"{'default, as many nodes':30}{cells}")
+        ratio = "".join(f"{(m[f] / base[f] if base[f] else float('nan')):>12.2f}x" for f in FIGURES)
+        print(f"{'  / before':30}{ratio}")
     return 0
 
 
