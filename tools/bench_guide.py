@@ -5,7 +5,9 @@ Two parts, for each of ``--guides`` (default ``random,mcts,frontier``; the first
 baseline the ratios divide by):
 - ``--models N`` (no backends): N models made with the campaign's guide (rewards from
   the models' own triples and instances, as a campaign with no failures would give); the
-  diversity of each and the generation rate (the guide's cost included).
+  diversity of each and the generation rate (the guide's cost included); and the bound
+  on triples a guide can reach at the baseline's density: the baseline's models' own
+  triples summed, as if none repeated another model's.
 - ``--campaign-tests N``: a campaign of N tests per guide, same seed and options, against
   ``--backends``; their triples (over every test, and over what each backend ran), mean
   nodes, and distinct failure signatures per backend, read from their campaign.db.
@@ -37,10 +39,13 @@ FIGURES = ("ops", "instances", "edges", "triples", "connectivity", "longest")
 
 def offline(models: int, seed: int, lo: int, hi: int, guide: str) -> tuple[dict, float]:
     """The diversity of ``models`` models made as a ``guide`` campaign would make them, and
-    models/s (generation, features and the guide's bookkeeping)."""
+    models/s (generation, features and the guide's bookkeeping). ``summary["per model"]``:
+    the models' own distinct triples, summed (what the corpus would have if no model
+    repeated another's triple)."""
     guided = Guided(Generator(Config(min_nodes=lo, max_nodes=hi)))
     steer = Steering(guided, seed, guide, [])
     d = Diversity()
+    per_model = 0
     start = time.perf_counter()
     for i in range(models):
         decision = steer.decide(i) if steer.active else None
@@ -49,8 +54,9 @@ def offline(models: int, seed: int, lo: int, hi: int, guide: str) -> tuple[dict,
         if steer.active:
             steer.report(i, reward_keys(f, []))
         d.add_features(f)
+        per_model += len(f.digests().get("triples", ()))
     rate = models / (time.perf_counter() - start)
-    return d.summary(), rate
+    return {**d.summary(), "per model": per_model}, rate
 
 
 def campaign(out: Path, backends: list[str], tests: int, seed: int, guide: str) -> dict:
@@ -111,6 +117,13 @@ def main() -> int:
             )
             print(f"{g:10}{cells}{rate:>10.0f}")
         a, ra = rows[base]
+        # A guide that made models as dense as the baseline's, each triple of each new,
+        # would have the baseline's per-model sum: the most any guide can gain at the
+        # baseline's density (more needs models with more triples each).
+        print(
+            f"{base}: {a['per model']} triples summed over its models, {a['triples']} "
+            f"distinct: a guide at its density gains at most {a['per model'] / a['triples']:.2f}x"
+        )
         for g in guides[1:]:
             b, rb = rows[g]
             ratio = "".join(f"{(b[f] / a[f] if a[f] else float('nan')):>12.2f}x" for f in FIGURES)
