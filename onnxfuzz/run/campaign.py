@@ -32,6 +32,7 @@ from onnxfuzz.generate.single_op import single_op_pairs
 from onnxfuzz.judge.attribution import blame
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import OracleConfig, Verdict
+from onnxfuzz.judge.second_opinion import needed, second_opinion
 from onnxfuzz.judge.signature import bug_id
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import Reproducer, Target
@@ -877,10 +878,34 @@ class Campaign:
                 with self._lock, open(self.out / "reducer-errors.log", "a") as log:
                     log.write(f"seed {f.case.seed} ({f.signature}):\n{traceback.format_exc()}\n")
             else:
+                self._second_opinion(f, reduced, rep)
                 return f"{f.signature}|{reduced.pattern}", reduced
         with self._lock:
             keys = self.store.keys_of(f.signature)
         return (keys[0] if keys else f"{f.signature}|unreduced"), None
+
+    def _second_opinion(self, f: Finding, reduced: Reduced, rep: Reproducer) -> None:
+        """A mismatch no majority decided: the ONNX reference evaluator's opinion on the
+        reduced model (``judge.second_opinion``), kept in ``f.extra`` for the bundle."""
+        if f.judgement.verdict != Verdict.MISMATCH or f.extra.get("suspect") is not None:
+            return
+        if not reduced.message or not needed(list(f.extra.get("backends", [])), reduced.model):
+            return
+        try:
+            outcomes = rep.run_all(reduced.model.SerializeToString(), reduced.inputs)
+            opinion = second_opinion(
+                reduced.model,
+                reduced.inputs,
+                outcomes,
+                self.oracle,
+                self.opts.timeout,
+                self.opts.memory_mb,
+            )
+        except Exception:  # noqa: BLE001 - an opinion is extra: the finding stands without
+            with self._lock, open(self.out / "reducer-errors.log", "a") as log:
+                log.write(f"second opinion, seed {f.seed}:\n{traceback.format_exc()}\n")
+            return
+        f.extra["second_opinion"] = opinion.as_dict()
 
 
 def reduction_timeout(f: Finding) -> float | None:

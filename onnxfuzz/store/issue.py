@@ -22,6 +22,7 @@ from onnx import numpy_helper
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.generate.testdata import DATA_SET
+from onnxfuzz.judge.second_opinion import sentence
 
 MAX_MODEL_TEXT = 6000  # characters of the model as text; a larger one is attached as a file
 MAX_LOG_LINES = 25
@@ -75,8 +76,13 @@ def issue_markdown(bundle: Path) -> str:
             f"per-type tolerances (atol, rtol) {tol}; the model's declared output types and "
             "shapes."
         )
-    else:
+    elif reference and reference != meta["backend"]:
         expected = f"The model compiles and runs, as it does in {reference}."
+    else:  # the reference itself failed: no backend to point to
+        expected = (
+            "The model compiles and runs: it is valid ONNX (the ONNX checker with full "
+            "shape inference accepts it)."
+        )
     repro = f"cd {folder.name if folder != bundle else '.'} && python repro.py"
     text = _model_text(model)
     sections = {
@@ -85,8 +91,9 @@ def issue_markdown(bundle: Path) -> str:
         + (
             ""
             if blamed
-            else f" No other backend decided which of {name} and {reference} is wrong: "
-            "check the values against the operator's definition before filing."
+            else f" No other backend in the comparison decided which of {name} and "
+            f"{reference} is wrong. {_opinion(meta, name)}Check the values against the "
+            "operator's definition before filing."
         ),
         "repro": "\n".join(
             [
@@ -116,6 +123,15 @@ def write_issue(bundle: Path) -> Path:
 
 
 # --- parts -----------------------------------------------------------------------------
+def _opinion(meta: dict[str, Any], name: str) -> str:
+    """The second opinion on a no-majority mismatch (``judge.second_opinion``), if any."""
+    opinion = meta.get("second_opinion")
+    if not opinion:
+        return ""
+    names = {meta["backend"]: name}
+    return sentence(opinion, meta["backend"], meta.get("reference", ""), names) + " "
+
+
 def _actual(log: list[str], message_text: str | None = None) -> str:
     """log.txt's message (after its title line; ``message_text`` in its place where
     given), and the crash site's frames where the evidence has them; not the adapter's

@@ -99,6 +99,36 @@ def test_a_mismatch_without_a_majority_accuses_no_one(tmp_path: Path) -> None:
     assert issue_markdown(bundle).startswith("# tvm returns wrong results")
 
 
+def test_a_crash_of_the_reference_points_to_no_backend_that_ran_it(tmp_path: Path) -> None:
+    """ORT crashing as the comparison's reference (a campaign found Relu -> Clip(int8) in
+    ORT's Relu-Clip fusion): issue.md must not say the model runs "as it does in ort"."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnxfuzz.store.issue import issue_markdown
+
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.INT8, [])],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, [])],
+    )
+    bundle = tmp_path / "b"
+    (bundle / "test_data_set_0").mkdir(parents=True)
+    onnx.save(helper.make_model(g), str(bundle / "model.onnx"))
+    meta = {"id": "ort-crash-compile-1", "verdict": "crash", "stage": "compile", "ops": ["Relu"]}
+    meta |= {"backend": "ort", "reference": "ort", "suspect": "ort", "versions": {}}
+    (bundle / "meta.json").write_text(json.dumps(meta))
+    (bundle / "log.txt").write_text("crash in ort at compile stage\n\nFail: fusion\n")
+    text = issue_markdown(bundle)
+    assert "# ort crashes while compiling" in text
+    assert "as it does in" not in text
+    assert "valid ONNX" in text
+    meta |= {"backend": "tvm", "id": "tvm-crash-compile-1", "suspect": "tvm"}
+    (bundle / "meta.json").write_text(json.dumps(meta))
+    assert "compiles and runs, as it does in ort." in issue_markdown(bundle)
+
+
 def test_issue_md_says_what_the_reduced_model_does(tmp_path: Path) -> None:
     """Beside the reduced model, issue.md shows the reduced model's own failure message:
     the original's names its own shapes, counts and values (a reduced model declaring
@@ -131,3 +161,48 @@ def test_issue_md_says_what_the_reduced_model_does(tmp_path: Path) -> None:
         with BackendPool(["ort", wrong], timeout=10.0) as pool:
             a = Reproducer(pool, Target(wrong, "ort")).assess(model, inputs)
         assert a.judgement.message == said
+
+
+@pytest.mark.parametrize("wrong_is_reference", [False, True])
+def test_a_disagreement_of_two_gets_the_reference_evaluator_s_opinion(
+    tmp_path: Path, wrong_is_reference: bool
+) -> None:
+    """Two backends that disagree, no majority: the ONNX reference evaluator runs the
+    reduced model and issue.md names the side it agrees with, whichever of the two is
+    the comparison's reference (the planted Sigmoid + 0.5 is wrong either way)."""
+    out = tmp_path / "c"
+    wrong = f"{ADAPTERS}:WrongOp:op=Sigmoid"
+    order = [wrong, "ort"] if wrong_is_reference else ["ort", wrong]
+    flags = ["--tests", "6", "--seed", "5", "--nodes", "3:5", "--ops", "Sigmoid,Add,Tanh"]
+    flags += ["--dtypes", "float32", "--probe", "off"]
+    backends = [x for b in order for x in ("--backend", b)]
+    assert main(["fuzz", *backends, "--out", str(out), *flags]) == 1
+    bundles = [p for p in (out / "bugs").iterdir() if p.is_dir()]
+    assert bundles
+    for b in bundles:
+        meta = json.loads((b / "meta.json").read_text())
+        assert meta["suspect"] is None  # two backends: the campaign decides nothing
+        opinion = meta["second_opinion"]
+        assert opinion == {"by": "onnx-reference", "agrees": ["ort"], "said": "ran"}
+        text = (b / "issue.md").read_text()
+        assert text.startswith("# ")
+        assert "disagree" in text.splitlines()[0]
+        # issue.md names the backend by its display name, the reference by its label
+        wrong_name = wrong if wrong_is_reference else meta["name"]
+        assert f"agrees with ort and not with {wrong_name}: {wrong_name} is the likely" in text
+
+
+def test_no_opinion_where_the_evaluator_voted_or_has_a_known_fault() -> None:
+    from onnx import TensorProto, helper
+
+    from onnxfuzz.judge.second_opinion import needed
+
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(g)
+    assert needed(["ort", "tvm"], model)
+    assert not needed(["ort", "onnx-reference"], model)
