@@ -22,7 +22,10 @@ Who does what:
   the nodes generate, run and judge.
 - **Faults.** A shard whose actor dies (a killed worker, a lost node) is given again, to a
   fresh actor, with only the indices the driver has not stored; a test that arrives twice
-  is stored once. A kill of the driver loses only uncommitted tests, as locally: ``--resume``
+  is stored once. An actor that stops answering without dying (a stopped or hung process,
+  a node Ray still counts as alive) is killed once its stream has sent nothing for
+  longer than any test can take (``silence_limit``), and its shard is given again the same
+  way. A kill of the driver loses only uncommitted tests, as locally: ``--resume``
   (with either executor) runs every test campaign.db lacks.
 - **Same code everywhere.** Each actor reports a digest of onnxfuzz's sources and its
   backends' versions; a node that differs from the driver is refused (it would make other
@@ -57,6 +60,12 @@ SCALE_EVERY = 2.0  # seconds between looks for free CPUs (a node that joined)
 MAX_SHARD_TRIES = 3  # a shard whose actor dies this often stops the campaign
 ACTOR_START_TIMEOUT = 300.0  # seconds to wait for the first actor (backends to start)
 CONNECT_TIMEOUT = 5.0  # seconds to reach --address before calling it unreachable
+# A shard sends what it finished every YIELD_EVERY s, so a silent stream is one test that
+# has not ended: its backends' --timeout each (they run at once), a crashed backend's
+# worker started again (up to the pool's start-up limit), the judging's probe runs. Past
+# this much more, the actor is taken as hung.
+WORKER_RESTART_S = 300.0  # BackendPool's startup_timeout, which the shards keep
+SILENCE_SLACK_S = 120.0
 
 
 def import_ray() -> Any:
@@ -131,6 +140,7 @@ class _Flight:
     indices: list[int]
     tries: int
     stream: Any = None
+    silent: float = 0.0  # seconds the driver has waited on it since its last batch
 
 
 @dataclass
@@ -156,8 +166,14 @@ class RayCampaign(Campaign):
         changes: Resumed | None = None,
         address: str | None = None,
         shard: int = SHARD,
+        silence_limit: float | None = None,
     ) -> None:
         super().__init__(out, opts, resume, changes)
+        # seconds a shard's stream may send nothing before its actor is taken as hung
+        self.silence_limit = silence_limit or (
+            WORKER_RESTART_S + 3 * self.opts.timeout + SILENCE_SLACK_S
+        )
+        self.hung = 0  # actors killed for their silence
         self.progress = ClusterProgress()
         self.address = address
         self.shard = shard
@@ -355,7 +371,15 @@ class RayCampaign(Campaign):
                 if self._stop.is_set():
                     break
                 waits = list(flights) + list(self._actors.starting)
+                t_wait = time.monotonic()
                 ready, _ = ray.wait(waits, num_returns=1, timeout=0.25) if waits else ([], [])
+                # Silence counts only while the driver waits (not while it reduces a
+                # finding, when every stream looks silent).
+                waited = time.monotonic() - t_wait
+                for stream, flight in flights.items():
+                    if stream not in ready:
+                        flight.silent += waited
+                self._kill_silent(flights)
                 for ref in ready:
                     if ref in self._actors.starting:
                         self._admit(ref)
@@ -394,6 +418,7 @@ class RayCampaign(Campaign):
         idle again; if its actor died, the shard's unstored tests go back in the queue."""
         ray = self._ray
         flight = flights[stream]
+        flight.silent = 0.0
         try:
             batch: list[Tested] = ray.get(next(stream))
         except StopIteration:
@@ -423,6 +448,14 @@ class RayCampaign(Campaign):
                 continue
             self._store(t)
             stored.add(t.made.index)
+
+    def _kill_silent(self, flights: dict[Any, _Flight]) -> None:
+        """Kill the actors whose streams have been silent past ``silence_limit``: their
+        streams then end in an error, and ``_receive`` gives their shards again."""
+        for flight in flights.values():
+            if flight.silent > self.silence_limit and flight.actor in self._actors.pids:
+                self.hung += 1
+                self._forget(flight.actor)  # kills it (SIGKILL stops a stopped one too)
 
     def _store(self, t: Tested) -> None:
         t.made.started = time.perf_counter() - t.wall  # its wall time, as timed on its node

@@ -4,6 +4,7 @@ Ray worker is killed mid-shard, and a campaign resumed across executors."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -149,6 +150,29 @@ def test_resume_across_executors_gives_the_tests_of_one_run(tmp_path, cluster, l
     assert len(_state(out)[0]) == 32
     _run(Campaign(out, None, resume=True, changes=Resumed(more_tests=16)))
     assert _state(out) == _state(local)
+
+
+def test_a_hung_ray_worker_is_killed_and_its_shard_runs_again(tmp_path, cluster, local) -> None:
+    """An actor that stops answering without dying (here SIGSTOP, never resumed: Ray still
+    counts it alive) held its shard, and the campaign, until someone resumed it. Past
+    ``silence_limit`` it is killed and its shard given again."""
+    c = RayCampaign(tmp_path / "camp", _opts(), address=cluster.address, shard=4, silence_limit=4.0)
+    stopped: list[tuple[int, float]] = []
+
+    def stop_one(p: Progress) -> None:
+        if not stopped and 8 <= p.tests < TESTS - 12:
+            pid = next(iter(c.actor_pids().values()))
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append((pid, time.monotonic()))
+        elif stopped and time.monotonic() - stopped[0][1] > 90 and not c.hung:
+            # no watchdog: resume it, so that the test fails below instead of hanging
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped[0][0], signal.SIGCONT)
+
+    _run(c, stop_one)
+    assert stopped, "the run ended before the stop"
+    assert c.hung >= 1 and c.reruns >= 1
+    assert _state(c.out) == _state(local)
 
 
 def test_a_lost_node_s_shards_run_on_the_nodes_left(tmp_path, cluster, local) -> None:
