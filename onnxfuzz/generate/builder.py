@@ -410,7 +410,11 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         by glue; None where neither can be (the input is then chosen as any other)."""
         d = src.dtype
         values = values_arg(d) if callable(values_arg) else values_arg
-        if d in allowed and lo <= src.rank <= hi and not values.fresh_only(d):
+        # As it is only within the reuse cap, as a pooled tensor would be: specs bound
+        # their value domains by it (CumSum's running sum over the longest axis; a guide's
+        # chain once linked a [.., 20, ..] Reshape output into CumSum at max_dim 5).
+        small = all(n <= self.cfg.max_reuse_dim for n in src.shape)
+        if d in allowed and lo <= src.rank <= hi and small and not values.fresh_only(d):
             pattern = self._dims_at(dims, src.rank)
             if fits_values(src.interval, *values.bounds(d), values.min_abs) and (
                 not pattern or (len(pattern) == src.rank and _fits(src.shape, pattern))

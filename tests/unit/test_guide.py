@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import onnx
 import pytest
 
 from onnxfuzz.generate.config import Config
@@ -103,6 +104,26 @@ def test_chain_decisions_start_the_model_linked_valid_and_replayable(guided: Gui
     assert linked > links // 5, (linked, links)
     with pytest.raises(ValueError, match="NoSuchOp"):
         guided.case(0, {"path": [chain_action(["Relu", "NoSuchOp"])]})
+
+
+def test_a_chain_link_keeps_the_reuse_cap_the_specs_bound_their_values_by() -> None:
+    """A frontier campaign's chain linked a Reshape output with a dim of 20 (max_dim 5,
+    reuse cap 20 ... its longest axis past the cap) straight into CumSum, whose value
+    domain assumes a running sum over at most ``max_reuse_dim`` terms: generation raised
+    "interval [0, 43008.2] exceeds the float32 bound". A link takes a tensor as it is only
+    within the cap, as the pool does."""
+    guided = Guided(Generator(Config(min_nodes=1, max_nodes=10)))
+    chain = "AffineGrid>LpPool>ThresholdedRelu>Relu>Reshape>CumSum>Cast>HardSwish>Sub"
+    d = {"path": [f"chain:{chain}>BitwiseOr>BitwiseOr>Relu"]}
+    case = guided.case(12334, d)  # seed 9100 + test 3234 of that campaign
+    cap = guided.gen.cfg.max_reuse_dim
+    g = onnx.shape_inference.infer_shapes(case.model).graph
+    shapes = {vi.name: vi.type.tensor_type.shape for vi in [*g.input, *g.value_info]}
+    (cumsum,) = [node for node in g.node if node.op_type == "CumSum"]
+    dims = [x.dim_value for x in shapes[cumsum.input[0]].dim]
+    assert dims and all(n <= cap for n in dims), dims
+    v = validate(case.model, case.make_inputs(12334))
+    assert v.ok and v.finite, v.problems[:1]
 
 
 def test_uct_prefers_the_action_that_pays_once_every_one_was_tried() -> None:
