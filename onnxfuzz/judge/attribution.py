@@ -44,8 +44,8 @@ def attribute(
     # documented faults applies (onnxfuzz.generate.audit.limits): with another backend
     # sharing the fault (numpy-style Slice with a negative step in onnx2torch too), the two
     # would outvote the one that follows the spec.
-    if any(_is_reference_evaluator(label) for label in ran) and _reference_faulted(model):
-        ran = [label for label in ran if not _is_reference_evaluator(label)]
+    if any(is_reference_evaluator(label) for label in ran) and reference_faulted(model):
+        ran = [label for label in ran if not is_reference_evaluator(label)]
     if len(ran) < 3:
         return None
     order = [o.name for o in model.graph.output]
@@ -68,7 +68,7 @@ def attribute(
 REFERENCE_EVALUATOR = "onnx-reference"  # the adapter of onnx.reference.ReferenceEvaluator
 
 
-def _reference_faulted(model: onnx.ModelProto) -> bool:
+def reference_faulted(model: onnx.ModelProto) -> bool:
     """Whether a documented fault of the reference evaluator applies to ``model``; False
     where that cannot be told (a model without the value_info the check reads: the
     reference's vote then counts, as it did before the check)."""
@@ -78,7 +78,7 @@ def _reference_faulted(model: onnx.ModelProto) -> bool:
         return False
 
 
-def _is_reference_evaluator(label: str) -> bool:
+def is_reference_evaluator(label: str) -> bool:
     try:
         return parse_backend(label).target == REFERENCE_EVALUATOR
     except OnnxFuzzError:

@@ -20,8 +20,11 @@ import onnx
 from onnxfuzz.errors import OnnxFuzzError
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Outcome, Status
-from onnxfuzz.judge.attribution import REFERENCE_EVALUATOR, _is_reference_evaluator
-from onnxfuzz.judge.attribution import _reference_faulted as reference_faulted
+from onnxfuzz.judge.attribution import (
+    REFERENCE_EVALUATOR,
+    is_reference_evaluator,
+    reference_faulted,
+)
 from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare, precision_dtypes
 
 STARTUP_S = 60.0  # for the evaluator's worker to import onnx and numpy
@@ -40,7 +43,7 @@ class Opinion:
 def needed(backends: list[str], model: onnx.ModelProto) -> bool:
     """Whether a no-majority finding of a campaign over ``backends`` can get an opinion:
     the evaluator did not vote already, and no documented fault of it applies."""
-    return not any(_is_reference_evaluator(b) for b in backends) and not reference_faulted(model)
+    return not any(is_reference_evaluator(b) for b in backends) and not reference_faulted(model)
 
 
 def second_opinion(
