@@ -412,7 +412,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         values = values_arg(d) if callable(values_arg) else values_arg
         # As it is only within the reuse cap, as a pooled tensor would be: specs bound
         # their value domains by it (CumSum's running sum over the longest axis; a guide's
-        # chain once linked a [.., 20, ..] Reshape output into CumSum at max_dim 5).
+        # chain once linked a [1344] Reshape output into CumSum, whose cap was 32).
         small = all(n <= self.cfg.max_reuse_dim for n in src.shape)
         if d in allowed and lo <= src.rank <= hi and small and not values.fresh_only(d):
             pattern = self._dims_at(dims, src.rank)

@@ -107,11 +107,10 @@ def test_chain_decisions_start_the_model_linked_valid_and_replayable(guided: Gui
 
 
 def test_a_chain_link_keeps_the_reuse_cap_the_specs_bound_their_values_by() -> None:
-    """A frontier campaign's chain linked a Reshape output with a dim of 20 (max_dim 5,
-    reuse cap 20 ... its longest axis past the cap) straight into CumSum, whose value
-    domain assumes a running sum over at most ``max_reuse_dim`` terms: generation raised
-    "interval [0, 43008.2] exceeds the float32 bound". A link takes a tensor as it is only
-    within the cap, as the pool does."""
+    """A frontier chain linked a Reshape output of shape [1344] (the reuse cap: 32)
+    straight into CumSum, whose value domain assumes a running sum over at most
+    ``max_reuse_dim`` terms: generation raised "interval [0, 43008.2] exceeds the float32
+    bound". A link takes a tensor as it is only within the cap, as the pool does."""
     guided = Guided(Generator(Config(min_nodes=1, max_nodes=10)))
     chain = "AffineGrid>LpPool>ThresholdedRelu>Relu>Reshape>CumSum>Cast>HardSwish>Sub"
     d = {"path": [f"chain:{chain}>BitwiseOr>BitwiseOr>Relu"]}
