@@ -13,6 +13,7 @@ definition.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -36,7 +37,7 @@ class Opinion:
     agrees: list[str]  # the disagreeing backends it agrees with (none, one or both)
     said: str  # what it did: "ran", or why it did not ("crash: ...")
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -78,12 +79,10 @@ def second_opinion(
     return Opinion(REFERENCE_EVALUATOR, agrees, "ran")
 
 
-def sentence(
-    opinion: dict[str, object], backend: str, reference: str, names: dict[str, str]
-) -> str:
+def sentence(opinion: dict[str, Any], backend: str, reference: str, names: dict[str, str]) -> str:
     """What issue.md says of an opinion (``Opinion.as_dict``, as meta.json keeps it), the
     backends by their display ``names``."""
-    agrees = list(opinion.get("agrees") or [])  # type: ignore[call-overload]
+    agrees = list(opinion.get("agrees") or [])
     b, r = names.get(backend, backend), names.get(reference, reference)
     who = "The ONNX reference evaluator (onnx.reference), run on the reduced model,"
     if opinion.get("said") != "ran":

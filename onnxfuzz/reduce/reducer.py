@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from onnxfuzz.execute.sandbox import Outcome
 from onnxfuzz.generate.generator import Case, Generator
 from onnxfuzz.reduce.choice_passes import shrink_case
 from onnxfuzz.reduce.graph_passes import State, reduce_graph
@@ -30,6 +31,8 @@ class Reduced:
     # what the reduced model's run said (issue.md shows it beside the reduced model, not
     # the original's message with its other shapes and counts); "" if it did not reproduce
     message: str = ""
+    # the reference's and the backend's outcomes on the reduced model, from that run
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
 
     @property
     def ops(self) -> list[str]:
@@ -66,7 +69,7 @@ def reduce_model(
     t0, runs0 = time.perf_counter(), rep.runs
     state = State(model, inputs)
     final, passes, complete = _graph_passes(state, rep, t0 + budget_s)
-    message = _message(rep, final)
+    message, outcomes = _final_run(rep, final)
     return Reduced(
         final.model,
         final.inputs,
@@ -77,6 +80,7 @@ def reduce_model(
         rep.runs - runs0,
         passes,
         message,
+        outcomes,
     )
 
 
@@ -91,7 +95,7 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
     final, passes, complete = _graph_passes(
         State(small.model, small.make_inputs(small.seed)), rep, t0 + budget_s
     )
-    message = _message(rep, final)
+    message, outcomes = _final_run(rep, final)
     return Reduced(
         final.model,
         final.inputs,
@@ -102,11 +106,13 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
         rep.runs - runs0,
         shrunk.passes + passes,
         message,
+        outcomes,
     )
 
 
-def _message(rep: Reproducer, final: State) -> str:
-    """The reduced model's own failure message (one more run: the passes keep only
-    whether a candidate reproduced)."""
-    a = rep.assess(final.model, final.inputs)
-    return a.judgement.message if rep.matches(a) else ""
+def _final_run(rep: Reproducer, final: State) -> tuple[str, dict[str, Outcome]]:
+    """The reduced model's own failure message ("" if it did not reproduce) and the
+    outcomes it came from (one more run: the passes keep only whether a candidate
+    reproduced)."""
+    a, outcomes = rep.run(final.model, final.inputs)
+    return (a.judgement.message if rep.matches(a) else ""), outcomes

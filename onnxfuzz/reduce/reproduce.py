@@ -43,12 +43,18 @@ class Reproducer:
         return self.pool.run_all(data, inputs, only=(self.target.reference, self.target.backend))
 
     def assess(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Assessed:
+        return self.run(model, inputs)[0]
+
+    def run(
+        self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]
+    ) -> tuple[Assessed, dict[str, Outcome]]:
+        """The backend's assessment, and the outcomes of both backends it was made from."""
         t0 = time.perf_counter()
         self.runs += 1
         outcomes = self.run_all(model.SerializeToString(), inputs)
         a = self.judge.assess(model, inputs, outcomes)[self.target.backend]
         self.seconds += time.perf_counter() - t0
-        return a
+        return a, outcomes
 
     def __call__(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
         return self.matches(self.assess(model, inputs))

@@ -878,13 +878,13 @@ class Campaign:
                 with self._lock, open(self.out / "reducer-errors.log", "a") as log:
                     log.write(f"seed {f.case.seed} ({f.signature}):\n{traceback.format_exc()}\n")
             else:
-                self._second_opinion(f, reduced, rep)
+                self._second_opinion(f, reduced)
                 return f"{f.signature}|{reduced.pattern}", reduced
         with self._lock:
             keys = self.store.keys_of(f.signature)
         return (keys[0] if keys else f"{f.signature}|unreduced"), None
 
-    def _second_opinion(self, f: Finding, reduced: Reduced, rep: Reproducer) -> None:
+    def _second_opinion(self, f: Finding, reduced: Reduced) -> None:
         """A mismatch no majority decided: the ONNX reference evaluator's opinion on the
         reduced model (``judge.second_opinion``), kept in ``f.extra`` for the bundle."""
         if f.judgement.verdict != Verdict.MISMATCH or f.extra.get("suspect") is not None:
@@ -892,11 +892,10 @@ class Campaign:
         if not reduced.message or not needed(list(f.extra.get("backends", [])), reduced.model):
             return
         try:
-            outcomes = rep.run_all(reduced.model.SerializeToString(), reduced.inputs)
             opinion = second_opinion(
                 reduced.model,
                 reduced.inputs,
-                outcomes,
+                reduced.outcomes,
                 self.oracle,
                 self.opts.timeout,
                 self.opts.memory_mb,
