@@ -175,6 +175,29 @@ def test_a_hung_ray_worker_is_killed_and_its_shard_runs_again(tmp_path, cluster,
     assert _state(c.out) == _state(local)
 
 
+def test_a_long_reduction_on_the_driver_kills_no_healthy_worker(tmp_path, cluster, local) -> None:
+    """The false direction of the watchdog: while the driver reduces a finding, no
+    stream is read and every one looks silent; that time is not silence. A reduction
+    made to take three times the limit kills nothing, and the tests are the local run's."""
+
+    class SlowReduction(RayCampaign):
+        slept = False
+
+        def bug_key(self, f, lane, gen=None):
+            if not self.slept:
+                SlowReduction.slept = True
+                time.sleep(12.0)
+            return super().bug_key(f, lane, gen)
+
+    c = SlowReduction(
+        tmp_path / "camp", _opts(reduce=True), address=cluster.address, silence_limit=4.0
+    )
+    _run(c)
+    assert SlowReduction.slept
+    assert c.hung == 0 and c.reruns == 0
+    assert _state(c.out) == _state(local)
+
+
 def test_a_lost_node_s_shards_run_on_the_nodes_left(tmp_path, cluster, local) -> None:
     # The module's last use of the cluster: its worker node is not brought back (starting
     # a node again costs more than the rest of the test).
