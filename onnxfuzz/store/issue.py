@@ -190,6 +190,10 @@ def _versions(meta: dict[str, Any]) -> str:
 
 def _form(title: str, headings: list[tuple[str, str]], s: dict[str, str]) -> str:
     out = [f"# {title}", ""]
+    if "summary" not in {key for _, key in headings}:
+        # a form without a summary field (TVM's) still says what the finding is, and
+        # that no one is accused where no majority decided
+        out += [s["summary"], ""]
     for heading, key in headings:
         out += [f"### {heading}", "", s.get(key, key), ""]  # a key, or literal text
     return "\n".join(out)

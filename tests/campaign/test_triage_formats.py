@@ -94,6 +94,13 @@ def test_a_mismatch_without_a_majority_accuses_no_one(tmp_path: Path) -> None:
     text = issue_markdown(bundle)
     assert text.startswith("# tvm and ort disagree on a 1-node model: Relu")
     assert "returns wrong results" not in text and "either" not in text.split("\n")[0]
+    # TVM's form has no summary field: the caution is there all the same, and so is the
+    # reference evaluator's opinion once the campaign asked for one
+    assert "No other backend in the comparison decided which of tvm and ort" in text
+    meta["second_opinion"] = {"by": "onnx-reference", "agrees": ["ort"], "said": "ran"}
+    (bundle / "meta.json").write_text(json.dumps(meta))
+    assert "agrees with ort and not with tvm: tvm is the likely culprit" in issue_markdown(bundle)
+    del meta["second_opinion"]
     meta["suspect"] = "tvm"  # a third backend sided with ort
     (bundle / "meta.json").write_text(json.dumps(meta))
     assert issue_markdown(bundle).startswith("# tvm returns wrong results")
