@@ -115,7 +115,7 @@ def parse_names(text: str, flag: str = "--dtypes") -> frozenset[int]:
     return frozenset(out)
 
 
-# The newest opset ONNX Runtime 1.31 (the kernel table's) runs; onnxfuzz.generate.config
+# The newest opset ONNX Runtime 1.31 (the kernel table's) runs; onnxfuzz.generate.lang.config
 # names the ranges onnxfuzz generates around it.
 ORT_MAX_OPSET = 26
 

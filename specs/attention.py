@@ -15,11 +15,11 @@ import math
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.domains import Floats, Ints, OneOf
-from onnxfuzz.generate.intervals import Interval, Values
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
-from onnxfuzz.generate.spec_domains import Multiples, divisors
+from onnxfuzz.generate.lang.domains import Floats, Ints, OneOf
+from onnxfuzz.generate.lang.intervals import Interval, Values
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import WEIGHT, SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import Multiples, divisors
 
 _TRAINING = "training mode (random dropout and its mask) is not generated: inference only"
 _PAST = "past_key/past_value (a KV cache) and the present outputs are not generated"

@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import OneOf
-from onnxfuzz.generate.intervals import Interval, Values
-from onnxfuzz.generate.shapes import broadcast, broadcastable
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import SpecBuilder
-from onnxfuzz.generate.spec_domains import is_int
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import OneOf
+from onnxfuzz.generate.lang.intervals import Interval, Values
+from onnxfuzz.generate.lang.shapes import broadcast, broadcastable
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import is_int
 
 NOT_GENERATED = {
     "test_bitcast_int32_to_float32": "integer-to-float BitCast is drawn only from integers "

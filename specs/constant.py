@@ -17,11 +17,11 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.intervals import Interval, point
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
-from onnxfuzz.generate.spec_domains import is_int, types_or_skip
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.intervals import Interval, point
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import MISSING, SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import is_int, types_or_skip
 
 NOT_GENERATED = {
     "test_range_float_type_positive_delta": "(limit - start) / delta is a whole number (2): "

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 
-from onnxfuzz.generate.domains import Ints, OneOf
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
-from onnxfuzz.generate.spec_domains import Each, Multiples, PadPairs, divisors
+from onnxfuzz.generate.lang.domains import Ints, OneOf
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import WEIGHT, SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import Each, Multiples, PadPairs, divisors
 from onnxfuzz.specs.geometry import (
     AUTO_PADS,
     SAME,

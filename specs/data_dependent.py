@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import Ints, OneOf
-from onnxfuzz.generate.intervals import Interval
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import SpecBuilder
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import Ints, OneOf
+from onnxfuzz.generate.lang.intervals import Interval
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
 
 NOT_GENERATED = {
     "test_nonmaxsuppression_identical_boxes": "equal scores within a class: the order in "

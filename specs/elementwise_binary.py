@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.domains import Ints
-from onnxfuzz.generate.glue import INT64_CLIP_SAFE
-from onnxfuzz.generate.intervals import ANY, Interval, Values, hull
-from onnxfuzz.generate.shapes import broadcast, broadcastable, unidirectional
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import SpecBuilder
+from onnxfuzz.generate.lang.domains import Ints
+from onnxfuzz.generate.lang.intervals import ANY, INT64_CLIP_SAFE, Interval, Values, hull
+from onnxfuzz.generate.lang.shapes import broadcast, broadcastable, unidirectional
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
 
 NOT_GENERATED = {
     "test_div_int32_trunc": "integer Div operands are kept non-negative: truncating and "
@@ -154,7 +153,7 @@ def where(b: SpecBuilder, p: None) -> None:
 
 def _clip_values(dtype: int) -> Values:
     """int64 inside the int32 range: ONNX Runtime 1.31's CPU Clip leaves some int64 values
-    beyond it unclipped (onnxfuzz.generate.glue.INT64_CLIP_SAFE)."""
+    beyond it unclipped (onnxfuzz.generate.lang.intervals.INT64_CLIP_SAFE)."""
     if dtype == dt.INT64:
         return Values(-INT64_CLIP_SAFE, INT64_CLIP_SAFE)
     return ANY

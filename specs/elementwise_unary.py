@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.domains import Floats, OneOf
-from onnxfuzz.generate.intervals import ANY, Interval, Values
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import SpecBuilder
+from onnxfuzz.generate.lang.domains import Floats, OneOf
+from onnxfuzz.generate.lang.intervals import ANY, Interval, Values
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
 
 
 def _symmetric(dtype: int) -> Values:

@@ -8,10 +8,10 @@ the data's.
 
 from __future__ import annotations
 
-from onnxfuzz.generate.domains import Ints
-from onnxfuzz.generate.intervals import Values
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import SpecBuilder
+from onnxfuzz.generate.lang.domains import Ints
+from onnxfuzz.generate.lang.intervals import Values
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
 
 
 @op("Gather")

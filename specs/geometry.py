@@ -5,11 +5,11 @@ lengths, the Conv attribute domains over an input, and value bounds of a weighte
 from __future__ import annotations
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.domains import Ints, OneOf
-from onnxfuzz.generate.graph import Tensor
-from onnxfuzz.generate.intervals import Interval, Values
-from onnxfuzz.generate.spec_api import SpecBuilder
-from onnxfuzz.generate.spec_domains import Each, divisors
+from onnxfuzz.generate.lang.domains import Ints, OneOf
+from onnxfuzz.generate.lang.graph import Tensor
+from onnxfuzz.generate.lang.intervals import Interval, Values
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import Each, divisors
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 SAME = ("SAME_UPPER", "SAME_LOWER")

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import Ints, OneOf, Permutation
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
-from onnxfuzz.generate.spec_domains import Axes, Each, as_ints, divisors
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import Ints, OneOf, Permutation
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import MISSING, SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import Axes, Each, as_ints, divisors
 
 
 class NewAxes:

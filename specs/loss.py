@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.domains import Ints, Linked, OneOf
-from onnxfuzz.generate.intervals import Interval, Values, point
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import MISSING, WEIGHT, SpecBuilder
+from onnxfuzz.generate.lang.domains import Ints, Linked, OneOf
+from onnxfuzz.generate.lang.intervals import Interval, Values, point
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import MISSING, WEIGHT, SpecBuilder
 
 _OUTSIDE_II = (
     "a target equal to an ignore_index outside [-1, C]: targets are drawn in [0, C) plus "

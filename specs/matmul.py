@@ -12,12 +12,12 @@ import math
 from typing import Any
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import Floats, Ints, OneOf
-from onnxfuzz.generate.intervals import Interval, Values
-from onnxfuzz.generate.shapes import broadcast, broadcastable, unidirectional
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import Floats, Ints, OneOf
+from onnxfuzz.generate.lang.intervals import Interval, Values
+from onnxfuzz.generate.lang.shapes import broadcast, broadcastable, unidirectional
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import WEIGHT, SpecBuilder
 
 NOT_GENERATED = {
     "test_einsum_batch_diagonal": "diagonals (a letter repeated in one operand) and ellipses "

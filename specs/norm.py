@@ -13,11 +13,11 @@ import math
 from typing import Any
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import Floats, Ints, OneOf, Subset
-from onnxfuzz.generate.intervals import Interval, Values
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import MISSING, WEIGHT, SpecBuilder
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import Floats, Ints, OneOf, Subset
+from onnxfuzz.generate.lang.intervals import Interval, Values
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import MISSING, WEIGHT, SpecBuilder
 
 NOT_GENERATED = {
     "test_batchnorm_example_training_mode": "training mode (running-statistics outputs) is "

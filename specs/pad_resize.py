@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.domains import Floats, Ints, OneOf
-from onnxfuzz.generate.intervals import point
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
-from onnxfuzz.generate.spec_domains import Axes
+from onnxfuzz.generate.lang.domains import Floats, Ints, OneOf
+from onnxfuzz.generate.lang.intervals import point
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import WEIGHT, SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import Axes
 
 _NEAR_TIE = (
     "nearest with a non-exact scale, align_corners or an aspect-ratio policy puts "

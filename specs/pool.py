@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.domains import Ints, OneOf
-from onnxfuzz.generate.graph import Tensor
-from onnxfuzz.generate.intervals import Interval, Values
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
-from onnxfuzz.generate.spec_domains import Each, KernelDims
+from onnxfuzz.generate.lang.domains import Ints, OneOf
+from onnxfuzz.generate.lang.graph import Tensor
+from onnxfuzz.generate.lang.intervals import Interval, Values
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import MISSING, SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import Each, KernelDims
 from onnxfuzz.specs.geometry import AUTO_PADS, DILATION, SAME, STRIDE, ones, same_out, window_out
 
 LP_P = 4  # largest p of LpPool / GlobalLpPool drawn freely

@@ -27,14 +27,14 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import Ints, OneOf
-from onnxfuzz.generate.graph import Tensor
-from onnxfuzz.generate.intervals import Interval, Values
-from onnxfuzz.generate.shapes import broadcast, broadcastable
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import MISSING, WEIGHT, SpecBuilder
-from onnxfuzz.generate.spec_domains import Multiples, types_or_skip
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import Ints, OneOf
+from onnxfuzz.generate.lang.graph import Tensor
+from onnxfuzz.generate.lang.intervals import Interval, Values
+from onnxfuzz.generate.lang.shapes import broadcast, broadcastable
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import MISSING, WEIGHT, SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import Multiples, types_or_skip
 from onnxfuzz.specs.geometry import conv_geometry, conv_out_shape
 
 _NON_POW2 = "a scale that is not a power of two: x / scale is inexact, so values near a "

@@ -22,10 +22,10 @@ false alarms. W is kept to |W| <= 1 / input for the same reason.
 from __future__ import annotations
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.domains import Floats, Ints, OneOf
-from onnxfuzz.generate.intervals import Interval, Values, hull
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import MISSING, WEIGHT, SpecBuilder
+from onnxfuzz.generate.lang.domains import Floats, Ints, OneOf
+from onnxfuzz.generate.lang.intervals import Interval, Values, hull
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import MISSING, WEIGHT, SpecBuilder
 
 _NO_Y = (
     "the node leaves out output Y and keeps Y_h (or Y_c): onnxfuzz always produces the "

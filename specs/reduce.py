@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import OneOf
-from onnxfuzz.generate.intervals import ANY, Interval, Values
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import SpecBuilder
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import OneOf
+from onnxfuzz.generate.lang.intervals import ANY, Interval, Values
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
 
 MARGIN = 0.999  # input bounds a little inside the limit, so float rounding cannot cross it
 

@@ -23,12 +23,12 @@ import numpy as np
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import Ints, Linked, OneOf
-from onnxfuzz.generate.intervals import Values, point
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
-from onnxfuzz.generate.spec_domains import Each, Multiples, divisors
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import Ints, Linked, OneOf
+from onnxfuzz.generate.lang.intervals import Values, point
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import WEIGHT, SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import Each, Multiples, divisors
 from onnxfuzz.specs.geometry import conv_interval, ones, weight_values, window_out
 
 _NEAR_TIE = (

@@ -20,13 +20,13 @@ import numpy as np
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import Ints, OneOf
-from onnxfuzz.generate.graph import Tensor
-from onnxfuzz.generate.intervals import Interval, Values, hull
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import SpecBuilder
-from onnxfuzz.generate.spec_domains import Axes, Each, PadPairs, divisors, is_int, rank_from
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import Ints, OneOf
+from onnxfuzz.generate.lang.graph import Tensor
+from onnxfuzz.generate.lang.intervals import Interval, Values, hull
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import Axes, Each, PadPairs, divisors, is_int, rank_from
 
 NOT_GENERATED = {
     "test_reversesequence_batch": "a sequence length of 0 (nothing reversed, as a length of "

@@ -13,11 +13,11 @@ import math
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.domains import Ints, OneOf
-from onnxfuzz.generate.graph import Tensor
-from onnxfuzz.generate.intervals import Interval, Values
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import WEIGHT, SpecBuilder
+from onnxfuzz.generate.lang.domains import Ints, OneOf
+from onnxfuzz.generate.lang.graph import Tensor
+from onnxfuzz.generate.lang.intervals import Interval, Values
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import WEIGHT, SpecBuilder
 
 NOT_GENERATED = {
     # Ties along the axis: which index wins is implementation-defined for ArgMax/ArgMin

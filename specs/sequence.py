@@ -1,6 +1,6 @@
 """Sequence and optional ops (ONNX's "Sequence" and "Optional" sections).
 
-Sequences and optionals are typed values in the graph (``onnxfuzz.generate.sequences``):
+Sequences and optionals are typed values in the graph (``onnxfuzz.generate.build.sequences``):
 element type, length and every element's shape and interval are known when the model is
 built, so positions and axes are drawn inside what the values allow. SequenceMap's body is
 a chain of elementwise ops for now (not a solver-built subgraph).
@@ -13,12 +13,19 @@ from collections.abc import Callable
 import onnx
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.domains import Ints, OneOf
-from onnxfuzz.generate.graph import Sequence, Tensor
-from onnxfuzz.generate.intervals import Interval, hull
-from onnxfuzz.generate.sequences import CONCAT, MAX_LENGTH, concat_axes, same_shape, type_proto
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import SpecBuilder
+from onnxfuzz.generate.lang.domains import Ints, OneOf
+from onnxfuzz.generate.lang.graph import (
+    CONCAT,
+    MAX_LENGTH,
+    Sequence,
+    Tensor,
+    concat_axes,
+    same_shape,
+    type_proto,
+)
+from onnxfuzz.generate.lang.intervals import Interval, hull
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
 
 NOT_GENERATED = {
     "test_optional_get_element_tensor": "the input's kind (optional, tensor or sequence, "

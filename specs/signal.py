@@ -21,11 +21,11 @@ import numpy as np
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import Ints, OneOf
-from onnxfuzz.generate.intervals import Interval, Values
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import MISSING, SpecBuilder
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import Ints, OneOf
+from onnxfuzz.generate.lang.intervals import Interval, Values
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import MISSING, SpecBuilder
 
 _ONESIDED_DEFAULT = (
     "onesided left at its default: ONNX's shape inference (1.23) reads it as 0, the "

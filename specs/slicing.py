@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.domains import Ints, OneOf, Subset
-from onnxfuzz.generate.graph import Tensor
-from onnxfuzz.generate.intervals import Interval, hull, point
-from onnxfuzz.generate.spec import op
-from onnxfuzz.generate.spec_api import SpecBuilder
-from onnxfuzz.generate.spec_domains import Axes, Each, is_int, rank_from
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.domains import Ints, OneOf, Subset
+from onnxfuzz.generate.lang.graph import Tensor
+from onnxfuzz.generate.lang.intervals import Interval, hull, point
+from onnxfuzz.generate.lang.spec import op
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
+from onnxfuzz.generate.lang.spec_domains import Axes, Each, is_int, rank_from
 
 NOT_GENERATED = {
     "test_slice_start_out_of_bounds": "an empty slice (zero-size output): slices are drawn "

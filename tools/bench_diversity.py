@@ -2,7 +2,7 @@
 
 For each node range it generates the same number of models with the generator as it was
 before glue and blocks (``--connectivity 0 --blocks 0``), with glue only, and with the
-defaults, and prints the diversity metrics of each (onnxfuzz.generate.metrics) and the
+defaults, and prints the diversity metrics of each (onnxfuzz.generate.measure.metrics) and the
 ratio of the defaults to the first; then the defaults again over as many models as make
 the same nodes in all as the first ("as many nodes"). Issue 9's figures: at ~12 mean
 nodes (200 models) >= 1,350 op-type triples, at ~31 >= 8,000, op types and instances not
@@ -18,9 +18,9 @@ import argparse
 import sys
 import time
 
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.metrics import Diversity
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.measure.metrics import Diversity
 
 VARIANTS = {
     "before (no glue, no blocks)": {"connectivity": 0.0, "block_rate": 0.0},

@@ -19,12 +19,11 @@ import time
 
 from onnx import helper, numpy_helper
 
-from onnxfuzz.generate.config import DEFAULT_OPSET, Config
-from onnxfuzz.generate.export import _attr_value
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.graph import Tensor
-from onnxfuzz.generate.sequences import type_proto
-from onnxfuzz.generate.validate import validate
+from onnxfuzz.generate.build.export import _attr_value
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.validate import validate
+from onnxfuzz.generate.lang.config import DEFAULT_OPSET, Config
+from onnxfuzz.generate.lang.graph import Tensor, type_proto
 
 
 def recipe(g) -> tuple:

@@ -27,10 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.guide import Guided
-from onnxfuzz.generate.metrics import Diversity, features
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.build.guide import Guided
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.measure.metrics import Diversity, features
 from onnxfuzz.run.pregen import counted
 from onnxfuzz.run.steer import LAG, Steering, reward_keys
 

@@ -18,8 +18,8 @@ from collections import Counter
 from pathlib import Path
 
 from onnxfuzz.execute.pool import BackendPool
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.reduce.reducer import reduce_case
 from onnxfuzz.reduce.reproduce import Reproducer, Target
 

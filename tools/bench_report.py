@@ -35,8 +35,8 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.single_op import single_op_pairs
+from onnxfuzz.generate.build.single_op import single_op_pairs
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.judge.signature import bug_id
 from onnxfuzz.store.db import Store
 from onnxfuzz.store.html_report import write_report

@@ -23,10 +23,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.inferred import load_domain
-from onnxfuzz.generate.validate import ort_session
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.validate import ort_session
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.infer.rules import load_domain
 
 DOMAIN = "com.microsoft"
 

@@ -15,14 +15,13 @@ import sys
 import numpy as np
 from onnx import helper
 
-from onnxfuzz.generate.config import DEFAULT_OPSET, Config
-from onnxfuzz.generate.export import to_model
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.graph import OptionalValue, Sequence, Value
-from onnxfuzz.generate.intervals import Interval
-from onnxfuzz.generate.sequences import type_proto
-from onnxfuzz.generate.validate import run_reference
-from onnxfuzz.generate.values import inputs_for
+from onnxfuzz.generate.build.export import to_model
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.validate import run_reference
+from onnxfuzz.generate.lang.config import DEFAULT_OPSET, Config
+from onnxfuzz.generate.lang.graph import OptionalValue, Sequence, Value, type_proto
+from onnxfuzz.generate.lang.intervals import Interval
+from onnxfuzz.generate.lang.values import inputs_for
 
 
 def check(gen: Generator, seed: int) -> list[str]:

@@ -46,11 +46,11 @@ def probe(table: dict) -> dict:
     single-op models; recorded per model opset."""
     from onnxfuzz import dtypes as dt
     from onnxfuzz.errors import OnnxFuzzError
-    from onnxfuzz.generate import builder
-    from onnxfuzz.generate.config import MIN_OPSET, ORT_MAX_OPSET, Config
-    from onnxfuzz.generate.generator import Generator
-    from onnxfuzz.generate.spec import load_specs, op_info
-    from onnxfuzz.generate.validate import validate
+    from onnxfuzz.generate.build import builder
+    from onnxfuzz.generate.build.generator import Generator
+    from onnxfuzz.generate.corpus.validate import validate
+    from onnxfuzz.generate.lang.config import MIN_OPSET, ORT_MAX_OPSET, Config
+    from onnxfuzz.generate.lang.spec import load_specs, op_info
 
     kernels = {
         op: [

@@ -16,8 +16,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "completeness.md"
 
 def report() -> str:
     warnings.filterwarnings("ignore", category=RuntimeWarning)
-    from onnxfuzz.generate.completeness import check_case, node_cases
-    from onnxfuzz.generate.spec import load_specs
+    from onnxfuzz.generate.lang.spec import load_specs
+    from onnxfuzz.generate.measure.completeness import check_case, node_cases
 
     specs = load_specs()
     outcomes = [check_case(c) for c in node_cases() if c.op in specs]

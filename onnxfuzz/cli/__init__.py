@@ -2,9 +2,8 @@
 
 Owns argument parsing, terminal output and exit codes.
 
-May import: anything in the library. Nothing in the library imports it.
+May import: anything in the library. Nothing in the library imports it, and this
+``__init__`` imports nothing (the console script is ``onnxfuzz.cli.main:main``), so no
+subcommand module's import of ``onnxfuzz.cli.exits`` or ``onnxfuzz.cli.options`` runs back
+into ``main``.
 """
-
-from onnxfuzz.cli.main import cli, main
-
-__all__ = ["cli", "main"]

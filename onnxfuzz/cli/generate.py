@@ -28,7 +28,7 @@ def generate(count: int, out: Path, no_reference: bool, seed: int, **gen: object
     """Export a corpus in ONNX's backend-test layout (model.onnx + test_data_set_0/)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    from onnxfuzz.generate.corpus import export_corpus
+    from onnxfuzz.generate.corpus.write import export_corpus
 
     cfg = make_config(**gen)
     with Progress(

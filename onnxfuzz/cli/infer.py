@@ -1,4 +1,4 @@
-"""``onnxfuzz infer``: NeuRI-style rules for a domain's ops (onnxfuzz.run.infer)."""
+"""``onnxfuzz infer``: NeuRI-style rules for a domain's ops (onnxfuzz.infer.learn)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def infer(
 ) -> None:
     """Infer input constraints and output-shape rules of DOMAIN's ops from records the
     backend labels valid or invalid; write those verified on held-out records."""
-    from onnxfuzz.generate.inferred import rules_dir
-    from onnxfuzz.run.infer import run_inference
+    from onnxfuzz.infer.learn import run_inference
+    from onnxfuzz.infer.rules import rules_dir
 
     out = out or rules_dir() / f"{domain}.json"
     cache = cache or Path(".onnxfuzz-cache") / "infer" / f"{domain}.jsonl"

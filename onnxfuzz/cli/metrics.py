@@ -81,7 +81,7 @@ def metrics(paths: tuple[Path, ...], as_json: bool, skip_bad: bool) -> None:
     """Diversity of the models in PATHS (files, or folders searched for *.onnx): op types,
     op instances (type + input shapes + attributes), in/out degrees, op-type edges and
     triples, connectivity and the longest chain. One row per PATH, and a total."""
-    from onnxfuzz.generate.metrics import Diversity
+    from onnxfuzz.generate.measure.metrics import Diversity
 
     files = {path: model_files(path) for path in paths}  # every path checked before work
     per_path: dict[str, Diversity] = {}

@@ -7,7 +7,7 @@ import re
 import click
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.config import (
+from onnxfuzz.generate.lang.config import (
     DEFAULT_OPSET,
     MAX_DEPTH,
     MAX_DIM,

@@ -43,10 +43,10 @@ def _model_inputs(model, folder: Path | None, seed: int) -> dict[str, np.ndarray
     """Inputs from a test_data_set folder, else drawn from the model's recorded value
     domains (onnxfuzz models), else small values."""
     from onnxfuzz import dtypes as dt
-    from onnxfuzz.generate.export import INPUTS_KEY
-    from onnxfuzz.generate.intervals import Values
-    from onnxfuzz.generate.testdata import read_inputs
-    from onnxfuzz.generate.values import inputs_for
+    from onnxfuzz.generate.build.export import INPUTS_KEY
+    from onnxfuzz.generate.corpus.testdata import read_inputs
+    from onnxfuzz.generate.lang.intervals import Values
+    from onnxfuzz.generate.lang.values import inputs_for
 
     if folder is not None:
         return _belonging(model, read_inputs(folder), folder)
@@ -161,7 +161,7 @@ def reduce(
         rep.target.signature = first.signature
         click.echo(f"reducing: {first.signature}")
         r = reduce_model(model, feeds, rep, budget)
-    from onnxfuzz.generate.testdata import write_test
+    from onnxfuzz.generate.corpus.testdata import write_test
 
     dest = out or model_path.with_name(model_path.stem + "-reduced")
     if dest.exists():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
+from onnxfuzz.generate.lang.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
 
 @click.command("specs")
@@ -21,19 +21,19 @@ from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 def specs_cmd(opset: int, table: bool, show_blocks: bool) -> None:
     """List the ops onnxfuzz generates at OPSET, with their element types."""
     if show_blocks:
-        from onnxfuzz.generate.blocks import BLOCKS
+        from onnxfuzz.generate.build.blocks import BLOCKS
 
         for name, steps in BLOCKS.items():
             click.echo(f"{name:<28} {' -> '.join(s.op for s in steps)}")
         click.echo(f"{len(BLOCKS)} blocks (--blocks P: the chance a drawn op starts one)")
         return
     if table:
-        from onnxfuzz.generate.coverage import markdown
+        from onnxfuzz.generate.measure.coverage import markdown
 
         click.echo(markdown(), nl=False)
         return
-    from onnxfuzz.generate.coverage import main_types
-    from onnxfuzz.generate.spec import load_specs, op_info
+    from onnxfuzz.generate.lang.spec import load_specs, op_info
+    from onnxfuzz.generate.measure.coverage import main_types
 
     rows = []
     for name, spec in load_specs().items():

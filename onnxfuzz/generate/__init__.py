@@ -1,20 +1,13 @@
-"""Generation: from a seed to a valid ONNX model and its inputs.
+"""Generation: from a seed to a valid ONNX model and its inputs, split by job.
 
-Owns the spec language (what a spec may call: ``spec_api``; registration: ``spec``; the
-builders that implement it: ``builder``; ``domains``, ``spec_domains``, ``shapes``), the
-options and the opset range (``config``), the backtrack-free solver (``generator`` over one
-recorded ``choices`` stream, connecting ops with ``glue``, drawing real-model ``blocks``;
-``mutate`` edits a case's choices; ``guide`` makes a case from a seed and a guide's
-decision; ``seeds`` lifts user models into blocks),
-value domains (``intervals``, ``values``), the in-memory graph
-and its export (``graph``, ``export``), validation (``validate``), and what is built on
-generation alone: corpus export (``corpus``), the coverage table (``coverage``), the
-spec-completeness check (``completeness``), diversity metrics over any models
-(``metrics``), and inferred rules of other domains: loaded as specs (``inferred``), synthesized
-from labelled records (``synth``, z3 offline), compared with hand specs (``rule_check``).
+- ``lang``: the spec language (what a spec states and how values are bounded);
+- ``build``: graph building (the solver, glue, blocks, guidance, mutation, export);
+- ``corpus``: corpus export and the validity gates (backend-test layout, validation, audit);
+- ``measure``: what is measured over generated models (diversity, coverage, completeness).
 
+Each subpackage imports only those listed before it (``tests/unit/test_architecture.py``).
 May import: ``onnxfuzz.errors``, ``onnxfuzz.dtypes``, ``onnxfuzz.specs``. Nothing here runs
-a backend in a worker, judges or stores.
+a backend in a worker, judges or stores; this ``__init__`` imports nothing.
 
-Entry point: ``Generator(Config(...)).generate(seed) -> Case``.
+Entry point: ``build.generator.Generator(lang.config.Config(...)).generate(seed) -> Case``.
 """

@@ -16,7 +16,7 @@ import onnx
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import OnnxFuzzError
 from onnxfuzz.execute.sandbox import Outcome, Status
-from onnxfuzz.generate.audit.limits import reference_limits
+from onnxfuzz.generate.corpus.reference_limits import reference_limits
 from onnxfuzz.judge.declared import declared_outputs, departures
 from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict, compare, precision_dtypes
@@ -41,7 +41,7 @@ def attribute(
     off = departures({k: outcomes[k].outputs or {} for k in ran}, declared_outputs(model))
     ran = [label for label in ran if label not in off]
     # The ONNX reference evaluator's vote does not count on a model where one of its
-    # documented faults applies (onnxfuzz.generate.audit.limits): with another backend
+    # documented faults applies (onnxfuzz.generate.corpus.reference_limits): with another backend
     # sharing the fault (numpy-style Slice with a negative step in onnx2torch too), the two
     # would outvote the one that follows the spec.
     if any(is_reference_evaluator(label) for label in ran) and reference_faulted(model):

@@ -149,7 +149,7 @@ def _tol(t: Any, where: str) -> tuple[float, float]:
 
 
 def _non_finite(outputs: dict[str, np.ndarray]) -> bool:
-    from onnxfuzz.generate.validate import all_finite
+    from onnxfuzz.generate.corpus.validate import all_finite
 
     return not all_finite(outputs)
 

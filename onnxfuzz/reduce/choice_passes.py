@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from onnxfuzz.generate.choices import Span, spans_by_label
-from onnxfuzz.generate.generator import (
+from onnxfuzz.generate.build.generator import (
     NODE_COUNT,
     OP,
     OP_TYPE,
@@ -21,6 +20,7 @@ from onnxfuzz.generate.generator import (
     Generator,
     glue_per_op,
 )
+from onnxfuzz.generate.lang.choices import Span, spans_by_label
 from onnxfuzz.reduce.measure import Size, size_of
 from onnxfuzz.reduce.passes import Pass, fixed_point
 

@@ -17,10 +17,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxfuzz.generate.builder import CheckBuilder, OutOfDomain
-from onnxfuzz.generate.config import MAX_DIM, MAX_RANK, Config
-from onnxfuzz.generate.spec import load_specs, op_info
-from onnxfuzz.generate.validate import model_opset
+from onnxfuzz.generate.build.builder import CheckBuilder, OutOfDomain
+from onnxfuzz.generate.corpus.validate import model_opset
+from onnxfuzz.generate.lang.config import MAX_DIM, MAX_RANK, Config
+from onnxfuzz.generate.lang.spec import load_specs, op_info
 
 Fault = tuple[str, str]  # (the node, by op type and first output; the input variable)
 

@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxfuzz.generate.validate import check_static
+from onnxfuzz.generate.corpus.validate import check_static
 from onnxfuzz.reduce import control
 from onnxfuzz.reduce.control import prune_nodes, reads, rename_reads
 from onnxfuzz.reduce.domains import Fault, value_faults

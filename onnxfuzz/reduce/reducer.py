@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 
 from onnxfuzz.execute.sandbox import Outcome
-from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.generate.build.generator import Case, Generator
 from onnxfuzz.reduce.choice_passes import shrink_case
 from onnxfuzz.reduce.graph_passes import State, reduce_graph
 from onnxfuzz.reduce.measure import Size, op_pattern, size_of

@@ -23,12 +23,12 @@ from onnxfuzz.backend import display_names, parse_backend
 from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
-from onnxfuzz.generate.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
-from onnxfuzz.generate.generator import Case, Generator
-from onnxfuzz.generate.guide import Decision, Guided
-from onnxfuzz.generate.metrics import Diversity, Features, features
-from onnxfuzz.generate.seeds import blocks_from_record, blocks_to_record, lift_folder
-from onnxfuzz.generate.single_op import single_op_pairs
+from onnxfuzz.generate.build.generator import Case, Generator
+from onnxfuzz.generate.build.guide import Decision, Guided
+from onnxfuzz.generate.build.seeds import blocks_from_record, blocks_to_record, lift_folder
+from onnxfuzz.generate.build.single_op import single_op_pairs
+from onnxfuzz.generate.lang.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
+from onnxfuzz.generate.measure.metrics import Diversity, Features, features
 from onnxfuzz.judge.attribution import blame
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import OracleConfig, Verdict
@@ -88,7 +88,8 @@ class CampaignOptions:
     # What steers generation (onnxfuzz.run.steer): "mcts", "frontier", or "random" (what
     # campaigns stored before the guide existed did)
     guide: str = "random"
-    seed_models: str | None = None  # a folder of user models to mutate (onnxfuzz.generate.seeds)
+    # a folder of user models to mutate (onnxfuzz.generate.build.seeds)
+    seed_models: str | None = None
     mutants: float = 0.0  # guided tests that are mutants of interesting earlier tests
 
     @property
@@ -249,7 +250,7 @@ class IdSet:
 
 
 class CampaignDiversity:
-    """The diversity of a campaign's models (``onnxfuzz.generate.metrics``): over every
+    """The diversity of a campaign's models (``onnxfuzz.generate.measure.metrics``): over every
     generated test, and per backend over the tests it compiled and ran (a model it
     rejected is no coverage of it). ``tests``: the ids counted, so that a resume after a
     kill counts the tests stored after the last write (campaign.db's ``diversity``)."""

@@ -29,11 +29,11 @@ import onnx
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.messages import LoadError
 from onnxfuzz.execute.sandbox import kill, process_cpu_seconds, spawn, stop
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Case, Generator
-from onnxfuzz.generate.guide import Decision, Guided
-from onnxfuzz.generate.metrics import Features, features
-from onnxfuzz.generate.seeds import blocks_from_record
+from onnxfuzz.generate.build.generator import Case, Generator
+from onnxfuzz.generate.build.guide import Decision, Guided
+from onnxfuzz.generate.build.seeds import blocks_from_record
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.measure.metrics import Features, features
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Made:
     error: str | None = None
     started: float = 0.0
     features: Features | None = None
-    decision: Decision = None  # the guide's (onnxfuzz.generate.guide), made with it
+    decision: Decision = None  # the guide's (onnxfuzz.generate.build.guide), made with it
 
 
 def counted(f: Features) -> Features:
@@ -130,7 +130,7 @@ class Pregenerator:
         self, cfg: Config, startup_timeout: float = 120.0, seed_blocks: dict | None = None
     ) -> None:
         """``seed_blocks``: the lifted user-model blocks as a record
-        (``onnxfuzz.generate.seeds.blocks_to_record``)."""
+        (``onnxfuzz.generate.build.seeds.blocks_to_record``)."""
         self.cfg = cfg
         self.seed_blocks = seed_blocks or {}
         self.startup_timeout = startup_timeout

@@ -32,17 +32,17 @@ from onnxfuzz import __version__
 from onnxfuzz import dtypes as dt
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.features import is_feature, model_features
-from onnxfuzz.generate.inferred import rules_dir
-from onnxfuzz.generate.single_op import (
+from onnxfuzz.generate.build.single_op import (
     SingleOp,
     Variant,
     feature_variants,
     merged,
     single_op_generators,
 )
-from onnxfuzz.generate.spec import load_specs, op_info
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.lang.features import is_feature, model_features
+from onnxfuzz.generate.lang.spec import load_specs, op_info
+from onnxfuzz.infer.rules import rules_dir
 
 Support = dict[str, dict[str, str]]  # op -> dtype name -> why unsupported
 

@@ -10,7 +10,7 @@ import onnx
 
 from onnxfuzz.errors import ModelError
 from onnxfuzz.execute.pool import BackendPool
-from onnxfuzz.generate.testdata import DATA_SET, read_inputs
+from onnxfuzz.generate.corpus.testdata import DATA_SET, read_inputs
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import OracleConfig
 

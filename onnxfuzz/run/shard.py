@@ -26,8 +26,8 @@ from pathlib import Path
 
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Case, Generator
+from onnxfuzz.generate.build.generator import Case, Generator
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.judge.oracle import OracleConfig
 from onnxfuzz.run.campaign import AHEAD, Campaign, CampaignOptions, Judged
 from onnxfuzz.run.pregen import Made, make

@@ -1,7 +1,7 @@
 """A campaign's guide: the decision for each test, made in order from earlier rewards.
 
 The guide (``--guide mcts``, and ``--seed-models``) decides something about test *i*
-(``onnxfuzz.generate.guide``: the ops or blocks its model starts with, by UCT; a mutant of
+(``onnxfuzz.generate.build.guide``: the ops or blocks its model starts with, by UCT; a mutant of
 an interesting earlier test; a mutant of a user model) in the campaign process, and the
 decision travels with ``(i, seed)`` to the generator. For a campaign to stay a function of
 its seed and history, the decision for test *i* depends only on the rewards of the tests
@@ -37,7 +37,7 @@ from bisect import insort
 from collections import deque
 from collections.abc import Iterable
 
-from onnxfuzz.generate.guide import (
+from onnxfuzz.generate.build.guide import (
     CHAIN_ACTION,
     CHAIN_SEP,
     MAX_LINEAGE,
@@ -47,7 +47,7 @@ from onnxfuzz.generate.guide import (
     chain_action,
     depth,
 )
-from onnxfuzz.generate.metrics import Features, key_digest
+from onnxfuzz.generate.measure.metrics import Features, key_digest
 
 LAG = 16  # test i is decided from the rewards of the tests below i - LAG
 # Guided tests that are mutants of an interesting earlier test, by default (--mutants). 0:

@@ -29,8 +29,8 @@ from onnxfuzz import __version__
 from onnxfuzz.backend import UNSUPPORTED_PATTERNS, entry_points, parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.sandbox import Outcome
-from onnxfuzz.generate.generator import Case
-from onnxfuzz.generate.testdata import DATA_SET, write_outputs, write_test
+from onnxfuzz.generate.build.generator import Case
+from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs, write_test
 from onnxfuzz.judge.oracle import Judgement, precision_dtypes
 from onnxfuzz.judge.signature import RULES, normalize
 from onnxfuzz.reduce.reducer import Reduced

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from onnxfuzz import __version__
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.features import is_feature
-from onnxfuzz.generate.metrics import Diversity
-from onnxfuzz.generate.single_op import ANY_TYPE
+from onnxfuzz.generate.build.single_op import ANY_TYPE
+from onnxfuzz.generate.lang.features import is_feature
+from onnxfuzz.generate.measure.metrics import Diversity
 from onnxfuzz.store.db import Store
 from onnxfuzz.store.model_graph import ARROW_DEFS, model_svg
 from onnxfuzz.store.report import COMPARED

@@ -21,7 +21,7 @@ from onnx import numpy_helper
 
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
-from onnxfuzz.generate.testdata import DATA_SET
+from onnxfuzz.generate.corpus.testdata import DATA_SET
 from onnxfuzz.judge.second_opinion import sentence
 
 MAX_MODEL_TEXT = 6000  # characters of the model as text; a larger one is attached as a file

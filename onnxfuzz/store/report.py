@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from onnxfuzz.generate.metrics import Diversity
+from onnxfuzz.generate.measure.metrics import Diversity
 from onnxfuzz.store.db import Store
 
 

@@ -18,8 +18,8 @@ from typing import Any
 import onnx
 
 from onnxfuzz.errors import OnnxFuzzError
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.single_op import single_op_pairs
+from onnxfuzz.generate.build.single_op import single_op_pairs
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.store.db import Store
 from onnxfuzz.store.report import summary_rows
 from onnxfuzz.store.triage import repro_command

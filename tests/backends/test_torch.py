@@ -8,9 +8,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnxfuzz.backend import is_unsupported, load_backend
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.validate import run_reference
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.validate import run_reference
+from onnxfuzz.generate.lang.config import Config
 
 pytest.importorskip("torch")
 pytest.importorskip("onnx2torch")

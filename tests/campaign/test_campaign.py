@@ -409,7 +409,7 @@ def test_the_probe_is_shared_out_over_the_lanes_and_gives_what_one_lane_gives(
     minutes on one lane); the result, in the pairs' order, is the same as one lane's, and
     progress is reported up to the total."""
     from onnxfuzz.execute.pool import BackendPool
-    from onnxfuzz.generate.config import Config
+    from onnxfuzz.generate.lang.config import Config
     from onnxfuzz.run.probe import unsupported_pairs
 
     label = f"{ADAPTERS}:UnsupportedType:op=Add,dtype=float64"

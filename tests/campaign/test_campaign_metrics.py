@@ -1,4 +1,4 @@
-"""A campaign's model diversity (onnxfuzz.generate.metrics): stored in campaign.db, per
+"""A campaign's model diversity (onnxfuzz.generate.measure.metrics): stored in campaign.db, per
 backend over the tests it ran, continued by a resume, shown in the summary."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from onnxfuzz.cli.main import main
-from onnxfuzz.generate.metrics import KINDS
+from onnxfuzz.generate.measure.metrics import KINDS
 from onnxfuzz.run.campaign import Campaign, CampaignDiversity, CampaignOptions, Resumed
 from onnxfuzz.store.db import Store
 from onnxfuzz.store.report import print_summary

@@ -14,11 +14,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.guide import Guided, chains_of
-from onnxfuzz.generate.seeds import lift_folder
-from onnxfuzz.generate.validate import validate
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.build.guide import Guided, chains_of
+from onnxfuzz.generate.build.seeds import lift_folder
+from onnxfuzz.generate.corpus.validate import validate
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.run.campaign import Campaign, CampaignOptions, Resumed
 from onnxfuzz.store.db import Store
 

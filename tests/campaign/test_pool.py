@@ -10,8 +10,8 @@ from onnxfuzz.backend import load_adapter
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Stage, Status
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.lang.config import Config
 
 ADAPTERS = Path(__file__).resolve().parent / "adapters.py"
 

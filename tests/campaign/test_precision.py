@@ -118,8 +118,8 @@ def test_a_wrong_float16_op_in_generated_models_is_not_explained_away(workers) -
     # The precision checks must not swallow a real float16 bug: every generated model whose
     # Sin output reaches a graph output unchanged-enough is caught by the oracle.
     from onnxfuzz.dtypes import BY_NAME
-    from onnxfuzz.generate.config import Config
-    from onnxfuzz.generate.generator import Generator
+    from onnxfuzz.generate.build.generator import Generator
+    from onnxfuzz.generate.lang.config import Config
 
     gen = Generator(
         Config(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.run.pregen import Pregenerator
 
 CFG = Config(min_nodes=3, max_nodes=12)
@@ -80,7 +80,7 @@ def test_a_generator_whose_campaign_dies_leaves_quietly(tmp_path) -> None:
 
     campaign = (
         "import os, sys\n"
-        "from onnxfuzz.generate.config import Config\n"
+        "from onnxfuzz.generate.lang.config import Config\n"
         "from onnxfuzz.run.pregen import Pregenerator\n"
         "pre = Pregenerator(Config(min_nodes=3, max_nodes=12))\n"
         "pre.start()\n"

@@ -19,8 +19,8 @@ import pytest
 import ray  # the `ray` extra: `make test` installs it
 from ray.cluster_utils import Cluster
 
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.run.campaign import Campaign, CampaignOptions, Progress, Resumed
 from onnxfuzz.run.ray_executor import RayCampaign
 

@@ -143,7 +143,7 @@ def test_issue_md_says_what_the_reduced_model_does(tmp_path: Path) -> None:
     import onnx
 
     from onnxfuzz.execute.pool import BackendPool
-    from onnxfuzz.generate.testdata import DATA_SET, read_inputs
+    from onnxfuzz.generate.corpus.testdata import DATA_SET, read_inputs
     from onnxfuzz.reduce.reproduce import Reproducer, Target
 
     out = tmp_path / "c"

@@ -17,10 +17,10 @@ import pytest
 
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.execute.pool import BackendPool
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.metrics import features
-from onnxfuzz.generate.validate import check_static, run_reference, validate
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.validate import check_static, run_reference, validate
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.measure.metrics import features
 from onnxfuzz.reduce import control
 from onnxfuzz.reduce.graph_passes import State, cut_outputs, prune
 from onnxfuzz.reduce.measure import size_of

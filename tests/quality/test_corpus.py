@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.validate import validate
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.validate import validate
+from onnxfuzz.generate.lang.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from check_intervals import check  # noqa: E402

@@ -11,9 +11,9 @@ import onnx
 import pytest
 
 from onnxfuzz.execute.pool import BackendPool
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Case, Generator
-from onnxfuzz.generate.validate import check_static
+from onnxfuzz.generate.build.generator import Case, Generator
+from onnxfuzz.generate.corpus.validate import check_static
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.reduce.domains import value_faults
 from onnxfuzz.reduce.measure import size_of
 from onnxfuzz.reduce.reducer import reduce_case, reduce_model

@@ -1,4 +1,4 @@
-"""Sequences and optionals as typed values (onnxfuzz.generate.sequences, specs/sequence.py):
+"""Sequences and optionals as typed values (onnxfuzz.generate.build.sequences, specs/sequence.py):
 a corpus over the sequence and optional ops is valid in ONNX Runtime (checker, strict shape
 inference with the declared sequence types, a run), finite, byte-identical per seed and
 replayable; the recorded lengths, element shapes and presence match ORT's values; graph
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from onnxfuzz.execute.pool import BackendPool
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.sequences import OPS as SEQUENCE_OPS
-from onnxfuzz.generate.validate import check_static, validate
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.build.sequences import OPS as SEQUENCE_OPS
+from onnxfuzz.generate.corpus.validate import check_static, validate
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.reduce.measure import size_of
 from onnxfuzz.reduce.reducer import reduce_case
 from onnxfuzz.reduce.reproduce import Reproducer, Target

@@ -4,7 +4,7 @@ a spec mistake is never filed as a backend's bug.
 For every registered spec, in every op version it covers (MIN_OPSET..MAX_OPSET) and every
 element type it takes there, single-op models are drawn (each element type on seeds of its
 own, so an op's cases together cover its branches) and each goes through
-``onnxfuzz.generate.audit``:
+``onnxfuzz.generate.corpus.audit``:
 
 1. the full checker and strict shape inference (type checks, data propagation): inferred
    shapes and types equal the declared ones;
@@ -35,11 +35,11 @@ from onnx import helper, numpy_helper
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate import audit
-from onnxfuzz.generate.config import MAX_OPSET, MIN_OPSET, Config
-from onnxfuzz.generate.coverage import main_types, spec_cases
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.spec import load_specs, op_info
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.write import audit
+from onnxfuzz.generate.lang.config import MAX_OPSET, MIN_OPSET, Config
+from onnxfuzz.generate.lang.spec import load_specs, op_info
+from onnxfuzz.generate.measure.coverage import main_types, spec_cases
 
 SEEDS = int(os.environ.get("ONNXFUZZ_AUDIT_SEEDS", "4"))
 SLOW_SEEDS = int(os.environ.get("ONNXFUZZ_AUDIT_SLOW_SEEDS", "8"))

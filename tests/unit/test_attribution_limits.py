@@ -1,5 +1,5 @@
 """Attribution with the ONNX reference evaluator as a voter: its documented faults
-(onnxfuzz.generate.audit.limits) take its vote away, so that it and a backend sharing its
+(onnxfuzz.generate.corpus.reference_limits) take its vote away, so that it and a backend sharing its
 fault cannot outvote the backend that follows the spec (a false ORT bug seen in a campaign)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxfuzz.backend import load_backend
 from onnxfuzz.execute.sandbox import Outcome, Status
-from onnxfuzz.generate.audit.limits import reference_limits
+from onnxfuzz.generate.corpus.reference_limits import reference_limits
 from onnxfuzz.judge.attribution import attribute
 from onnxfuzz.judge.oracle import OracleConfig
 

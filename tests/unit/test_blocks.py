@@ -1,4 +1,4 @@
-"""Blocks: real-model patterns instantiated through the solver (onnxfuzz.generate.blocks)."""
+"""Blocks: real-model patterns instantiated through the solver (onnxfuzz.generate.build.blocks)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import onnx
 import pytest
 
 from onnxfuzz.cli.main import main
-from onnxfuzz.generate.blocks import BLOCKS, Ref
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.validate import validate
+from onnxfuzz.generate.build.blocks import BLOCKS, Ref
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.validate import validate
+from onnxfuzz.generate.lang.config import Config
 
 DRAWS = 40
 

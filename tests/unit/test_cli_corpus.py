@@ -14,7 +14,7 @@ import pytest
 from onnx import numpy_helper
 
 from onnxfuzz.cli.main import main
-from onnxfuzz.generate.validate import run_reference
+from onnxfuzz.generate.corpus.validate import run_reference
 
 ARGS = ["generate", "--count", "12", "--seed", "7", "--nodes", "2:6"]
 

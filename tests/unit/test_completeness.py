@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from onnxfuzz.generate.completeness import check_case, node_cases
-from onnxfuzz.generate.spec import load_specs
+from onnxfuzz.generate.lang.spec import load_specs
+from onnxfuzz.generate.measure.completeness import check_case, node_cases
 
 CASES = [c for c in node_cases() if c.op in load_specs()]
 

@@ -9,7 +9,7 @@ import pytest
 from onnxfuzz import dtypes as dt
 from onnxfuzz.cli.main import main
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.config import Config
+from onnxfuzz.generate.lang.config import Config
 
 
 def test_a_config_survives_its_record() -> None:
@@ -49,7 +49,7 @@ def test_a_corpus_written_before_records_still_continues(tmp_path, capsys) -> No
 
 
 def test_avoided_op_type_pairs_are_not_generated() -> None:
-    from onnxfuzz.generate.generator import Generator
+    from onnxfuzz.generate.build.generator import Generator
 
     avoid = frozenset({("Relu", dt.FLOAT), ("Add", dt.INT64)})
     gen = Generator(Config(min_nodes=2, max_nodes=6, ops=frozenset({"Add", "Relu"}), avoid=avoid))

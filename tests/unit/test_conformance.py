@@ -12,10 +12,10 @@ import pytest
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.coverage import main_types, spec_cases
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.validate import validate
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.validate import validate
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.measure.coverage import main_types, spec_cases
 
 SEEDS = int(os.environ.get("ONNXFUZZ_CONFORMANCE_SEEDS", "6"))
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from onnxfuzz.generate.coverage import markdown
+from onnxfuzz.generate.measure.coverage import markdown
 
 
 def test_coverage_table_is_current() -> None:
@@ -15,7 +15,7 @@ def test_coverage_table_is_current() -> None:
 def test_every_operator_is_covered_or_listed_with_a_plan() -> None:
     import onnx.defs
 
-    from onnxfuzz.generate.spec import load_specs
+    from onnxfuzz.generate.lang.spec import load_specs
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "uncovered.md").read_text()
     listed = {

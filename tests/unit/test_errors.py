@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from onnxfuzz.errors import ConfigError, SpecError
-from onnxfuzz.generate.builder import GenBuilder
-from onnxfuzz.generate.choices import ChoiceStream
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.domains import Ints
-from onnxfuzz.generate.graph import Graph
-from onnxfuzz.generate.intervals import Interval
-from onnxfuzz.generate.spec import REGISTRY, OpSpec, load_specs, op_info, register_spec
+from onnxfuzz.generate.build.builder import GenBuilder
+from onnxfuzz.generate.lang.choices import ChoiceStream
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.lang.domains import Ints
+from onnxfuzz.generate.lang.graph import Graph
+from onnxfuzz.generate.lang.intervals import Interval
+from onnxfuzz.generate.lang.spec import REGISTRY, OpSpec, load_specs, op_info, register_spec
 
 
 def _build(fn, op: str = "Relu") -> None:
@@ -91,7 +91,7 @@ def test_config_errors_name_the_flag(kwargs, flag) -> None:
 
 
 def test_unknown_ops_name_the_flag() -> None:
-    from onnxfuzz.generate.generator import Generator
+    from onnxfuzz.generate.build.generator import Generator
 
     with pytest.raises(ConfigError, match="--ops: no spec for Frobnicate"):
         Generator(Config(ops=frozenset({"Frobnicate"})))
@@ -99,7 +99,7 @@ def test_unknown_ops_name_the_flag() -> None:
 
 def test_options_that_rule_out_every_op_say_why() -> None:
     from onnxfuzz import dtypes as dt
-    from onnxfuzz.generate.generator import Generator
+    from onnxfuzz.generate.build.generator import Generator
 
     with pytest.raises(ConfigError, match="no op can be generated"):
         Generator(Config(ops=frozenset({"Log"}), dtypes=frozenset({dt.INT8})))

@@ -1,4 +1,4 @@
-"""Op features below the element type (onnxfuzz.generate.features): the probe pins one on
+"""Op features below the element type (onnxfuzz.generate.lang.features): the probe pins one on
 a single-op model, a steered campaign avoids the ones a backend lacks."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.features import model_features
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.single_op import feature_variants, merged, single_op_generators
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.build.single_op import feature_variants, merged, single_op_generators
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.lang.features import model_features
 
 FLOAT = frozenset({1})
 

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from onnxfuzz.generate.choices import ChoiceStream, spans_by_label
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import OP, Generator, glue_per_op
-from onnxfuzz.generate.glue import GLUE
-from onnxfuzz.generate.sequences import CLOSE, MAKE
-from onnxfuzz.generate.validate import validate
+from onnxfuzz.generate.build.generator import OP, Generator, glue_per_op
+from onnxfuzz.generate.build.glue import GLUE
+from onnxfuzz.generate.build.sequences import CLOSE, MAKE
+from onnxfuzz.generate.corpus.validate import validate
+from onnxfuzz.generate.lang.choices import ChoiceStream, spans_by_label
+from onnxfuzz.generate.lang.config import Config
 
 
 def _digest(cfg: Config, seeds: range) -> str:
@@ -38,8 +38,9 @@ def test_different_seeds_differ() -> None:
 
 def test_same_bytes_across_processes_and_hash_seeds() -> None:
     code = (
-        "import hashlib; from onnxfuzz.generate.config import Config; "
-        "from onnxfuzz.generate.generator import Generator; g = Generator(Config(max_nodes=15)); "
+        "import hashlib; from onnxfuzz.generate.lang.config import Config; "
+        "from onnxfuzz.generate.build.generator import Generator; "
+        "g = Generator(Config(max_nodes=15)); "
         "h = hashlib.sha256(); [h.update(g.generate(s).model.SerializeToString()) "
         "for s in range(30)]; print(h.hexdigest())"
     )
@@ -83,8 +84,8 @@ def test_zero_retries_every_spec_runs_once_per_node() -> None:
 
 def test_no_smt_solver_at_generation_time() -> None:
     code = (
-        "import sys; from onnxfuzz.generate.config import Config; "
-        "from onnxfuzz.generate.generator import Generator; "
+        "import sys; from onnxfuzz.generate.lang.config import Config; "
+        "from onnxfuzz.generate.build.generator import Generator; "
         "g = Generator(Config(max_nodes=20)); [g.generate(s) for s in range(20)]; "
         "print('z3' in sys.modules)"
     )

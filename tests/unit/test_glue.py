@@ -1,4 +1,4 @@
-"""Glue: connected graphs from the solver (onnxfuzz.generate.glue)."""
+"""Glue: connected graphs from the solver (onnxfuzz.generate.build.glue)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import onnx
 import pytest
 
 from onnxfuzz import dtypes as dt
-from onnxfuzz.generate.choices import spans_by_label
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.control import CONTROL_OPS
-from onnxfuzz.generate.generator import NODE_COUNT, OP, Generator, glue_per_op
-from onnxfuzz.generate.glue import GLUE_OPS
-from onnxfuzz.generate.sequences import CLOSE, MAKE
-from onnxfuzz.generate.sequences import OPS as SEQUENCE_OPS
-from onnxfuzz.generate.validate import validate
+from onnxfuzz.generate.build.control import CONTROL_OPS
+from onnxfuzz.generate.build.generator import NODE_COUNT, OP, Generator, glue_per_op
+from onnxfuzz.generate.build.glue import GLUE_OPS
+from onnxfuzz.generate.build.sequences import CLOSE, MAKE
+from onnxfuzz.generate.build.sequences import OPS as SEQUENCE_OPS
+from onnxfuzz.generate.corpus.validate import validate
+from onnxfuzz.generate.lang.choices import spans_by_label
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.reduce.choice_passes import Choices, _without
 
 GLUE_ACTIVATIONS = ("Relu", "Tanh", "Sigmoid")
@@ -127,7 +127,7 @@ def test_glue_uses_only_the_ops_and_types_a_run_may_generate() -> None:
 
 def test_dropping_an_op_drops_the_glue_it_brought() -> None:
     # Sequence ops left out: dropping one also drops the node that consumed its dangling
-    # sequence (onnxfuzz.generate.sequences.close), which is not glue.
+    # sequence (onnxfuzz.generate.build.sequences.close), which is not glue.
     gen = Generator(Config(min_nodes=1, max_nodes=30, connectivity=1.0, exclude_ops=SEQUENCE_OPS))
     checked = 0
     for seed in range(40):
@@ -209,9 +209,9 @@ def test_glue_stays_inside_the_node_budget() -> None:
 
 def _triples(monkeypatch: pytest.MonkeyPatch, **rule: float) -> int:
     """Distinct op-type triples of 100 20-node models (no blocks) under ``rule``."""
-    import onnxfuzz.generate.builder as builder
-    import onnxfuzz.generate.generator as generator
-    from onnxfuzz.generate.metrics import Diversity
+    import onnxfuzz.generate.build.builder as builder
+    import onnxfuzz.generate.build.generator as generator
+    from onnxfuzz.generate.measure.metrics import Diversity
 
     with monkeypatch.context() as m:
         for name, value in rule.items():
@@ -238,8 +238,8 @@ def test_branches_merge_and_merged_tensors_are_read_again(monkeypatch) -> None:
 
 
 def test_a_node_output_knows_how_many_branches_its_producer_merged() -> None:
-    from onnxfuzz.generate.graph import Graph, Node, Tensor
-    from onnxfuzz.generate.intervals import Interval
+    from onnxfuzz.generate.lang.graph import Graph, Node, Tensor
+    from onnxfuzz.generate.lang.intervals import Interval
 
     g = Graph()
 

@@ -8,11 +8,11 @@ import random
 import onnx
 import pytest
 
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.guide import Guided, Uct, actions, chain_action, chains_of
-from onnxfuzz.generate.metrics import features
-from onnxfuzz.generate.validate import validate
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.build.guide import Guided, Uct, actions, chain_action, chains_of
+from onnxfuzz.generate.corpus.validate import validate
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.measure.metrics import features
 from onnxfuzz.run.pregen import counted
 from onnxfuzz.run.steer import CHAIN_SHARE, Steering, reward_keys
 

@@ -16,15 +16,11 @@ import pytest
 from onnxfuzz import dtypes as dt
 from onnxfuzz.cli.main import main
 from onnxfuzz.errors import ConfigError
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.inferred import evaluate, load_domain, rule_from_json, rules_dir
-from onnxfuzz.generate.rule_check import agreement
-from onnxfuzz.generate.spec import load_specs
-from onnxfuzz.generate.synth import Constraints, Record, infer_constraints, synth_dim
-from onnxfuzz.generate.validate import ort_session
-from onnxfuzz.run.infer import _from_constraints, run_inference, single_op_model
-from onnxfuzz.run.infer_draws import (
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.validate import ort_session
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.lang.spec import load_specs
+from onnxfuzz.infer.draws import (
     blocked_probes,
     const_draws,
     described_plans,
@@ -36,7 +32,11 @@ from onnxfuzz.run.infer_draws import (
     structured_probes,
     value_input,
 )
-from onnxfuzz.run.infer_schema import Attr, Draw, domain_schemas, role_name, string_candidates
+from onnxfuzz.infer.learn import _from_constraints, run_inference, single_op_model
+from onnxfuzz.infer.rule_check import agreement
+from onnxfuzz.infer.rules import evaluate, load_domain, rule_from_json, rules_dir
+from onnxfuzz.infer.schema import Attr, Draw, domain_schemas, role_name, string_candidates
+from onnxfuzz.infer.synth import Constraints, Record, infer_constraints, synth_dim
 
 HYBRID = frozenset({"ai.onnx", "com.microsoft"})
 

@@ -1,4 +1,4 @@
-"""Diversity metrics (onnxfuzz.generate.metrics) on hand-built models with known answers,
+"""Diversity metrics (onnxfuzz.generate.measure.metrics) on hand-built models with known answers,
 their accumulator's merge and record, and ``onnxfuzz metrics`` on a generated corpus."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnxfuzz.cli.main import main
-from onnxfuzz.generate.metrics import EXACT_CAP, Distinct, Diversity, features
+from onnxfuzz.generate.measure.metrics import EXACT_CAP, Distinct, Diversity, features
 
 F = TensorProto.FLOAT
 
@@ -162,9 +162,9 @@ def test_a_large_set_becomes_a_sketch_that_estimates_and_merges() -> None:
 
 def test_generated_models_need_no_shape_inference() -> None:
     # The campaign's per-test cost depends on it: every node input is typed already.
-    from onnxfuzz.generate.config import Config
-    from onnxfuzz.generate.generator import Generator
-    from onnxfuzz.generate.metrics import _Types
+    from onnxfuzz.generate.build.generator import Generator
+    from onnxfuzz.generate.lang.config import Config
+    from onnxfuzz.generate.measure.metrics import _Types
 
     gen = Generator(Config(min_nodes=10, max_nodes=10))
     for seed in range(5):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from onnxfuzz.generate.choices import spans_by_label
-from onnxfuzz.generate.config import Config
-from onnxfuzz.generate.generator import OP, Generator
-from onnxfuzz.generate.mutate import MUTATIONS, mutate, op_lists
-from onnxfuzz.generate.validate import validate
+from onnxfuzz.generate.build.generator import OP, Generator
+from onnxfuzz.generate.build.mutate import MUTATIONS, mutate, op_lists
+from onnxfuzz.generate.corpus.validate import validate
+from onnxfuzz.generate.lang.choices import spans_by_label
+from onnxfuzz.generate.lang.config import Config
 
 
 def test_mutants_are_valid_different_and_every_kind_is_used() -> None:

@@ -11,9 +11,9 @@ from onnx import TensorProto, helper
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.sandbox import BackendInfo
-from onnxfuzz.generate.config import MAX_OPSET, ORT_MAX_OPSET, Config, ir_version_for
-from onnxfuzz.generate.generator import Generator
-from onnxfuzz.generate.validate import KnownFault, run_reference, validate
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.corpus.validate import KnownFault, run_reference, validate
+from onnxfuzz.generate.lang.config import MAX_OPSET, ORT_MAX_OPSET, Config, ir_version_for
 from onnxfuzz.run.campaign import negotiate_opset
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from onnxfuzz.generate.builder import CheckBuilder, GenBuilder
-from onnxfuzz.generate.spec_api import SpecBuilder
+from onnxfuzz.generate.build.builder import CheckBuilder, GenBuilder
+from onnxfuzz.generate.lang.spec_api import SpecBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 
