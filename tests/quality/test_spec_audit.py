@@ -36,7 +36,7 @@ from onnx import helper, numpy_helper
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.generate.build.generator import Generator
-from onnxfuzz.generate.corpus.write import audit
+from onnxfuzz.generate.corpus import audit
 from onnxfuzz.generate.lang.config import MAX_OPSET, MIN_OPSET, Config
 from onnxfuzz.generate.lang.spec import load_specs, op_info
 from onnxfuzz.generate.measure.coverage import main_types, spec_cases
