@@ -17,14 +17,24 @@ $(STAMP): pyproject.toml
 
 # The main job: a short differential campaign, ONNX Runtime vs TVM vs PyTorch, on the CPU.
 # Its exit 1 means "found bugs": the expected outcome of the main job, not a failure of it.
+# It ends with its elapsed time (set-up included: MAKE_START is read when make starts)
+# and the commands that look at what it found.
+MAKE_START := $(shell date +%s)
 run: $(STAMP)
 	rm -rf runs/demo
-	.venv/bin/onnxfuzz fuzz --backend ort --backend tvm --backend torch --tests 150 \
-		--seed 0 --nodes 3:12 --out runs/demo; rc=$$?; [ $$rc -le 1 ] || exit $$rc
+	@.venv/bin/onnxfuzz fuzz --backend ort --backend tvm --backend torch --tests 150 \
+		--seed 0 --nodes 3:12 --out runs/demo; rc=$$?; \
+	s=$$(( $$(date +%s) - $(MAKE_START) )); \
+	echo "make run: done in $$((s / 60))m$$((s % 60))s (exit $$rc: 0 nothing found, 1 bugs found)"; \
+	echo "next:  .venv/bin/onnxfuzz triage runs/demo              # bugs table, issue.md per bundle"; \
+	echo "       .venv/bin/onnxfuzz report runs/demo              # one HTML page: runs/demo/report.html"; \
+	echo "       .venv/bin/onnxfuzz replay runs/demo/bugs/<id>    # does a bug still reproduce?"; \
+	[ $$rc -le 1 ] || exit $$rc
 
-# A headless Chromium (npm's @sparticuz/chromium, unpacked into .browser/) for the test
-# that loads `onnxfuzz report`'s page in a real browser. A failed install does not stop
-# the suite: that one test skips, saying how to install it.
+# A headless Chromium for the test that loads `onnxfuzz report`'s page in a real browser:
+# one on PATH, else (as root, e.g. CI on Debian) the distribution's `chromium` package via
+# apt-get, else npm's @sparticuz/chromium unpacked into .browser/. The script is quick when
+# one is there. A failed install does not stop the suite: that one test skips, saying how.
 $(BROWSER):
 	tools/install_browser.sh || echo "warning: no headless browser installed; the report's browser test will skip" >&2
 

@@ -1,9 +1,26 @@
 """ONNX Runtime adapters: CPU (``ort``, with the graph optimization level as an option, so
-optimized vs unoptimized ORT is itself a differential pair) and CUDA (``ort-cuda``)."""
+optimized vs unoptimized ORT is itself a differential pair) and CUDA (``ort-cuda``).
+
+Optimization feedback (the ``optimizations`` hook): which graph transformers modified the
+model, read from the session's own log ("GraphTransformer X modified: 1", INFO level,
+``core/optimizer/graph_transformer.cc``), and which rewrite rules of the rule-based
+transformers fired. Rules are not logged one by one: a rule counts as fired when its
+transformer modified the graph and it is the only rule registered for an op type the model
+holds, or, among several such candidates, when the transformer still modifies the graph
+with every other candidate disabled (one extra session a candidate, only then).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import re
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -13,6 +30,102 @@ _LEVELS = ("none", "basic", "extended", "layout", "all")
 _UNSUPPORTED = re.compile(
     r"NOT_IMPLEMENTED|Could not find an implementation|not supported", re.IGNORECASE
 )
+_MODIFIED = re.compile(r"GraphTransformer (\S+) modified: 1\b")
+_RAN = re.compile(r"GraphTransformer (\S+) modified: [01]\b")
+# A line of ORT's own log below FATAL (what the feedback turns on; an ERROR line comes
+# coloured, its colour reset on a line of its own): taken off stderr again after the
+# session is made, so a test's stderr holds what it held with the log off.
+_LOG_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)?(?:\S+ \S+ \[[IVWE]:onnxruntime:|\s*$)")
+_RULE_TRANSFORMER = re.compile(r"Level\d_RuleBasedTransformer")
+# The rewrite rules of ORT 1.31's rule-based transformers (graph_transformer_utils.cc,
+# GenerateRewriteRules) by name (RewriteRule's name, what disabled_optimizers takes), each
+# with what its SatisfyCondition needs at least: an op type (its TargetOpTypes()) or an
+# edge producer -> consumer (Relu -> Clip for FuseReluClip), read from the rule's source.
+RULES: dict[str, tuple[str | tuple[str, str], ...]] = {
+    "EliminateIdentity": ("Identity",),
+    "EliminateSlice": ("Slice",),
+    "UnsqueezeElimination": ("Unsqueeze",),
+    "EliminateDropout": ("Dropout",),
+    "ExpandElimination": ("Expand",),
+    "CastElimination": ("Cast",),
+    "PreShapeNodeElimination": (("Cast", "Shape"),),
+    "NoopElimination": ("Add", "Sub", "Mul", "Div"),
+    "DivMulFusion": (("Div", "Mul"),),
+    "FuseReluClip": (("Relu", "Clip"),),
+    "GemmSumFusion": (("Gemm", "Sum"),),
+    "GemmTransposeFusion": (("Transpose", "Gemm"), ("Gemm", "Transpose")),
+    "NotWhereFusion": (("Not", "Where"),),
+    "ConvAddFusion": (("Conv", "Add"),),
+    "ConvMulFusion": (("Conv", "Mul"),),
+    "ConvBNFusion": (("Conv", "BatchNormalization"),),
+    "PadFusion": (("Pad", "Conv"), ("Pad", "AveragePool"), ("Pad", "MaxPool")),
+    "MatMul_BatchNormalization_Fusion": (
+        ("MatMul", "BatchNormalization"),
+        ("Reshape", "BatchNormalization"),
+    ),
+    "ClipQuantRewrite": (("Clip", "QuantizeLinear"),),
+    "ReluQuantRewrite": (("Relu", "QuantizeLinear"),),
+}
+
+# The rules registered at level 2 only (GemmTransposeFusion is at both levels).
+LEVEL2_RULES = {"ClipQuantRewrite", "ReluQuantRewrite"}
+
+
+@dataclass
+class _Compiled:
+    """The session made last, and what its log said (the hook reads it)."""
+
+    session: Any
+    transformers: tuple[str, ...] = ()
+    ran: tuple[str, ...] = ()  # every transformer that ran, modifying or not
+    rules: tuple[str, ...] = ()
+    data: bytes = field(default=b"", repr=False)
+
+
+@contextlib.contextmanager
+def _native_stderr() -> Iterator[list[str]]:
+    """What native code writes to file descriptor 2 inside the block, as one text (appended
+    to the yielded list), with ORT's INFO/VERBOSE lines taken off fd 2 again. In a worker
+    fd 2 is a file the parent reads a crash's evidence from: the log goes there and is cut
+    off after (a crash meanwhile keeps it, with the frames); elsewhere (a terminal, a pipe)
+    fd 2 points at a temporary file for the block."""
+    sys.stderr.flush()
+    got: list[str] = []
+    try:  # a regular file open for reading too (the worker's), written at its end
+        st = os.fstat(2)
+        readable = fcntl.fcntl(2, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR
+        at_end = os.lseek(2, 0, os.SEEK_CUR) == st.st_size
+        in_place = stat.S_ISREG(st.st_mode) and readable and at_end
+    except OSError:
+        in_place = False
+    if in_place:
+        start = st.st_size
+        try:
+            yield got
+        finally:
+            end = os.fstat(2).st_size
+            text = os.pread(2, max(0, end - start), start).decode(errors="replace")
+            got.append(text)
+            kept = "".join(ln for ln in text.splitlines(True) if not _LOG_LINE.match(ln))
+            os.ftruncate(2, start)
+            os.lseek(2, start, os.SEEK_SET)
+            if kept:
+                os.write(2, kept.encode())
+        return
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield got
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace")
+            got.append(text)
+            kept = "".join(ln for ln in text.splitlines(True) if not _LOG_LINE.match(ln))
+            if kept:
+                sys.stderr.write(kept)
 
 
 class OrtBackend:
@@ -22,12 +135,37 @@ class OrtBackend:
     name = "ort"
     provider = "CPUExecutionProvider"
 
-    def __init__(self, opt: str = "all", threads: str = "1") -> None:
+    def __init__(
+        self,
+        opt: str = "all",
+        threads: str = "1",
+        feedback: str = "1",
+        disable: str = "",
+        isolate: str = "0",
+    ) -> None:
+        """``feedback`` 1|0: report the transformers and rules that fired (the
+        ``optimizations`` hook). ``disable``: transformers or rules to switch off, joined
+        by ``+`` (ORT's ``disabled_optimizers``), e.g. ``disable=FuseReluClip+GeluFusionL1``.
+        ``isolate`` 1|0: the per-transformer oracle: for each transformer or rule that fired
+        on a model, run it again with that one disabled and raise ``OptimizerChangedResult``
+        naming it when an output moves past the float tolerances (one more session and
+        run per fired optimizer: slow)."""
         if opt not in _LEVELS:
             raise TypeError(f"opt must be one of {', '.join(_LEVELS)}, got {opt!r}")
+        for key, value in (("feedback", feedback), ("isolate", isolate)):
+            if value not in ("0", "1"):
+                raise TypeError(f"{key} must be 0 or 1, got {value!r}")
+        if isolate == "1" and feedback == "0":
+            raise TypeError("isolate=1 needs feedback=1 (it disables what fired)")
         self.opt = opt
         self.threads = int(threads)
+        self.feedback = feedback == "1"
+        self.disabled = tuple(filter(None, disable.split("+")))
+        self.isolate = isolate == "1"
         self._opts: Any = None  # SessionOptions, made once
+        self._last: _Compiled | None = None
+        self._run_opts: Any = None
+        self._basic: Any = None  # SessionOptions at the basic level (rule attribution)
 
     def available(self) -> str | None:
         import onnxruntime as ort
@@ -62,7 +200,8 @@ class OrtBackend:
         opts.graph_optimization_level = levels[self.opt]
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
-        opts.log_severity_level = 4
+        # INFO carries "GraphTransformer X modified: 1" (the feedback); else fatal only.
+        opts.log_severity_level = 1 if self.feedback else 4
         return opts
 
     def compile(self, model: onnx.ModelProto) -> Any:
@@ -70,21 +209,171 @@ class OrtBackend:
 
     def compile_bytes(self, data: bytes) -> Any:
         """``compile`` of a serialized model (the sandbox's fast path: no parse)."""
-        import onnxruntime as ort
-
         if self._opts is None:
             self._opts = self._options()
-        return ort.InferenceSession(data, self._opts, providers=self._providers())
+        if not self.feedback:
+            return self._session(data, self.disabled)
+        self._last = None
+        with _native_stderr() as log:
+            session = self._session(data, self.disabled)
+        ran = tuple(sorted(set(_RAN.findall(log[0]))))
+        self._last = _Compiled(session, _fired(log[0]), ran, data=data)
+        return session
+
+    def _session(self, data: bytes, disabled: tuple[str, ...], opts: Any = None) -> Any:
+        import onnxruntime as ort
+
+        kwargs = {"disabled_optimizers": list(disabled)} if disabled else {}
+        return ort.InferenceSession(
+            data, opts or self._opts, providers=self._providers(), **kwargs
+        )
+
+    def _basic_options(self) -> Any:
+        import onnxruntime as ort
+
+        if self._basic is None:
+            self._basic = self._options()
+            if self.opt != "none":
+                self._basic.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        return self._basic
+
+    def optimizations(self, executable: Any) -> dict[str, list[str]] | None:
+        """The transformers that modified the model ``executable`` was made from, and the
+        rewrite rules that fired (None: feedback is off, or another session)."""
+        last = self._last
+        if last is None or last.session is not executable:
+            return None
+        if any(_RULE_TRANSFORMER.fullmatch(t) for t in last.transformers) and not last.rules:
+            last.rules = self._rules_fired(last)
+        rules = [r for r in RULES if r not in self.disabled]
+        return {
+            "transformer": list(last.transformers),
+            "rule": list(last.rules),
+            "known:transformer": list(last.ran),
+            "known:rule": rules if self.opt != "none" else [],
+        }
+
+    def _rules_fired(self, last: _Compiled) -> tuple[str, ...]:
+        """The rewrite rules that fired (see the module's docstring)."""
+        present = _op_types(last.data)
+        candidates = [
+            r for r, needs in RULES.items() if r not in self.disabled and present & set(needs)
+        ]
+        if len(candidates) <= 1:
+            return tuple(candidates)
+        # Level-1 rules fire in the basic level's sessions too, which skip the costlier
+        # level-2 and layout transformers.
+        opts = self._opts if set(candidates) & LEVEL2_RULES else self._basic_options()
+        fired = []
+        for rule in candidates:
+            others = tuple(c for c in candidates if c != rule)
+            with _native_stderr() as log:
+                try:
+                    self._session(last.data, self.disabled + others, opts)
+                except Exception:  # noqa: BLE001 - it compiled with them all: not this rule's
+                    continue
+            if any(_RULE_TRANSFORMER.fullmatch(t) for t in _fired(log[0])):
+                fired.append(rule)
+        return tuple(fired)
 
     def _providers(self) -> list[Any]:
         return [self.provider]
 
     def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [o.name for o in executable.get_outputs()]
-        return dict(zip(names, executable.run(names, inputs), strict=True))
+        outs = dict(zip(names, executable.run(names, inputs, self._run_options()), strict=True))
+        if self.isolate and self._last is not None and self._last.session is executable:
+            self._isolate(self._last, names, inputs, outs)
+        return outs
+
+    def _run_options(self) -> Any:
+        import onnxruntime as ort
+
+        if self._run_opts is None:
+            self._run_opts = ort.RunOptions()
+            self._run_opts.log_severity_level = 4  # the session's INFO log is for compile
+        return self._run_opts
+
+    def _isolate(
+        self,
+        last: _Compiled,
+        names: list[str],
+        inputs: dict[str, np.ndarray],
+        outs: dict[str, np.ndarray],
+    ) -> None:
+        """The per-transformer oracle: each optimizer that fired, disabled alone."""
+        fired = self.optimizations(last.session) or {}
+        for name in fired.get("transformer", []) + fired.get("rule", []):
+            if _RULE_TRANSFORMER.fullmatch(name):
+                continue  # its rules are isolated one by one
+            try:
+                with _native_stderr():
+                    session = self._session(last.data, (*self.disabled, name))
+                without = dict(
+                    zip(names, session.run(names, inputs, self._run_options()), strict=True)
+                )
+            except Exception:  # noqa: BLE001 - a model ORT cannot run without it says nothing
+                continue
+            for out, got in outs.items():
+                why = _differs(np.asarray(got), np.asarray(without[out]))
+                if why:
+                    raise OptimizerChangedResult(
+                        f"ORT optimizer {name} changes output {out}: {why} "
+                        f"(with it vs disabled_optimizers=[{name!r}])"
+                    )
 
     def is_unsupported(self, error: BaseException) -> bool:
         return bool(_UNSUPPORTED.search(str(error)))
+
+
+class OptimizerChangedResult(Exception):  # noqa: N818 - what the oracle saw, by name
+    """An output of ORT with an optimizer differs from ORT without it (``isolate=1``)."""
+
+
+# The float tolerances of the default oracle (judge.oracle: float32 1e-3 / 1e-2, float16
+# and bfloat16 5e-2): an optimizer that moves an output less is rounding, not a bug.
+_TOLERANCE = {np.dtype(np.float16): (5e-2, 5e-2)}
+
+
+def _differs(got: np.ndarray, want: np.ndarray) -> str:
+    """Why ``got`` (with an optimizer) is not ``want`` (without it); "" when it is."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"shape/dtype {got.shape} {got.dtype} vs {want.shape} {want.dtype}"
+    if got.dtype.kind not in "fc":
+        bad = got != want
+        return f"{int(bad.sum())}/{got.size} elements differ" if bad.any() else ""
+    atol, rtol = _TOLERANCE.get(got.dtype, (1e-3, 1e-2))
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = (np.abs(g - w) <= atol + rtol * np.abs(w)) | (np.isnan(g) & np.isnan(w)) | (g == w)
+    if ok.all():
+        return ""
+    i = int(np.argmax(~ok.ravel()))
+    return (
+        f"{int((~ok).sum())}/{got.size} elements outside atol={atol:g} rtol={rtol:g}, "
+        f"e.g. {g.ravel()[i]:.6g} vs {w.ravel()[i]:.6g}"
+    )
+
+
+def _fired(log: str) -> tuple[str, ...]:
+    return tuple(sorted(set(_MODIFIED.findall(log))))
+
+
+def _op_types(data: bytes) -> set[str | tuple[str, str]]:
+    """The op types of a serialized model and its edges producer -> consumer by op type,
+    its subgraphs' included."""
+    model = onnx.load_from_string(data)
+    found: set[str | tuple[str, str]] = set()
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        made = {out: node.op_type for node in graph.node for out in node.output}
+        for node in graph.node:
+            found.add(node.op_type)
+            found.update((made[i], node.op_type) for i in node.input if i in made)
+            for attr in node.attribute:
+                graphs.extend([attr.g] if attr.HasField("g") else list(attr.graphs))
+    return found
 
 
 class OrtCudaBackend(OrtBackend):
@@ -94,12 +383,20 @@ class OrtCudaBackend(OrtBackend):
     name = "ort-cuda"
     provider = "CUDAExecutionProvider"
 
-    def __init__(self, opt: str = "all", threads: str = "1", tf32: str = "0") -> None:
+    def __init__(
+        self,
+        opt: str = "all",
+        threads: str = "1",
+        tf32: str = "0",
+        feedback: str = "1",
+        disable: str = "",
+        isolate: str = "0",
+    ) -> None:
         """``tf32``: 0 (default) computes float32 MatMul, Gemm and Conv in float32. ORT's
         CUDA provider uses TF32 (10-bit mantissa) on Ampere and later by default, which put
         a 1-node Gemm 1.4 % off ORT-CPU on an H100: a precision mode, not a bug, like
         OpenVINO's bfloat16 on AMX CPUs. 1: TF32, as ORT does by default."""
-        super().__init__(opt, threads)
+        super().__init__(opt, threads, feedback, disable, isolate)
         if tf32 not in ("0", "1"):
             raise TypeError(f"tf32 must be one of 0, 1, got {tf32!r}")
         self.tf32 = tf32
@@ -126,9 +423,10 @@ class OrtCudaBackend(OrtBackend):
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
         model.ir_version = 8
         try:
-            got = ort.InferenceSession(
-                model.SerializeToString(), self._options(), providers=self._providers()
-            ).get_providers()
+            with _native_stderr():  # the feedback's session log is not this check's
+                got = ort.InferenceSession(
+                    model.SerializeToString(), self._options(), providers=self._providers()
+                ).get_providers()
         except Exception as e:  # noqa: BLE001 - any failure means: not usable here
             return f"onnxruntime could not start a {self.provider} session: {e}"
         if self.provider not in got:

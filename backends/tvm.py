@@ -2,7 +2,16 @@
 
 ONNX -> ``relax.frontend.onnx.from_onnx`` (initializers folded in as constants) ->
 ``tvm.compile`` -> ``relax.VirtualMachine``. Options: ``target`` = llvm (default) | cuda,
-``opt_level`` = 0..4 (the ``PassContext`` opt level, default 3).
+``opt_level`` = 0..4 (the ``PassContext`` opt level, default 3), ``pipeline`` = build
+(default: ``tvm.compile``'s, which on a CPU legalizes each op into its own kernel) | fuse
+(the CPU backend's pipeline: LegalizeOps -> AnnotateTIROpPattern -> FoldConstant ->
+FuseOps -> FuseTIR, so elementwise chains and injective tails fuse into one kernel, as
+TVM's GPU pipelines always do), ``feedback`` = 1 (default) | 0.
+
+Optimization feedback (the ``optimizations`` hook), from a ``tvm.ir.instrument`` pass
+instrument: the passes that changed the module (a pass that returns the module it was
+given changed nothing), and the fused kernels FuseTIR made, by pattern (the function's
+name, ``fused_matmul_add_tir_sigmoid_multiply``, without the number that makes it unique).
 """
 
 from __future__ import annotations
@@ -27,6 +36,36 @@ from tvm import relax  # noqa: E402
 from tvm.relax.frontend.onnx import from_onnx  # noqa: E402
 
 _TARGETS = ("llvm", "cuda")
+_PIPELINES = ("build", "fuse")
+_NUMBERED = re.compile(r"\d+$")
+_WRAPPERS = {"sequential", "_pipeline"}  # pass containers: their passes are named on their own
+
+
+@tvm.ir.instrument.pass_instrument
+class _Fired:
+    """Records, for one compile, the passes that changed the module and the fused kernels."""
+
+    def __init__(self) -> None:
+        self.passes: set[str] = set()
+        self.ran: set[str] = set()
+        self.fused: set[str] = set()
+        self._before: list[Any] = []
+
+    def run_before_pass(self, mod: Any, info: Any) -> None:
+        self._before.append(mod)
+
+    def run_after_pass(self, mod: Any, info: Any) -> None:
+        before = self._before.pop() if self._before else None
+        if info.name not in _WRAPPERS:
+            self.ran.add(info.name)
+        if before is not None and not mod.same_as(before) and info.name not in _WRAPPERS:
+            self.passes.add(info.name)
+        if info.name == "FuseTIR":
+            self.fused.update(
+                _NUMBERED.sub("", gv.name_hint)
+                for gv in mod.get_global_vars()
+                if gv.name_hint.startswith("fused_")
+            )
 
 # The Relax importer's ways of saying "no converter": OpNotImplemented ("The following
 # operators are not supported for frontend ONNX: X"), NotImplementedError ("opset version N
@@ -51,6 +90,7 @@ class _Executable:
     input_names: list[str]  # graph inputs the compiled main() takes, in its parameter order
     output_names: list[str]
     output_dtypes: list[np.dtype]
+    fired: _Fired | None = None
 
 
 def _np_dtype(elem_type: int) -> np.dtype:
@@ -75,14 +115,26 @@ class TvmBackend:
 
     name = "tvm"
 
-    def __init__(self, target: str = "llvm", opt_level: str = "3") -> None:
+    def __init__(
+        self,
+        target: str = "llvm",
+        opt_level: str = "3",
+        pipeline: str = "build",
+        feedback: str = "1",
+    ) -> None:
         if target not in _TARGETS:
             raise TypeError(f"target must be one of {', '.join(_TARGETS)}, got {target!r}")
         level = int(opt_level)
         if not 0 <= level <= 4:
             raise TypeError(f"opt_level must be 0..4, got {opt_level!r}")
+        if pipeline not in _PIPELINES:
+            raise TypeError(f"pipeline must be one of {', '.join(_PIPELINES)}, got {pipeline!r}")
+        if feedback not in ("0", "1"):
+            raise TypeError(f"feedback must be 0 or 1, got {feedback!r}")
         self.target = target
         self.opt_level = level
+        self.pipeline = pipeline
+        self.feedback = feedback == "1"
 
     def _device(self) -> Any:
         return tvm.cuda(0) if self.target == "cuda" else tvm.cpu(0)
@@ -126,8 +178,14 @@ class TvmBackend:
         target = tvm.target.Target(self.target)
         # tvm.compile's default Relax pipeline for the target (for cuda it already applies
         # the dlight GPU schedules that bind threads).
-        with target, tvm.transform.PassContext(opt_level=self.opt_level):
-            ex = tvm.compile(mod, target=target)
+        fired = _Fired() if self.feedback else None
+        relax_pipeline: Any = "default"
+        if self.pipeline == "fuse":
+            relax_pipeline = relax.get_default_pipeline(target)
+        with target, tvm.transform.PassContext(
+            opt_level=self.opt_level, instruments=[fired] if fired is not None else []
+        ):
+            ex = tvm.compile(mod, target=target, relax_pipeline=relax_pipeline)
         vm = relax.VirtualMachine(ex, self._device())
         initializers = {i.name for i in model.graph.initializer}
         return _Executable(
@@ -135,7 +193,20 @@ class TvmBackend:
             input_names=[i.name for i in model.graph.input if i.name not in initializers],
             output_names=[o.name for o in model.graph.output],
             output_dtypes=[_np_dtype(o.type.tensor_type.elem_type) for o in model.graph.output],
+            fired=fired,
         )
+
+    def optimizations(self, executable: Any) -> dict[str, list[str]] | None:
+        """The passes that changed the module and the fused kernels' patterns (None:
+        feedback is off)."""
+        fired = getattr(executable, "fired", None)
+        if fired is None:
+            return None
+        return {
+            "pass": sorted(fired.passes),
+            "fused": sorted(fired.fused),
+            "known:pass": sorted(fired.ran),
+        }
 
     def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         dev = self._device()

@@ -53,7 +53,42 @@ OPTIONAL = {
     "preferred_opset": "preferred_opset(self) -> int  (where it covers the most ops)",
     "is_unsupported": "is_unsupported(self, error) -> bool  (missing support, not a bug?)",
     "compile_bytes": "compile_bytes(self, data: bytes) -> executable  (skips a parse)",
+    "optimizations": "optimizations(self, executable) -> dict[str, list[str]] | None  "
+    "(what the optimizer did to this model: kind -> names)",
 }
+
+# Optimization feedback: kind -> the names of what fired on one compiled model, e.g.
+# {"transformer": ["ConstantFolding"], "rule": ["FuseReluClip"], "fused": ["fused_add_relu"]};
+# a kind "known:K" names what of kind K ran or could have fired without firing (so that a
+# campaign can list what never fired).
+Feedback = dict[str, tuple[str, ...]]
+KNOWN = "known:"
+
+
+def split_known(feedback: Feedback) -> tuple[Feedback, Feedback]:
+    """(kind -> names fired, kind -> names known) of one answer."""
+    fired = {k: v for k, v in feedback.items() if not k.startswith(KNOWN)}
+    known = {k[len(KNOWN) :]: v for k, v in feedback.items() if k.startswith(KNOWN)}
+    return fired, known
+
+
+def feedback_of(raw: Any) -> Feedback:
+    """An ``optimizations`` hook's answer as ``Feedback`` (None: nothing fired, or nothing
+    observable); a ``TypeError`` naming what is wrong with another shape of answer."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise TypeError(f"must return a dict of kind -> names, got {type(raw).__name__}")
+    out: Feedback = {}
+    for kind, names in raw.items():
+        if (
+            not isinstance(kind, str)
+            or isinstance(names, str)
+            or not all(isinstance(n, str) for n in names)
+        ):
+            raise TypeError(f"kind {kind!r}: names must be a list of str, got {names!r}")
+        out[kind] = tuple(sorted(set(names)))
+    return out
 
 
 class Unsupported(Exception):  # noqa: N818 - a verdict name, not an error of ours
@@ -106,6 +141,7 @@ class Adapter:
     preferred_opset: Callable[[], int] | None
     is_unsupported: Callable[[BaseException], bool] | None
     compile_bytes: Callable[[bytes], Any] | None
+    optimizations: Callable[[Any], dict[str, list[str]] | None] | None
 
     @classmethod
     def of(cls, backend: Any) -> Adapter:
@@ -290,12 +326,18 @@ def load_backend(ref: BackendRef | str) -> Any:
     check_protocol(cls, ref.text)
     try:
         backend = cls(**ref.options)
-    except TypeError as e:
-        params = [p for p in inspect.signature(cls).parameters if p not in ("self",)]
-        raise BackendError(
-            f"--backend {ref.text}: {cls.__qualname__} does not take options "
-            f"{sorted(ref.options)} (it takes: {', '.join(params) or 'none'}): {e}"
-        ) from e
+    except (TypeError, ValueError) as e:
+        signature = inspect.signature(cls).parameters
+        params = [p for p in signature if p not in ("self",)]
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.values())
+        unknown = sorted(k for k in ref.options if k not in params and not takes_any)
+        if unknown:
+            raise BackendError(
+                f"--backend {ref.text}: {cls.__qualname__} has no option "
+                f"{', '.join(unknown)} (it takes: {', '.join(params) or 'none'})"
+            ) from e
+        # every option is one it takes: a value it refused, in its own words
+        raise BackendError(f"--backend {ref.text}: {cls.__qualname__} refused it: {e}") from e
     if not isinstance(getattr(backend, "name", None), str):
         raise BackendError(f"adapter {ref.text}: instance has no str attribute 'name'")
     lo_hi = backend.supported_opsets()

@@ -36,3 +36,21 @@ class ModelError(OnnxFuzzError):
 
 class BackendError(OnnxFuzzError):
     """An adapter that cannot be found, loaded, or does not follow the protocol."""
+
+
+class BundleDamaged(ModelError):
+    """A bug bundle with a file missing or unreadable: ``bundle damaged: <file> (why)``.
+
+    ``path`` is the damaged file or folder. A set-up error (exit 2), never a verdict: a
+    bundle that cannot be read says nothing about the backend."""
+
+    def __init__(self, path: object, why: str) -> None:
+        self.path = path
+        self.why = why
+        super().__init__(f"bundle damaged: {path} ({why})")
+
+
+class AdapterProtocolError(BackendError):
+    """An adapter whose ``run()`` answers in a form the protocol does not allow (``None``, a
+    list, a dict not keyed by output name, values that are no arrays): a defect of the
+    adapter, reported once, never filed as a compiler bug per test."""

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import click
 
 from onnxfuzz.cli import exits
+
+if TYPE_CHECKING:
+    from onnxfuzz.run.campaign import Campaign
 
 
 @click.group()
@@ -35,6 +42,30 @@ def backend_list() -> None:
         click.echo(f"{r[0]:<{width}}  {r[1]:<14} {r[2]:<8} {r[3]}")
 
 
+def _every_10s() -> Callable[[int, int], None]:
+    """``node tests: 300/1884`` on stderr every 10 s: ~1,900 tests take minutes on a slow
+    compiler, and a silent command looks hung."""
+    last = [time.perf_counter()]
+
+    def report(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= 10 or done == total:
+            last[0] = now
+            click.echo(f"node tests: {done}/{total}", err=True)
+
+    return report
+
+
+def _smoke_summary(campaign: Campaign) -> None:
+    """The smoke campaign's summary, and where it is kept (only when it found bugs)."""
+    campaign.print_summary()
+    if campaign.store is not None and campaign.store.bugs():
+        click.echo(
+            f"smoke campaign kept in {campaign.out}: onnxfuzz triage {campaign.out}; "
+            f"onnxfuzz replay {campaign.out}/bugs/<id>"
+        )
+
+
 @backend.command("check")
 @click.argument("name")
 @click.option("--ops", default=None, help="Only node tests of these ops (comma-separated).")
@@ -48,23 +79,50 @@ def backend_list() -> None:
     show_default=True,
     help="Tests of the smoke fuzz against ort afterwards (0: none).",
 )
-@click.option("--timeout", type=float, default=30.0, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds per test (compile + run) before the adapter is stopped and it counts as a "
+    "timeout.",
+)
+@click.option(
+    "--no-probe-cache",
+    is_flag=True,
+    help="The smoke fuzz probes the backend afresh instead of reusing the probe's cache.",
+)
 def backend_check(
-    name: str, ops: str | None, limit: int | None, smoke: int, timeout: float
+    name: str,
+    ops: str | None,
+    limit: int | None,
+    smoke: int,
+    timeout: float,
+    no_probe_cache: bool,
 ) -> None:
     """Conformance kit for an adapter: ONNX's node tests through it, then a smoke fuzz.
     Exits 1 when a node test fails (wrong values, error, crash, timeout) or the smoke fuzz
     finds a bug."""
-    from onnxfuzz.run.campaign import Campaign
+    from onnxfuzz.cli.options import resolvable_backend
     from onnxfuzz.run.conformance import node_tests, smoke_fuzz, smoke_reference
 
-    report = node_tests(name, ops=ops, limit=limit, timeout=timeout)
+    name = resolvable_backend(name)  # the smoke campaign, kept, is replayed from anywhere
+    report = node_tests(name, ops=ops, limit=limit, timeout=timeout, progress=_every_10s())
     cols = ["pass", "fail", "error", "crash", "timeout", "unsupported", "skipped"]
     click.echo(f"{'op':<28}" + "".join(f"{c:>12}" for c in cols))
     for op in sorted(report.table):
         click.echo(f"{op:<28}" + "".join(f"{report.table[op][c]:>12}" for c in cols))
     totals = report.totals()
     click.echo(f"{'TOTAL':<28}" + "".join(f"{totals[c]:>12}" for c in cols))
+    restamped, converted = report.restamped, report.converted
+    if restamped or converted:
+        targets = sorted({now for _, now in [*restamped, *converted]})
+        click.echo(
+            f"  run at opset {' and '.join(map(str, targets))}, stamped outside the adapter's "
+            f"opsets: {sum(restamped.values())} tests as they are (their ops are defined the "
+            f"same there), {sum(converted.values())} converted by ONNX's version converter "
+            "(each converted model checked on the reference evaluator)"
+        )
     for why, n in report.skipped.most_common():
         click.echo(f"  skipped {n}: {why}")
     for line in report.failures[:40]:
@@ -74,6 +132,6 @@ def backend_check(
     bugs = 0
     if smoke:
         click.echo(f"\nsmoke fuzz: {smoke} tests, {smoke_reference(name)} (reference) vs {name}")
-        bugs = smoke_fuzz(name, smoke, timeout, Campaign.print_summary)
+        bugs = smoke_fuzz(name, smoke, timeout, _smoke_summary, probe_cache=not no_probe_cache)
     failed = bool(report.failures) or bugs > 0
     raise click.exceptions.Exit(exits.FINDINGS if failed else exits.CLEAN)

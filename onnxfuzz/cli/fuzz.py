@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING
 import click
 
 from onnxfuzz.cli import exits
-from onnxfuzz.cli.options import duration, generator_fields, generator_options
+from onnxfuzz.cli.options import (
+    duration,
+    generator_fields,
+    generator_options,
+    resolvable_backend,
+)
 
 if TYPE_CHECKING:
     from onnxfuzz.run.campaign import Resumed
@@ -32,17 +37,38 @@ def _progress(p, elapsed: float) -> str:
     return f"{done} tests ({rate:.1f}/s, {_clock(elapsed)}{left})"
 
 
+def _results(p, backends: int) -> str:
+    """The verdicts so far, which count one per test and backend: said so, since 40 "ok"
+    after 20 tests of two backends reads as 40 tests otherwise."""
+    counts = " ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items())) or "-"
+    return f"{counts} (one per test and backend: {p.tests} tests x {backends})"
+
+
 def _probe_reporter() -> Callable[[str, int, int], None]:
-    """A line every 10 s (and at the end) while a backend's support is probed: on a slow
-    compiler it takes minutes before the first test, and a silent tool looks hung."""
-    last = [time.perf_counter()]
+    """A line when a backend's probe starts, every 10 s, and at its end, with the rate and
+    an ETA: on a slow compiler (or a hung adapter) it takes minutes before the first
+    test, and a silent tool looks hung. Answers from the probe's cache come first, at
+    once: the rate counts only those asked of the backend."""
+    state: dict[str, tuple[float, int, float]] = {}  # name -> (started, base, last line)
 
     def report(name: str, done: int, total: int) -> None:
         now = time.perf_counter()
-        if done == total or now - last[0] > 10:
-            last[0] = now
-            # (op, type) pairs first, then each op's forms: one step per op
-            click.echo(f"probing {name}: {done}/{total} (op, type) pairs and ops", err=True)
+        if name not in state:  # the probe starts, with what its cache answered
+            state[name] = (now, done, float("-inf"))
+        started, base, last = state[name]
+        if done < total and now - last < 10:
+            return
+        state[name] = (started, base, now)
+        asked, elapsed = done - base, now - started
+        line = f"probing {name}: {done}/{total} (op, type) pairs and ops"
+        if base:
+            line += f" ({base} from the cache)"
+        if done < total and asked > 0 and elapsed > 0:
+            rate = asked / elapsed
+            line += f", {rate:.1f}/s, ETA {_clock((total - done) / rate)}"
+        elif done >= total:
+            line += f", {_clock(elapsed)}"
+        click.echo(line, err=True)
 
     return report
 
@@ -61,8 +87,17 @@ def _render(campaign, p) -> object:
         f"opset {campaign.cfg.opset})",
     )
     t.add_row("tests", _progress(p, elapsed))
-    t.add_row("verdicts", "  ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items())) or "-")
+    t.add_row("backend results", _results(p, len(campaign.labels)))
     t.add_row("distinct bugs", str(p.bugs))
+    fired = campaign.optcov.summary() if campaign.optcov is not None else ""
+    if fired:
+        t.add_row("optimizations fired", fired)
+    if p.confirmed:
+        t.add_row(
+            "confirmed",
+            f"{p.confirmed} findings in fresh processes ({p.confirming:.0f} s, in the "
+            "reduction time)",
+        )
     if campaign.excluded:
         t.add_row(
             "left out",
@@ -134,7 +169,12 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "--time", "seconds", callback=duration, default=None, help="Time budget, e.g. 90s, 10m, 2h."
 )
 @click.option("--tests", type=click.IntRange(min=1), default=None, help="Number of tests.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Campaign folder: campaign.db, bugs/<id>/ bundles, logs (--resume continues it).",
+)
 @click.option(
     "--workers",
     type=click.IntRange(1, 64),
@@ -176,13 +216,36 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "everything, a failure on a pair or form a backend lacks is unsupported; exclude: leave "
     "out only ops a backend lacks in every type; off: no probe.",
 )
+@click.option(
+    "--no-probe-cache",
+    is_flag=True,
+    help="Probe every backend afresh instead of reusing what earlier campaigns and "
+    "`backend check` found (per adapter, version, options and opset, under "
+    "$ONNXFUZZ_CACHE or ~/.cache/onnxfuzz).",
+)
 @click.option("--no-reduce", is_flag=True, help="Do not reduce findings.")
 @click.option(
-    "--reduce-budget",
-    type=click.FloatRange(min=1),
-    default=30.0,
+    "--confirm",
+    "confirm_runs",
+    type=click.IntRange(min=0, max=50),
+    default=5,
     show_default=True,
-    help="Seconds of reduction per new bug.",
+    help="Fresh-process runs of a finding before it is filed (its reproduction rate; "
+    "intermittent and state-dependent findings are told apart); 0 files unconfirmed.",
+)
+@click.option(
+    "--reduce-reference",
+    is_flag=True,
+    help="With one reference and one target, reduce and file failures of the reference "
+    "alone as bugs too (by default they are set aside in reference-bugs/, unreduced).",
+)
+@click.option(
+    "--reduce-budget",
+    callback=duration,
+    default="30s",
+    metavar="DURATION",
+    show_default=True,
+    help="Reduction time per new bug, e.g. 30s, 2m.",
 )
 @click.option(
     "--pregen",
@@ -193,7 +256,7 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
 )
 @click.option(
     "--guide",
-    type=click.Choice(["mcts", "frontier", "random"]),
+    type=click.Choice(["mcts", "frontier", "optcov", "random"]),
     default="random",
     show_default=True,
     help="What steers generation. random: every test is its seed's model; mcts: Monte Carlo "
@@ -202,7 +265,10 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "new op-type triples, shape-attribute instances and failure signatures per backend; "
     "frontier: half the tests start with a chain of op types walked over the links the "
     "campaign has made, toward op-type triples it has not (and again over chains that "
-    "found a new failure), the other half as under mcts. "
+    "found a new failure), the other half as under mcts; optcov: as mcts, rewarded by "
+    "what fired first in the backends' optimizers (ORT transformers and rules, TVM passes "
+    "and fused patterns: use --op-mix layers for the optimizers' patterns as blocks) and "
+    "new failure signatures. "
     "Neither is the default: in equal ORT vs TVM campaigns neither has beaten random on "
     "both op-type triples and failure signatures (see README).",
 )
@@ -224,6 +290,24 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "weights are drawn anew). Models that are invalid, have external data outside their "
     "folder, or have nothing liftable are skipped and named; control flow and ops without a "
     "spec are left out of a model.",
+)
+@click.option(
+    "--known",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Known findings (written by `onnxfuzz triage DIR --export-known FILE`): a finding "
+    "that matches one is counted as known, listed with its hits, and neither reduced nor "
+    "filed; generation avoids the trigger of a family hit --avoid-after times.",
+)
+@click.option(
+    "--avoid-after",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    metavar="K",
+    help="With --known: avoid generating the trigger (op, type, attribute values) of a known "
+    "family hit K times or more; 0: never.",
 )
 @click.option(
     "--executor",
@@ -255,12 +339,17 @@ def fuzz(
     rtol,
     resume,
     probe,
+    no_probe_cache,
     no_reduce,
+    confirm_runs,
+    reduce_reference,
     reduce_budget,
     pregen,
     guide,
     mutants,
     seed_models,
+    known,
+    avoid_after,
     executor,
     address,
     seed,
@@ -283,8 +372,8 @@ def fuzz(
         if seed_models is not None and not seed_models.is_dir():
             raise UsageError(f"--seed-models: {seed_models} is not a folder")
         opts = CampaignOptions(
-            backends=list(backends),
-            reference=reference,
+            backends=[resolvable_backend(b) for b in backends],
+            reference=resolvable_backend(reference) if reference is not None else None,
             tests=tests,
             seconds=seconds,
             seed=seed,
@@ -296,12 +385,17 @@ def fuzz(
             rtol=rtol,
             generator=generator_fields(**gen),
             probe=probe,
+            probe_cache=not no_probe_cache,
             reduce=not no_reduce,
+            confirm=confirm_runs,
+            reduce_reference=reduce_reference,
             reduce_budget=reduce_budget,
             pregen={"auto": None, "on": True, "off": False}[pregen],
             guide=guide,
             mutants=mutants,
             seed_models=str(seed_models) if seed_models is not None else None,
+            known=str(known) if known is not None else None,
+            avoid_after=avoid_after,
         )
     if executor == "ray":
         from onnxfuzz.run.ray_executor import RayCampaign
@@ -313,6 +407,8 @@ def fuzz(
         campaign.start(on_probe=_probe_reporter())
         for line in campaign.seed_report:
             click.echo(f"--seed-models: {line}", err=True)
+        for line in campaign.probe_notes + campaign.known_notes:
+            click.echo(line, err=True)
         live = sys.stdout.isatty()
         if live:
             with Live(_render(campaign, campaign.progress), refresh_per_second=4) as screen:
@@ -324,9 +420,11 @@ def fuzz(
                 if time.perf_counter() - last[0] > 10:
                     last[0] = time.perf_counter()
                     elapsed = time.perf_counter() - p.started
+                    fired = campaign.optcov.summary() if campaign.optcov is not None else ""
                     click.echo(
-                        f"{_progress(p, elapsed)}, {p.bugs} bugs, "
-                        + " ".join(f"{k}={v}" for k, v in sorted(p.verdicts.items()))
+                        f"{_progress(p, elapsed)}, {p.bugs} bugs; "
+                        f"{_results(p, len(campaign.labels))}"
+                        + (f"; optimizations fired: {fired}" if fired else "")
                     )
 
             campaign.run(tick)

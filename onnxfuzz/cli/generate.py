@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from onnxfuzz.cli.options import generator_options, make_config
+from onnxfuzz.cli.options import generator_options, make_config, writable_folder
 
 
 @click.command()
@@ -31,6 +31,7 @@ def generate(count: int, out: Path, no_reference: bool, seed: int, **gen: object
     from onnxfuzz.generate.corpus.write import export_corpus
 
     cfg = make_config(**gen)
+    writable_folder(out)
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from types import FrameType
 
 import click
 
@@ -31,8 +34,16 @@ for command in (generate, specs_cmd, fuzz, replay, backend, reduce, triage, repo
     cli.add_command(command)
 
 
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM stops a command as Ctrl-C does: what it holds is saved and its backend
+    workers (in sessions of their own, out of the signal's reach) are ended, exit 3."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every error is one line naming the flag or thing at fault."""
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None
     try:
         rv = cli.main(args=argv, prog_name="onnxfuzz", standalone_mode=False)
         if isinstance(rv, int):  # click returns a command's Exit code in this mode
@@ -48,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     except OnnxFuzzError as e:
         click.echo(f"onnxfuzz: error: {e}", err=True)
         return exits.USAGE
+    except OSError as e:  # a file or folder the system refused (full disk, permissions)
+        where = f"{e.filename}: " if e.filename else ""
+        click.echo(f"onnxfuzz: error: {where}{e.strerror or e}", err=True)
+        return exits.USAGE
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return exits.CLEAN
 
 

@@ -1,8 +1,8 @@
 """``onnxfuzz metrics PATH...``: the diversity of a set of models (a corpus, any folder).
 
 Each PATH is a ``.onnx`` file or a folder searched for ``*.onnx`` at any depth (a corpus
-from ``onnxfuzz generate`` holds ``DIR/case_*/model.onnx``; hidden entries, such as the
-``.tmp_case_*`` folders of a corpus being written, are skipped). A file that cannot be read
+from ``onnxfuzz generate`` holds ``DIR/test_*/model.onnx``; hidden entries, such as the
+``.tmp_test_*`` folders of a corpus being written, are skipped). A file that cannot be read
 as an ONNX model stops the command with exit 2 naming it: metrics that silently left out
 part of a corpus would misstate it. ``--skip-bad`` skips such files with a warning instead.
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import click
 
@@ -14,6 +15,7 @@ from onnxfuzz.generate.lang.config import (
     MAX_OPSET,
     MAX_RANK,
     MIN_OPSET,
+    OP_MIXES,
     ORT_MAX_OPSET,
     Config,
 )
@@ -82,7 +84,13 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
             show_default=True,
             help="Chance an input reuses an existing tensor.",
         ),
-        click.option("--max-rank", type=click.IntRange(0, MAX_RANK), default=5, show_default=True),
+        click.option(
+            "--max-rank",
+            type=click.IntRange(0, MAX_RANK),
+            default=5,
+            show_default=True,
+            help="Most dimensions a fresh tensor gets (0: scalars only).",
+        ),
         click.option(
             "--max-dim",
             type=click.IntRange(1, MAX_DIM),
@@ -108,6 +116,14 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
             show_default=True,
             help="Chance a drawn op starts a real-model block instead (conv-bn-relu, "
             "attention, QDQ pairs, ...: onnxfuzz specs --blocks lists them); 0 for none.",
+        ),
+        click.option(
+            "--op-mix",
+            type=click.Choice(OP_MIXES),
+            default="uniform",
+            show_default=True,
+            help="How ops are drawn: uniform, or layers (70 % by how often torchvision's "
+            "models use each op, 30 % uniform; with the optimizers' own patterns as blocks).",
         ),
         click.option(
             "--domains",
@@ -156,6 +172,7 @@ def generator_fields(
     domains: str = "ai.onnx",
     max_depth: int = 2,
     body_nodes: int = 3,
+    op_mix: str = "uniform",
 ) -> dict:
     """The generator flags as ``Config.to_record`` data (None: the default, or for the
     opset, the one every backend of a campaign supports)."""
@@ -177,6 +194,7 @@ def generator_fields(
         **({"domains": sorted(_names(domains) or ())} if _names(domains) != {"ai.onnx"} else {}),
         "max_depth": max_depth,
         "body_nodes": body_nodes,
+        **({"op_mix": op_mix} if op_mix != "uniform" else {}),
     }
 
 
@@ -194,3 +212,34 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> f
     if seconds <= 0:
         raise click.BadParameter(f"a time budget must be positive, e.g. 90s or 10m (got {value!r})")
     return seconds
+
+
+def writable_folder(path: Path, flag: str = "--out") -> Path:
+    """Create ``path`` (kept: the command writes into it) or refuse it, exit 2."""
+    from onnxfuzz.store.folders import writable_folder as check
+
+    return check(path, flag, keep=True)
+
+
+def resolvable_backend(text: str) -> str:
+    """``--backend`` with an adapter file's path made absolute (``./mycc.py:Cc`` ->
+    ``/home/me/mycc.py:Cc``): the spec is stored in campaign.db and in every bundle, and
+    ``replay`` or ``fuzz --resume`` run from another folder must find the same file.
+    Anything else (a name, ``package.module:Class``, a file that is not there: its error
+    comes later, naming it) is returned as it is."""
+    from onnxfuzz.backend import parse_backend
+
+    try:
+        ref = parse_backend(text)
+    except Exception:  # noqa: BLE001 - a malformed spec is reported where it is loaded
+        return text
+    where, sep, _ = ref.target.rpartition(":")
+    if not sep or not where.endswith(".py") or Path(where).is_absolute():
+        return text
+    if not Path(where).is_file():
+        return text
+    absolute = str(Path(where).resolve())
+    if ref.name is not None:  # NAME=SPEC: the path is in SPEC
+        name, _, spec = text.partition("=")
+        return f"{name}={spec.replace(where, absolute, 1)}"
+    return text.replace(where, absolute, 1)

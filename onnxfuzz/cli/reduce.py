@@ -9,6 +9,8 @@ from pathlib import Path
 import click
 import numpy as np
 
+from onnxfuzz.cli.options import duration
+
 
 def _belonging(model, feeds: dict[str, np.ndarray], folder: Path) -> dict[str, np.ndarray]:
     """``feeds`` if they are exactly the model's inputs, in type and static shape."""
@@ -104,12 +106,19 @@ def _model_inputs(model, folder: Path | None, seed: int) -> dict[str, np.ndarray
 )
 @click.option(
     "--budget",
-    type=click.FloatRange(min=1),
-    default=120.0,
+    callback=duration,
+    default="2m",
+    metavar="DURATION",
     show_default=True,
-    help="Seconds of reduction.",
+    help="Time budget of the reduction, e.g. 90s, 2m.",
 )
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds per backend run (compile + run) of each candidate model.",
+)
 @click.option("--seed", type=int, default=0, help="Seed of generated input values.")
 def reduce(
     model_path: Path,

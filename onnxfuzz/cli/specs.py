@@ -21,11 +21,14 @@ from onnxfuzz.generate.lang.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 def specs_cmd(opset: int, table: bool, show_blocks: bool) -> None:
     """List the ops onnxfuzz generates at OPSET, with their element types."""
     if show_blocks:
-        from onnxfuzz.generate.build.blocks import BLOCKS
+        from onnxfuzz.generate.build.blocks import BLOCKS, OPTIMIZER_BLOCKS
 
         for name, steps in BLOCKS.items():
             click.echo(f"{name:<28} {' -> '.join(s.op for s in steps)}")
         click.echo(f"{len(BLOCKS)} blocks (--blocks P: the chance a drawn op starts one)")
+        for name, steps in OPTIMIZER_BLOCKS.items():
+            click.echo(f"{name:<28} {' -> '.join(s.op for s in steps)}")
+        click.echo(f"{len(OPTIMIZER_BLOCKS)} more with --op-mix layers (the optimizers' patterns)")
         return
     if table:
         from onnxfuzz.generate.measure.coverage import markdown

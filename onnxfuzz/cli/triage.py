@@ -1,11 +1,17 @@
-"""``onnxfuzz triage DIR``: a campaign's bugs as a table, as DIR/triage.{md,json,sarif},
-and each bundle's issue.md written (again) for filing."""
+"""``onnxfuzz triage DIR``: a campaign's bugs, families first, as a table, as
+DIR/triage.{md,json,sarif}, and each bundle's issue.md written (again) for filing, with
+the culprit inside the backend (TVM stage and pass, onnx2torch node) looked for once;
+``--export-known FILE`` writes the known-findings file a next ``fuzz --known`` skips."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from onnxfuzz.store.known import KnownFile
 
 
 @click.command()
@@ -19,15 +25,33 @@ import click
     help="DIR/triage.md (a table), triage.json (every bug's record) or triage.sarif "
     "(SARIF 2.1.0, for code-scanning dashboards); json and sarif also go to stdout.",
 )
-def triage(campaign_dir: Path, fmt: str) -> None:
+@click.option(
+    "--export-known",
+    "export_known",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Also write the campaign's bug families (and those of the --known file it ran with) "
+    "as a known-findings file for `onnxfuzz fuzz --known FILE`.",
+)
+def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
     """One table over a campaign's bugs, and a ready-to-file issue.md per bundle."""
-    from rich.console import Console
-
     from onnxfuzz.errors import UsageError
+    from onnxfuzz.run.culprit import annotate
     from onnxfuzz.store import triage as report
     from onnxfuzz.store.db import Store
     from onnxfuzz.store.issue import write_issue
-    from onnxfuzz.store.report import bug_table, diversity_table, summary_rows
+    from onnxfuzz.store.known import export
+    from onnxfuzz.store.report import (
+        bug_table,
+        console,
+        diversity_table,
+        family_table,
+        known_rows,
+        known_table,
+        reduction_failures_line,
+        summary_rows,
+    )
 
     db = campaign_dir / "campaign.db"
     if not db.exists():
@@ -35,7 +59,19 @@ def triage(campaign_dir: Path, fmt: str) -> None:
     store = Store.open_existing(db)
     try:
         rows = summary_rows(store)
+        known = known_rows(store)
         n = store.n_tests()
+        known_file = None
+        if export_known is not None:
+            stored = store.get_meta("known")
+            known_file = export(
+                campaign_dir,
+                store.bugs(),
+                store.get_meta("versions") or {},
+                {(r["label"], r["family"]): r["hits"] for r in known},
+                _stored_known(stored),
+                store.names,
+            )
         diversity = diversity_table(store.get_meta("diversity"), names=store.names)
         versions = store.get_meta("versions") or {}
     finally:
@@ -44,12 +80,22 @@ def triage(campaign_dir: Path, fmt: str) -> None:
     for r in rows:
         bundle = campaign_dir / "bugs" / r["id"]
         if (bundle / "meta.json").exists():
-            write_issue(bundle)
+            # the culprit inside the backend, once per bundle (run.culprit); it writes
+            # issue.md when it finds one
+            if annotate(bundle) is None:
+                write_issue(bundle)
             issues += 1
     if fmt == "md":
-        Console().print(bug_table(rows, f"bugs in {campaign_dir} ({n} tests)"))
+        if rows:
+            console().print(family_table(rows, f"in {campaign_dir} ({n} tests)"))
+        if known:
+            console().print(known_table(known))
+        console().print(bug_table(rows, f"bugs in {campaign_dir} ({n} tests)"))
+        failures = reduction_failures_line(rows, campaign_dir)
+        if failures is not None:
+            click.echo(failures)
         if diversity is not None:
-            Console().print(diversity)
+            console().print(diversity)
         text = report.markdown(campaign_dir, rows, n)
     elif fmt == "json":
         text = report.as_json(campaign_dir, rows, n, versions)
@@ -60,3 +106,28 @@ def triage(campaign_dir: Path, fmt: str) -> None:
     path = campaign_dir / f"triage.{fmt}"
     path.write_text(text)
     click.echo(f"written to {path}; {issues} bundles' issue.md ready to file", err=fmt != "md")
+    if export_known is not None and known_file is not None:
+        try:
+            known_file.write(export_known)
+        except OSError as e:
+            raise UsageError(
+                f"--export-known: cannot write {export_known} ({e.strerror or e})"
+            ) from None
+        click.echo(
+            f"known findings ({len(known_file.families)} families) written to {export_known}: "
+            f"onnxfuzz fuzz --known {export_known} skips them",
+            err=fmt != "md",
+        )
+
+
+def _stored_known(record: object) -> KnownFile | None:
+    """The known file the campaign ran with (None: none, or a record this version cannot
+    read: the export then holds this campaign's families alone)."""
+    from onnxfuzz.store.known import KnownFile
+
+    if record is None:
+        return None
+    try:
+        return KnownFile.from_record(record)
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -70,6 +70,12 @@ _SYM_FRAME = re.compile(
 _BIN_FRAME = re.compile(
     rf'^\s*Binary file "(?P<obj>[^"]*)"(?:, at (?P<func>[^\s+]+))?.*\[{_ADDR}\]'
 )
+# A line of ONNX Runtime's session log (the ``ort`` adapter's optimization feedback turns
+# it on while a session is made; a crash meanwhile leaves it): timestamped, so never the
+# library's last words (it would make every such crash's signature differ).
+_LIBRARY_LOG = re.compile(
+    r"^(?:\x1b\[[0-9;]*m)?\d{4}-\d\d-\d\d \S+ \[[VIWE]:onnxruntime:|^\x1b\[m$"
+)
 # What a dump prints besides its frames: not the library's last words.
 _BOILERPLATE = re.compile(
     r"^(Fatal Python error: (Segmentation fault|Aborted|Bus error|Floating[- ]point exception"
@@ -294,7 +300,11 @@ def read_dump(text: str) -> Dump:
         site = _crash_site(pairs)
         if site:
             native = site
-    note = [ln.strip() for i, ln in enumerate(lines) if i not in used and ln.strip()]
+    note = [
+        ln.strip()
+        for i, ln in enumerate(lines)
+        if i not in used and ln.strip() and not _LIBRARY_LOG.match(ln)
+    ]
     return Dump(native, python, tuple(_clip(n, NOTE_CHARS) for n in note[-NOTE_LINES:]))
 
 

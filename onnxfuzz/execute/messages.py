@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnxfuzz.backend import Feedback
+
 
 @dataclass(frozen=True)
 class Test:
@@ -41,6 +43,11 @@ class Done:
     run_s: float
     started: float  # time.perf_counter() when compile began (a system-wide clock)
     cpu_s: float  # the worker's CPU time in compile + run (all its threads)
+    # What the backend's optimizer did (its ``optimizations`` hook; None: no hook), the
+    # time the hook took, and why it failed (empty: it did not).
+    optimizations: Feedback | None = None
+    feedback_s: float = 0.0
+    feedback_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -53,3 +60,4 @@ class Failed:
     run_s: float
     started: float
     cpu_s: float
+    protocol: bool = False  # run() answered in a form the adapter protocol does not allow

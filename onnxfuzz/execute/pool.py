@@ -13,7 +13,7 @@ not wait for the campaign to judge and store.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 
@@ -21,6 +21,7 @@ import numpy as np
 
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
+from onnxfuzz.execute.messages import Test
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Worker, pack
 
 Inputs = dict[str, np.ndarray]
@@ -41,10 +42,12 @@ class BackendPool:
             for label in dict.fromkeys(labels)
         }
         self.infos: dict[str, BackendInfo] = {}
-        # Tests started and not yet waited for, oldest first: those in the workers (per
-        # label, the outcome of a failed hand-over or None) and those settled.
-        self._inflight: deque[dict[str, Outcome | None]] = deque()
-        self._done: deque[dict[str, Outcome]] = deque()
+        # Tests started and not yet waited for, oldest first, with their test numbers:
+        # those in the workers (per label, the outcome of a failed hand-over or None) and
+        # those settled.
+        self._inflight: deque[tuple[int, dict[str, Outcome | None]]] = deque()
+        self._done: deque[tuple[int, dict[str, Outcome]]] = deque()
+        self.last_seq = 0  # the test number of the test ``wait`` answered last
 
     @property
     def labels(self) -> list[str]:
@@ -110,12 +113,13 @@ class BackendPool:
         the tests already started, if any (``wait`` answers in the order they started)."""
         labels = self.labels if only is None else list(dict.fromkeys(only))
         test = pack(model_bytes, inputs)
-        self._inflight.append({label: self.workers[label].submit_packed(test) for label in labels})
+        sent = {label: self.workers[label].submit_packed(test) for label in labels}
+        self._inflight.append((test.seq, sent))
 
-    def _collect_oldest(self) -> dict[str, Outcome]:
+    def _collect_oldest(self) -> tuple[int, dict[str, Outcome]]:
         # Each worker answers its tests in order: its oldest is this one.
-        sent = self._inflight.popleft()
-        return {
+        seq, sent = self._inflight.popleft()
+        return seq, {
             label: failed if failed is not None else self.workers[label].collect()
             for label, failed in sent.items()
         }
@@ -126,11 +130,14 @@ class BackendPool:
             self._done.append(self._collect_oldest())
 
     def wait(self) -> dict[str, Outcome]:
-        """The outcomes of the oldest test started (those after it go on running)."""
+        """The outcomes of the oldest test started (those after it go on running); its
+        test number is ``last_seq`` then (for ``ran_before``)."""
         if self._done:
-            return self._done.popleft()
+            self.last_seq, got = self._done.popleft()
+            return got
         assert self._inflight, "no test in flight"
-        return self._collect_oldest()
+        self.last_seq, got = self._collect_oldest()
+        return got
 
     def run_all(
         self, model_bytes: bytes, inputs: Inputs, only: Iterable[str] | None = None
@@ -150,3 +157,38 @@ class BackendPool:
         """Run a model on one backend now (after the tests in flight, if any)."""
         self.settle()
         return self.workers[label].execute(model_bytes, inputs)
+
+    # --- state: what ran before, and fresh processes ----------------------------------
+    def ran_before(self, label: str, seq: int, limit: int) -> list[Test]:
+        """The tests ``label``'s process had run before test ``seq`` (oldest first, at most
+        ``limit``): the state a finding that needs an earlier model may depend on."""
+        return self.workers[label].ran_before(seq, limit)
+
+    def fresh_runs(
+        self,
+        label: str,
+        model_bytes: bytes,
+        inputs: Inputs,
+        runs: int,
+        earlier: Sequence[Test] = (),
+        timeout: float | None = None,
+        until: Callable[[Outcome], bool] | None = None,
+    ) -> list[Outcome]:
+        """Run a model ``runs`` times in a new process of ``label``'s backend (started for
+        this, closed after: no state of this pool's workers), after the ``earlier`` tests
+        in the same process (their outcomes are not kept); stops at the first outcome
+        ``until`` accepts. ``timeout``: the per-test limit (None: the pool's)."""
+        mine = self.workers[label]
+        worker = Worker(mine.ref, timeout or mine.timeout, mine.memory_mb, mine.startup_timeout)
+        worker.start()
+        try:
+            for t in earlier:
+                worker.execute(t.model_bytes, t.inputs)
+            got: list[Outcome] = []
+            for _ in range(runs):
+                got.append(worker.execute(model_bytes, inputs))
+                if until is not None and until(got[-1]):
+                    break
+            return got
+        finally:
+            worker.close()

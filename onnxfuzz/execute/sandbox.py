@@ -30,6 +30,7 @@ import tempfile
 import time
 import traceback
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from multiprocessing.connection import Connection
@@ -38,8 +39,15 @@ from typing import Any
 
 import numpy as np
 
-from onnxfuzz.backend import BackendRef, is_unsupported, load_adapter, parse_backend
-from onnxfuzz.errors import BackendError, OnnxFuzzError
+from onnxfuzz.backend import (
+    BackendRef,
+    Feedback,
+    feedback_of,
+    is_unsupported,
+    load_adapter,
+    parse_backend,
+)
+from onnxfuzz.errors import AdapterProtocolError, BackendError, OnnxFuzzError
 from onnxfuzz.execute import crashdump
 from onnxfuzz.execute.messages import Done, Failed, LoadError, Ready, Test
 
@@ -53,6 +61,11 @@ QUEUE_AHEAD = 1  # tests a worker holds behind the one it runs
 # to the running one would cross in the socket pair's buffers (about 200 KiB each way), and
 # one that does not fit blocks its sender while the other side is blocked sending too.
 QUEUE_BYTES = 32 * 1024
+# What a worker remembers of the tests its process ran (model and inputs, pickled), so that
+# a finding that fails only after earlier models (a stale compile cache) can be re-created
+# in a fresh process: the most recent ``HISTORY_TESTS``, at most ``HISTORY_BYTES`` in all.
+HISTORY_TESTS = 64
+HISTORY_BYTES = 64 * 2**20
 
 
 class Status(StrEnum):
@@ -81,6 +94,11 @@ class Outcome:
     run_s: float = 0.0
     started: float = 0.0  # time.perf_counter() when compile began (a system-wide clock)
     cpu_s: float = 0.0  # the worker's CPU time in compile + run (all its threads)
+    # The adapter's optimization feedback (``Adapter.optimizations``): None where it has no
+    # hook; the hook's own time (inside compile_s); why the hook failed (empty: it did not).
+    optimizations: Feedback | None = None
+    feedback_s: float = 0.0
+    feedback_error: str = ""
 
     @property
     def backend_s(self) -> float:
@@ -180,6 +198,7 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
                     conn.send(Failed(Stage.COMPILE, True, reason, "", 0.0, 0.0, t0, 0.0))
                     continue
                 exe = backend.compile(model)
+            feedback, feedback_s, feedback_error = _feedback(adapter, exe)
             compile_s = time.perf_counter() - t0
             stage = Stage.RUN
             t1 = time.perf_counter()
@@ -187,9 +206,12 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
             outs = backend.run(exe, req.inputs)
             run_s = time.perf_counter() - t1
             cpu_s = time.process_time() - c0
+            problem = protocol_problem(outs)
+            if problem is not None:
+                raise AdapterProtocolError(problem)
             outs = {k: np.asarray(v) for k, v in outs.items()}
             _flush_stderr()
-            conn.send(Done(outs, compile_s, run_s, t0, cpu_s))
+            conn.send(Done(outs, compile_s, run_s, t0, cpu_s, feedback, feedback_s, feedback_error))
         except BaseException as e:  # noqa: BLE001 - every failure is a verdict
             if isinstance(e, KeyboardInterrupt):
                 return
@@ -205,8 +227,47 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
                     elapsed - compile_s if stage == Stage.RUN else 0.0,
                     t0,
                     time.process_time() - c0,
+                    protocol=isinstance(e, AdapterProtocolError),
                 )
             )
+
+
+def protocol_problem(outs: object) -> str | None:
+    """Why what an adapter's ``run()`` returned is not what the protocol asks for (a dict
+    of graph output name -> numpy array, anything ``np.asarray`` makes a numeric or string
+    array of, or a list of them for a sequence output), or None when it is."""
+    if not isinstance(outs, Mapping):
+        return f"run() returned {type(outs).__name__}, not a dict of output name -> numpy array"
+    for name, value in outs.items():
+        if not isinstance(name, str):
+            kind = type(name).__name__
+            return f"run() returned a dict keyed by {kind} ({name!r}), not by output name"
+        if value is None:
+            return f"run()'s output {name!r} is None, not an array"
+        if isinstance(value, list | tuple):
+            continue  # a sequence output (a list of arrays), or a nested list: both allowed
+        try:
+            array = np.asarray(value)
+        except Exception as e:  # noqa: BLE001 - odd objects numpy cannot read
+            return f"run()'s output {name!r} is not an array ({type(e).__name__}: {e})"
+        if array.dtype == object and not all(isinstance(x, str | bytes) for x in array.flat):
+            kind = type(value).__name__
+            return f"run()'s output {name!r} is a {kind}, not a numeric or string array"
+    return None
+
+
+def _feedback(adapter: Any, exe: Any) -> tuple[Feedback | None, float, str]:
+    """The adapter's optimization feedback on a compiled model, what it cost, and why it
+    failed: a hook that raises or answers in the wrong shape costs the test nothing (the
+    test goes on; the campaign warns once, naming the adapter)."""
+    if adapter.optimizations is None:
+        return None, 0.0, ""
+    t = time.perf_counter()
+    try:
+        got = feedback_of(adapter.optimizations(exe))
+    except Exception as e:  # noqa: BLE001 - an adapter's hook failing is reported, not fatal
+        return None, time.perf_counter() - t, f"{type(e).__name__}: {e}"
+    return got, time.perf_counter() - t, ""
 
 
 def _flush_stderr() -> None:
@@ -323,12 +384,17 @@ class Worker:
     _proc: Any = field(default=None, repr=False)
     _conn: Any = field(default=None, repr=False)
     restarts: int = 0
+    starts: int = 0  # processes started so far: the one running now is number ``starts``
     _test_stderr: int = field(default=0, repr=False)  # stderr offset where the test began
     _queue: deque[_Queued] = field(default_factory=deque, repr=False)  # oldest first
+    # the tests collected, oldest first: (test number, the process that ran it, the test)
+    _ran: deque[tuple[int, int, bytes]] = field(default_factory=deque, repr=False)
+    _ran_bytes: int = field(default=0, repr=False)
 
     def start(self) -> BackendInfo:
         """Spawn a fresh interpreter (``python -m onnxfuzz.execute.worker``) talking over a socket
         pair; its stderr goes to a file whose tail is kept when it crashes."""
+        self.starts += 1
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         stage_file = tempfile.TemporaryFile()  # noqa: SIM115 - mapped, then closed
         stage_file.write(bytes(CLOCK_BYTES))
@@ -527,6 +593,7 @@ class Worker:
             except OSError:
                 pass  # the worker died at once: reported as the crash of this test
         got = self._collect(head) if head.sent else self._crash(Stage.COMPILE)
+        self._remember(head)
         self._queue.popleft()
         if self._queue:
             # The next test's pick-up clock starts now at the latest; its stderr where the
@@ -543,6 +610,23 @@ class Worker:
             self._test_stderr = self._stderr_size()
             self._pump()
         return got
+
+    def _remember(self, q: _Queued) -> None:
+        """Keep a collected test in the history of the process that ran it (bounded)."""
+        self._ran.append((q.seq, self.starts, q.data))
+        self._ran_bytes += len(q.data)
+        while len(self._ran) > HISTORY_TESTS or self._ran_bytes > HISTORY_BYTES:
+            self._ran_bytes -= len(self._ran.popleft()[2])
+
+    def ran_before(self, seq: int, limit: int = HISTORY_TESTS) -> list[Test]:
+        """The tests the process that ran test ``seq`` had run before it, oldest first (at
+        most ``limit``, the most recent; none when ``seq`` is no longer remembered)."""
+        at = next((i for i, (s, _, _) in enumerate(self._ran) if s == seq), None)
+        if at is None:
+            return []
+        process = self._ran[at][1]
+        earlier = [data for s, p, data in list(self._ran)[:at] if p == process]
+        return [ForkingPickler.loads(data) for data in earlier[-limit:]] if limit > 0 else []
 
     def _crash_of(self, head: _Queued) -> Outcome:
         """The worker died: the crash of ``head``, with the stderr it wrote (from where the
@@ -592,6 +676,16 @@ class Worker:
                     run_s=msg.run_s,
                     started=msg.started,
                     cpu_s=msg.cpu_s,
+                    optimizations=msg.optimizations,
+                    feedback_s=msg.feedback_s,
+                    feedback_error=msg.feedback_error,
+                )
+            if msg.protocol:  # the adapter's defect, the same on every test: stop here
+                raise AdapterProtocolError(
+                    f"adapter {self.ref.text}: "
+                    f"{msg.message.removeprefix(AdapterProtocolError.__name__ + ': ')}; "
+                    "every test would fail the same "
+                    "way, so none is filed as a bug (the protocol: docs/adapters.md)"
                 )
             return Outcome(
                 Status.UNSUPPORTED if msg.unsupported else Status.ERROR,

@@ -7,7 +7,7 @@ first diverging node and the "not a bug" checks (``onnxfuzz.judge.checks``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -16,6 +16,7 @@ import onnx
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.execute.sandbox import Outcome, Stage, Status
+from onnxfuzz.judge.budget import beyond_screen, lone_op_error
 from onnxfuzz.judge.checks import NOT_A_BUG, Check, Mismatch
 from onnxfuzz.judge.declared import declared_outputs, departures
 from onnxfuzz.judge.localize import first_divergence
@@ -145,6 +146,16 @@ class Judge:
                     tol_dtypes,
                     spent,
                 )
+            if (
+                v.verdict in (Verdict.OK, Verdict.UNSTABLE)
+                and self.runner is not None
+                and label != reference
+                and witness is None
+                and ref.outputs is not None
+                and got.outputs is not None
+                and beyond_screen(ref.outputs, got.outputs)
+            ):
+                v, culprit = self._lone_op(model, inputs, label, v, culprit, spent)
             sig = None
             if v.is_bug:
                 producers = {t: n.op_type for n in model.graph.node for t in n.output}
@@ -162,6 +173,52 @@ class Judge:
             out[label] = Assessed(v, sig, sum(spent), witness)
         return out
 
+    def _lone_op(
+        self,
+        model: onnx.ModelProto,
+        inputs: dict[str, np.ndarray],
+        label: str,
+        v: Judgement,
+        culprit: str,
+        spent: list[float],
+    ) -> tuple[Judgement, str]:
+        """A precision mismatch when the first diverging node, alone on the same inputs, is
+        beyond its op's error budget (``onnxfuzz.judge.budget``); else ``v`` unchanged."""
+        base = self.reference
+        probe, alone = self._timed_runs(inputs, base, label, spent)
+        found = lone_op_error(model, inputs, base, label, probe, alone)
+        if found is None:
+            return v, culprit
+        node, why = found
+        precise = Judgement(
+            Verdict.MISMATCH,
+            Stage.RUN,
+            "precision",
+            node.output[0],
+            f"first diverging node: {node.name} ({node.op_type})\n{why}",
+        )
+        return with_known(label, precise, self.config), node.output[0]
+
+    def _timed_runs(
+        self, inputs: dict[str, np.ndarray], base: str, label: str, spent: list[float]
+    ) -> tuple[Callable[[bytes], dict[str, Outcome]], Callable[[bytes, dict], Outcome]]:
+        """Re-runs through the runner, their backend time added to ``spent``: a model on
+        the reference and ``label`` (``probe``), and one model on the reference alone."""
+        runner = self.runner
+        assert runner is not None
+
+        def probe(data: bytes) -> dict[str, Outcome]:
+            outs = runner.run_all(data, inputs, only=(base, label))
+            spent.append(max(o.backend_s for o in outs.values()))
+            return outs
+
+        def alone(data: bytes, feeds: dict) -> Outcome:
+            o = runner.run_one(base, data, feeds)
+            spent.append(o.backend_s)
+            return o
+
+        return probe, alone
+
     def _localize(
         self,
         model: onnx.ModelProto,
@@ -176,19 +233,7 @@ class Judge:
         spent: list[float],
     ) -> tuple[Judgement, str]:
         """The first diverging node of a value mismatch, then the "not a bug" checks."""
-        runner = self.runner
-        assert runner is not None
-
-        def probe(data: bytes) -> dict[str, Outcome]:
-            outs = runner.run_all(data, inputs, only=(base, label))
-            spent.append(max(o.backend_s for o in outs.values()))
-            return outs
-
-        def again(data: bytes, feeds: dict) -> Outcome:
-            o = runner.run_one(base, data, feeds)
-            spent.append(o.backend_s)
-            return o
-
+        probe, again = self._timed_runs(inputs, base, label, spent)
         culprit = v.output
         div = first_divergence(model, base, label, probe, self.config, inputs, again, tol_dtypes)
         if div is not None and div.node is not None:

@@ -5,12 +5,19 @@ values removed) so that hits of one bug fall in one bundle, while the backend, t
 verdict, the stage and the error's own words keep distinct bugs apart. A crash is told
 by its signal or exit, the last words its library wrote, and the innermost frames of the
 crashing thread (``onnxfuzz.execute.crashdump``: function and file names only).
+
+A signature's *family* (``family``) leaves out what the model holds (op names, element
+types, shapes, a crash's last words): the bundles of one root cause, which reports lead with
+and known-findings files (``onnxfuzz.store.known``) match crashes by.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+
+import onnx
 
 from onnxfuzz.execute.crashdump import dump_of
 from onnxfuzz.judge.oracle import Judgement, Verdict
@@ -28,6 +35,8 @@ RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"[-+]?\d+(\.\d+)?([eE][-+]?\d+)?"), "N"),
     # shapes as tuples, e.g. TVM's R.Tensor((N, N, N), ...): one bug across ranks
     (re.compile(r"\(\s*N(\s*,\s*N)*\s*,?\s*\)"), "(SHAPE)"),
+    # ... and the scalar's empty shape, (): ``f()`` (a call, after a name) is not a shape
+    (re.compile(r"(?<![\w\])>])\(\s*\)"), "(SHAPE)"),
     (re.compile(r"\s+"), " "),
 ]
 
@@ -69,6 +78,61 @@ def signature(
     else:
         detail = _crash_detail(v, trace)
     return f"{backend}|{v.verdict}|{v.stage or '-'}|{detail}"
+
+
+# Words that name what a model holds rather than what went wrong: element types (those
+# with digits, float16 or int64, are "T" already), Relax operators (R.add) and, below, the
+# ONNX op types.
+_FAMILY_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\bR\.const\([^()]*\)"), "T"),  # a constant operand is an operand
+    (re.compile(r"\btensor\((\w+)\)"), "DT"),
+    (re.compile(r"\b(float|double|half|bool|string|T)\b"), "DT"),
+    (re.compile(r"\bR\.[a-z_][\w.]*"), "R.OP"),
+]
+
+_RELAX_CALL = re.compile(r"\bR\.OP\([^()]*\)")
+
+
+@functools.cache
+def _op_types() -> re.Pattern[str]:
+    names = {s.name for s in onnx.defs.get_all_schemas_with_history()}
+    return re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
+
+
+def family(sig: str) -> str:
+    """The root-cause family of a bug signature (``signature``): the same signature without
+    op names, shapes, element types and numbers, so that one bug that shows through many
+    ops (a TVM converter that mixes float32 constants into float16 graphs, a flaky kernel
+    blamed on whichever node it hit) is one family. A crash with native frames is told by
+    its signal or exit and those frames alone: where it died is the root cause, whatever
+    its last words named. A wrong value carries no words: its family is its backend, stage
+    and kind (values, shape, dtype)."""
+    backend, verdict, stage, detail = (sig.split("|", 3) + ["", "", ""])[:4]
+    if verdict == Verdict.MISMATCH:
+        detail = detail.split(" in ", 1)[0]
+    elif " | at " in detail:
+        head, _, frames = detail.partition(" | at ")
+        detail = head.split(" | ", 1)[0] + " | at " + frames
+    else:
+        for rx, rep in _FAMILY_RULES:
+            detail = rx.sub(rep, detail)
+        # a Relax call's operands are whatever the model computed: R.OP(DT, R.OP(N, S)) is
+        # R.OP (innermost first, until none is left)
+        while (collapsed := _RELAX_CALL.sub("R.OP", detail)) != detail:
+            detail = collapsed
+        detail = _op_types().sub("OP", detail)
+    return f"{backend}|{verdict}|{stage}|{detail}"
+
+
+def family_id(fam: str, names: dict[str, str] | None = None) -> str:
+    """A short stable name for a family (``family``): the backend's display name (``names``,
+    as in ``bug_id``), the verdict and a hash of the family."""
+    backend, verdict, _ = (fam.split("|", 2) + ["", ""])[:3]
+    if names and backend in names:
+        backend = names[backend]
+    backend = backend.rsplit("/", 1)[-1].replace(".py:", ":")
+    safe = re.sub(r"[^A-Za-z0-9]+", "-", backend).strip("-")
+    return f"{safe}-{verdict}-F{hashlib.sha1(fam.encode()).hexdigest()[:6]}"
 
 
 def bug_id(sig: str, names: dict[str, str] | None = None) -> str:

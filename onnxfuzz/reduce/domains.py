@@ -40,7 +40,8 @@ def value_faults(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> froze
     # most elements a reduction may take): the model's largest dim, which the generator's
     # --max-dim was at least, gives domains no tighter than the generator's.
     dims = [d for a in known.values() if isinstance(a, np.ndarray) for d in a.shape]
-    cfg = Config(opset=opset, max_rank=MAX_RANK, max_dim=min(MAX_DIM, max(dims, default=1)))
+    # (at least 1: an empty tensor's 0 is no --max-dim, and Config refuses it)
+    cfg = Config(opset=opset, max_rank=MAX_RANK, max_dim=min(MAX_DIM, max([1, *dims])))
     faults: set[Fault] = set()
     for node in model.graph.node:
         spec = specs.get(node.op_type)

@@ -113,6 +113,9 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
 def _final_run(rep: Reproducer, final: State) -> tuple[str, dict[str, Outcome]]:
     """The reduced model's own failure message ("" if it did not reproduce) and the
     outcomes it came from (one more run: the passes keep only whether a candidate
-    reproduced)."""
-    a, outcomes = rep.run(final.model, final.inputs)
-    return (a.judgement.message if rep.matches(a) else ""), outcomes
+    reproduced; an intermittent target gets its attempts, for a run that shows it)."""
+    for _ in range(rep.target.attempts):
+        a, outcomes = rep.run(final.model, final.inputs)
+        if rep.matches(a):
+            return a.judgement.message, outcomes
+    return "", outcomes

@@ -14,17 +14,23 @@ from onnxfuzz.execute.sandbox import Outcome, Status
 from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.localize import expose_all
 from onnxfuzz.judge.oracle import OracleConfig
+from onnxfuzz.judge.signature import family
 
 
 @dataclass
 class Target:
     """The failure to preserve: ``backend``'s exact ``signature`` against ``reference``, or
-    (``match``) any failure of ``backend`` whose signature or message matches a regex."""
+    (``match``) any failure of ``backend`` whose signature or message matches a regex.
+
+    An intermittent failure (``attempts`` > 1) is kept when it shows at least once in
+    ``attempts`` runs, and by its signature's family (``judge.signature.family``): where a
+    flaky kernel's wrong value is localized depends on the run."""
 
     backend: str
     reference: str
     signature: str | None = None
     match: re.Pattern[str] | None = None
+    attempts: int = 1
 
 
 @dataclass
@@ -57,7 +63,8 @@ class Reproducer:
         return a, outcomes
 
     def __call__(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
-        return self.matches(self.assess(model, inputs))
+        """Whether the model shows the target's failure (at least once in its attempts)."""
+        return any(self.matches(self.assess(model, inputs)) for _ in range(self.target.attempts))
 
     def matches(self, a: Assessed) -> bool:
         """Whether an assessment shows the target's failure."""
@@ -65,6 +72,8 @@ class Reproducer:
             return False
         if self.target.match is not None:
             return bool(self.target.match.search(f"{a.signature}\n{a.judgement.message}"))
+        if self.target.attempts > 1 and self.target.signature is not None:
+            return family(a.signature) == family(self.target.signature)
         return a.signature == self.target.signature
 
     def reference_values(

@@ -18,6 +18,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
+import onnx
+
 from onnxfuzz import dtypes as dt
 from onnxfuzz.backend import display_names, parse_backend
 from onnxfuzz.errors import UsageError
@@ -30,23 +32,43 @@ from onnxfuzz.generate.build.single_op import single_op_pairs
 from onnxfuzz.generate.lang.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
 from onnxfuzz.generate.measure.metrics import Diversity, Features, features
 from onnxfuzz.judge.attribution import blame
+from onnxfuzz.judge.budget import repro_tolerance
 from onnxfuzz.judge.judge import Judge
-from onnxfuzz.judge.oracle import OracleConfig, Verdict
+from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict
 from onnxfuzz.judge.second_opinion import needed, second_opinion
-from onnxfuzz.judge.signature import bug_id
+from onnxfuzz.judge.signature import bug_id, family
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import Reproducer, Target
+from onnxfuzz.run.confirm import (
+    CONFIRM_RUNS,
+    EARLIER_MAX,
+    Confirmation,
+    Confirmer,
+    Reproducibility,
+)
+from onnxfuzz.run.culprit import annotate
+from onnxfuzz.run.optcov import OptimizationCoverage, fired_keys, stderr_and_log
 from onnxfuzz.run.pregen import Made, Pregenerator, make
 from onnxfuzz.run.probe import (
     Support,
     fully_unsupported,
     lacked_features_of,
     lacking,
-    unsupported_pairs,
+    probe_backend,
 )
-from onnxfuzz.run.steer import MODES, Steering, reward_keys
+from onnxfuzz.run.steer import MODES, Steering, optimization_keys, reward_keys
 from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
-from onnxfuzz.store.db import CampaignLock, Result, Store
+from onnxfuzz.store.db import (
+    NOT_REPRODUCIBLE,
+    REDUCER_LOG,
+    REDUCTION_FAILURES,
+    REFERENCE_ONLY,
+    CampaignLock,
+    Result,
+    Store,
+)
+from onnxfuzz.store.folders import writable_folder
+from onnxfuzz.store.known import AVOID_AFTER, KnownFile
 from onnxfuzz.store.report import print_summary
 
 # Verdicts of a backend that did not compile and run the test: its model is no coverage.
@@ -54,6 +76,10 @@ NOT_RUN = frozenset({Verdict.UNSUPPORTED, Verdict.GENERATOR_ERROR, Verdict.TOO_C
 DIVERSITY_EVERY = 5.0  # seconds between writes of the diversity to campaign.db
 CATCH_UP_MAX = 5000  # on resume, tests stored after the last write that are regenerated
 MAX_REDUCED = 3  # hits of one signature that are reduced (their patterns split bugs)
+# Hits of a signature confirmed as not reproducible after which later ones are counted as
+# such without running them again (a confirmation with its bisection costs seconds to
+# minutes of a slow compiler).
+GIVE_UP_AFTER = 3
 HANG_TRY_FLOOR, HANG_TRY_FACTOR = 2.0, 4.0  # per-try time limit reducing a hang (seconds, x)
 # Tests a lane keeps started: each worker holds the next test while it runs one, and goes
 # on to it without waiting for this process to judge and store (execute.sandbox).
@@ -65,6 +91,7 @@ MADE_AHEAD = AHEAD + 2
 # most these: not counted, they run again on resume, as a test in flight does).
 COMMIT_EVERY = 0.2
 WAIT = "wait"  # the guide needs rewards of tests still running (onnxfuzz.run.steer)
+PROBE_SHARE = 0.5  # the most of --time the support probe may take
 
 
 @dataclass
@@ -82,6 +109,7 @@ class CampaignOptions:
     rtol: float | None = None
     generator: dict[str, Any] = field(default_factory=dict)  # Config fields, opset optional
     probe: str = "steer"  # steer | classify | exclude | off (see onnxfuzz.run.probe)
+    probe_cache: bool = True  # reuse and extend the probe's cache (False: probe afresh)
     reduce: bool = True  # reduce findings (and dedup bugs after reduction)
     reduce_budget: float = 30.0  # seconds per reduction
     pregen: bool | None = None  # generate in processes of their own (None: the default)
@@ -91,6 +119,12 @@ class CampaignOptions:
     # a folder of user models to mutate (onnxfuzz.generate.build.seeds)
     seed_models: str | None = None
     mutants: float = 0.0  # guided tests that are mutants of interesting earlier tests
+    known: str | None = None  # a known-findings file (onnxfuzz.store.known)
+    avoid_after: int = AVOID_AFTER  # hits of a known family after which its trigger is avoided
+    # fresh runs of a finding before it is filed (onnxfuzz.run.confirm; 0: file unconfirmed)
+    confirm: int = CONFIRM_RUNS
+    # with one reference and one target, reduce failures of the reference alone too
+    reduce_reference: bool = False
 
     @property
     def reference_label(self) -> str:
@@ -122,15 +156,6 @@ class Resumed:
         if self.seconds is not None:
             opts = replace(opts, seconds=self.seconds)
         return opts
-
-
-def writable_folder(path: Path, flag: str) -> None:
-    """Refuse a folder that cannot be created or written, before any work starts."""
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag}: cannot create or write {path} ({probe} is not writable)")
 
 
 def negotiate_opset(infos: list[BackendInfo], wanted: int | None) -> int:
@@ -170,7 +195,9 @@ class Progress:
     ops: Counter = field(default_factory=Counter)
     bugs: int = 0
     backend_cpu: float = 0.0  # CPU time of the backends' compile + run
-    reduction: float = 0.0  # seconds spent reducing new bugs
+    reduction: float = 0.0  # seconds spent reducing new bugs (confirmation included)
+    confirmed: int = 0  # findings re-run in fresh processes before filing
+    confirming: float = 0.0  # seconds those confirmations took (part of ``reduction``)
     last: str = ""
     interrupted: bool = False  # stopped by Ctrl-C: the tests in flight run again on resume
     busy: float = 0.0  # wall time in which any backend of any lane compiled or ran
@@ -343,6 +370,12 @@ class Campaign:
         if not o.backends:
             raise UsageError("--backend: name at least two backends (or one with --reference)")
         self.labels = list(dict.fromkeys([o.reference_label] + o.backends))
+        if len(self.labels) < 2 and len(o.backends) > 1:
+            raise UsageError(
+                f"--backend: {o.backends[0]} is given twice; a differential campaign compares "
+                "two different backends, e.g. --backend ort --backend ort:opt=none (or name "
+                "one: --backend a=ort --backend b=ort)"
+            )
         if len(self.labels) < 2:
             raise UsageError(
                 "--backend: a differential campaign needs two backends, e.g. "
@@ -351,6 +384,8 @@ class Campaign:
         for label in self.labels:
             parse_backend(label)  # syntax errors before anything starts
         self.oracle = OracleConfig.load(Path(o.config) if o.config else None, o.atol, o.rtol)
+        self.known = self._known_file()
+        self.known_notes: list[str] = []  # what differs between the known file and this run
         self.progress = Progress()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -364,8 +399,28 @@ class Campaign:
         self._diversity_loaded = False  # start() read the stored diversity
         self.steering: Steering | None = None  # None: every test is its seed's model
         self.seed_report: list[str] = []  # what --seed-models left out, model by model
+        self.probe_notes: list[str] = []  # probes cut short by the time budget
+        self.optcov: OptimizationCoverage | None = None  # once campaign.db is open
 
     # --- set-up ----------------------------------------------------------------------
+    def _known_file(self) -> KnownFile | None:
+        """The known findings this campaign skips: read from ``--known`` before anything
+        starts (a one-line error for a file that is missing, not one, or of none of the
+        campaign's backends), or on resume the copy stored in campaign.db."""
+        stored = self.store.get_meta("known") if self.store is not None else None
+        if stored is not None:
+            try:
+                return KnownFile.from_record(stored, self.opts.known or "campaign.db")
+            except (KeyError, TypeError, ValueError) as e:
+                raise UsageError(
+                    f"--resume: the known findings stored in campaign.db are unreadable ({e})"
+                ) from None
+        if not self.opts.known or self.store is not None:
+            return None
+        known = KnownFile.load(Path(self.opts.known))
+        known.check_backends(self.labels)
+        return known
+
     def start(self, on_probe: Callable[[str, int, int], None] | None = None) -> None:
         """Start the lanes, probe what each backend supports (``on_probe(label, done,
         total)`` as it goes: a slow compiler's probe takes minutes), open campaign.db."""
@@ -384,19 +439,34 @@ class Campaign:
             self.store = Store.create(self.out / "campaign.db", {"options": asdict(o)})
         elif self.store.get_meta("options") != asdict(o):
             self.store.set_meta("options", asdict(o))  # a resumed budget or settings
+        self.optcov = OptimizationCoverage(self.names, stderr_and_log(self.out))
+        self.optcov.resume(self.store)
         # What each backend lacks, op by op and type by type (probed once, stored for
         # --resume): classifies its failures, or leaves ops out with probe="exclude".
         support = self.store.get_meta("probe_unsupported")
         if support is None:
             support = {}
             if o.probe != "off":
+                # With --time the probe takes at most PROBE_SHARE of it (a hung adapter
+                # once held it for 45 minutes); what it could not try counts as supported
+                # and the next campaign goes on from the probe's cache.
+                deadline = time.monotonic() + PROBE_SHARE * o.seconds if o.seconds else None
                 for label in self.labels:
-                    support[label] = unsupported_pairs(
+                    probed = probe_backend(
                         self.lanes,
                         label,
                         self.cfg,
                         None if on_probe is None else partial(on_probe, self.names[label]),
+                        deadline=deadline,
+                        use_cache=o.probe_cache,
                     )
+                    support[label] = probed.support
+                    if not probed.complete:
+                        self.probe_notes.append(
+                            f"probe of {self.names[label]} stopped at the time limit after "
+                            f"{probed.done}/{probed.total}: the rest counts as supported "
+                            "(the next campaign goes on from the probe's cache)"
+                        )
                 # every pair probed, for the report's heatmap (its cells)
                 self.store.set_meta("probe_pairs", single_op_pairs(self.cfg))
             self.store.set_meta("probe_unsupported", support)
@@ -419,6 +489,16 @@ class Campaign:
             }
             # and the forms of an op a backend lacks (an attribute value, a computed weight)
             avoid_features = {f for pairs in support.values() for f in lacked_features_of(pairs)}
+        if self.known is not None:
+            if self.store.get_meta("known") is None:  # kept for --resume and the export
+                self.store.set_meta("known", self.known.to_record())
+            self.known_notes = self.known.version_notes(
+                {k: i.version for k, i in self.infos.items()}
+            )
+            # the triggers of families hit often enough: the tests go to new territory
+            known_pairs, known_forms = self.known.avoided(o.avoid_after)
+            avoid |= known_pairs
+            avoid_features |= known_forms
         self.excluded = excluded
         if excluded or avoid or avoid_features:
             self.cfg = replace(
@@ -543,6 +623,7 @@ class Campaign:
             if self._diversity_loaded:  # else it would overwrite the stored one
                 self._save_diversity()
             sync_meta(self.out, self.store.bugs())
+            sync_meta(self.out, self.store.reference_bugs(), "reference-bugs")
             self.store.close()
         if self.lock is not None:
             self.lock.release()
@@ -678,6 +759,18 @@ class Campaign:
             on_update(self.progress)
         with self._lock:
             self._save_diversity()  # before the summary reads it
+            p = self.progress
+            # This run's cost of confirming findings, for the summary (tests/s with it and
+            # without it).
+            self.store.set_meta(
+                "confirmation",
+                {
+                    "findings": p.confirmed,
+                    "seconds": round(p.confirming, 3),
+                    "tests": p.tests,
+                    "wall": round(time.perf_counter() - p.started, 3),
+                },
+            )
             self.store.commit()
         if errors:
             raise errors[0]
@@ -686,12 +779,16 @@ class Campaign:
     def prepare(self, i: int, decision: Decision = None) -> Made:
         return make(self.guided, i, self.opts.seed + i, decision)
 
-    def _guide_record(self, t: Made, results: list[Result]) -> tuple[Decision, bytes] | None:
+    def _guide_record(
+        self, t: Made, results: list[Result], outcomes: dict[str, Outcome] | None = None
+    ) -> tuple[Decision, bytes] | None:
         """What the guide stores with a test (its decision, its reward keys); tells the
         guide the keys (under ``self._lock``, after the test is recorded)."""
         if self.steering is None:
             return None
         sigs = [(r.backend, r.signature) for r in results if r.signature]
+        if self.opts.guide == "optcov":
+            return t.decision, optimization_keys(fired_keys(outcomes or {}), sigs)
         return t.decision, reward_keys(t.features, sigs)
 
     def finish_error(self, t: Made) -> None:
@@ -738,7 +835,7 @@ class Campaign:
         if findings:
             with self._lock:  # a reduction takes a while: the tests before it are safe first
                 self.store.commit()
-        keyed: list[tuple[Finding, str, Reduced | None]] = []
+        keyed: list[tuple[Finding, str | None, Reduced | None]] = []
         reducing = 0.0  # reduction is its own phase, not fuzz-loop time
         for f in findings:
             t_red = time.perf_counter()
@@ -748,16 +845,22 @@ class Campaign:
             keyed.append((f, key, reduced))
             with self._lock:
                 self.progress.reduced(t_red, t_end)
+        filed: list[Path] = []  # bundles written for this test
         with self._lock:
             # Read the known bugs again: another lane may have filed one of these meanwhile.
             known = self.store.bug_keys() if findings else set()
             by_backend = {r.backend: r for r in results}
             for f, key, reduced in keyed:
                 r = by_backend[f.backend]
+                if key is None:  # no fresh run re-created it: counted, never filed
+                    r.verdict = NOT_REPRODUCIBLE
+                    continue
                 r.bug, r.pattern = key, key.rsplit("|", 1)[1]
                 if key not in known:
                     f.bug_id = bug_id(key, self.names)
-                    write_bundle(self.out, f, reduced)  # before the commit: a kill re-runs it
+                    where = "reference-bugs" if r.pattern == REFERENCE_ONLY else "bugs"
+                    # before the commit: a kill re-runs it
+                    filed.append(write_bundle(self.out, f, reduced, where))
                     known.add(key)
             now = time.perf_counter()
             # A test's wall time runs from the end of the previous one (pipelined lanes
@@ -765,12 +868,14 @@ class Campaign:
             wall = now - max(t.started, self._last_finish.get(threading.get_ident(), 0.0))
             wall -= reducing
             self._last_finish[threading.get_ident()] = now
-            guide = self._guide_record(t, results)
+            guide = self._guide_record(t, results, outcomes)
             self.store.record(
                 t.index, t.case.seed, t.case.ops, self.cfg.opset, wall, backend_s, results, guide
             )
             if guide is not None and self.steering is not None:
                 self.steering.report(t.index, guide[1])
+            if self.optcov is not None:  # with the test's record: they commit together
+                self.optcov.add(self.store, t.index, outcomes)
             self._count_diversity(t.index, feats, {r.backend: r.verdict for r in results})
             p = self.progress
             p.tests += 1
@@ -779,8 +884,11 @@ class Campaign:
             p.ops.update(t.case.ops)
             for r in results:
                 p.verdicts[r.verdict] += 1
-            p.bugs = len(known) if findings else p.bugs
+            if findings:
+                p.bugs = sum(1 for k in known if not k.endswith("|" + REFERENCE_ONLY))
             p.last = ", ".join(t.case.ops[:6])
+        for folder in filed:  # outside the lock: a child process runs the backend again
+            annotate(folder, cheap_only=True)  # ORT's; onnxfuzz triage looks for the rest
 
     def _count_diversity(self, test_id: int, f: Features | None, verdicts: dict[str, str]) -> None:
         """Count a stored test (under ``self._lock``, after it is recorded); written every
@@ -827,6 +935,12 @@ class Campaign:
             )
             if b.assessed.signature is None:
                 continue
+            entry = self.known.match(label, b.assessed.signature) if self.known else None
+            if entry is not None:
+                # known (--known): counted with its hits, neither reduced nor filed
+                said = f"known as {entry.id} ({self.known.source}): {v.message}"
+                results[-1] = replace(results[-1], verdict=Verdict.KNOWN, detail=said[:2000])
+                continue
             reference = b.against
             findings.append(
                 Finding(
@@ -843,7 +957,7 @@ class Campaign:
                     inputs=inputs,
                     outcomes={k: outcomes[k] for k in dict.fromkeys([reference, label])},
                     versions={k: i.version for k, i in self.infos.items()},
-                    tolerance=dict(self.oracle.tolerance),
+                    tolerance=_tolerance_of(self.oracle, v, case.model),
                     timeout=self.opts.timeout,
                     memory_mb=self.opts.memory_mb,
                     extra={
@@ -855,35 +969,169 @@ class Campaign:
                     case=case,
                 )
             )
+        if findings and lane is not None and self.opts.confirm:
+            # The models the backend's process ran before this test: a finding that does
+            # not fail in a fresh process may need them (onnxfuzz.run.confirm).
+            for f in findings:
+                f.earlier = lane.ran_before(f.backend, lane.last_seq, EARLIER_MAX)
         return Judged(results, findings, sum(b.assessed.probe_s for b in blamed.values()))
 
     # --- bugs: dedup after reduction --------------------------------------------------
     def bug_key(
         self, f: Finding, lane: BackendPool | None, gen: Generator | None = None
-    ) -> tuple[str, Reduced | None]:
-        """A finding's bug: its signature and the op pattern its reduced model ends in.
-        The first few hits of a signature are reduced (their records replayed by ``gen``,
-        the generator that made the case); later ones join its first bug."""
+    ) -> tuple[str | None, Reduced | None]:
+        """A finding's bug: its signature and the op pattern its reduced model ends in; an
+        intermittent or state-dependent one's signature family (one bundle per family);
+        None when no fresh run re-creates it (not reproducible: never filed). A finding
+        that would open a new bug is confirmed first (``onnxfuzz.run.confirm``). The first
+        few hits of a signature are reduced (their records replayed by ``gen``, the
+        generator that made the case); later ones join its first bug."""
         with self._lock:  # called outside it (reductions run unlocked): the store needs it
             hits = self.store.hits_of(f.signature)
-        if self.opts.reduce and lane is not None and f.case is not None and hits < MAX_REDUCED:
-            lane.settle()  # the reduction uses the workers
-            rep = Reproducer(lane, Target(f.backend, f.reference, f.signature), self.oracle)
-            try:
-                with lane.time_limit(reduction_timeout(f)):
-                    reduced = reduce_case(
-                        gen or self.generator, f.case, rep, self.opts.reduce_budget
-                    )
-            except Exception:  # noqa: BLE001 - a bug in onnxfuzz must not end the campaign
-                # The finding is kept, unreduced, and the error logged with its seed.
-                with self._lock, open(self.out / "reducer-errors.log", "a") as log:
-                    log.write(f"seed {f.case.seed} ({f.signature}):\n{traceback.format_exc()}\n")
-            else:
-                self._second_opinion(f, reduced)
-                return f"{f.signature}|{reduced.pattern}", reduced
-        with self._lock:
+            prior = self.store.bug_of_signature(f.signature)
             keys = self.store.keys_of(f.signature)
+            lost = self.store.not_reproducible_of(f.signature)
+        settled = ("intermittent", "state", REFERENCE_ONLY)
+        if prior is not None and prior.rsplit("|", 1)[1] in settled:
+            return prior, None  # confirmed before, filed as its family's or the reference's
+        alone = self._reference_alone(f)
+        reduce = (
+            self.opts.reduce
+            and lane is not None
+            and f.case is not None
+            and hits < MAX_REDUCED
+            and not alone
+        )
+        if keys and not reduce:
+            return keys[0], None  # a bug confirmed when it was filed
+        if prior is not None and reduce and not alone:
+            # A signature confirmed deterministic before: this hit is reduced, and confirmed
+            # only if its reduction opens a new bug (a bundle's rate is its own).
+            reduced = self._reduce(f, lane, gen, 1)
+            key = f"{f.signature}|{reduced.pattern}" if reduced is not None else prior
+            with self._lock:
+                new = key not in self.store.bug_keys()
+            if new:
+                self._confirm(f, lane)
+            return key, reduced
+        if prior is None and lost >= GIVE_UP_AFTER and self.opts.confirm:
+            return None, None  # like its earlier hits: not run again (bounds the cost)
+        conf = self._confirm(f, lane)
+        if conf is not None:
+            if conf.kind == Reproducibility.NOT_REPRODUCIBLE:
+                return None, None
+            if conf.kind in (Reproducibility.INTERMITTENT, Reproducibility.STATE):
+                tag = "intermittent" if conf.kind == Reproducibility.INTERMITTENT else "state"
+                key = f"{family(f.signature)}|{tag}"
+                with self._lock:
+                    filed = key in self.store.bug_keys()
+                f.runs = conf.repro_runs  # what its repro.py runs
+                if filed or conf.kind == Reproducibility.STATE or not reduce:
+                    return key, None
+                return key, self._reduce(f, lane, gen, conf.attempts, f.runs)
+        if alone:
+            return f"{f.signature}|{REFERENCE_ONLY}", None
+        if reduce:
+            reduced = self._reduce(f, lane, gen, 1)
+            if reduced is not None:
+                return f"{f.signature}|{reduced.pattern}", reduced
         return (keys[0] if keys else f"{f.signature}|unreduced"), None
+
+    def _reference_alone(self, f: Finding) -> bool:
+        """A crash or hang of the reference alone in a campaign of one reference and one
+        target (the test said nothing about the target): set aside (``reference-bugs/``,
+        unreduced) unless ``reduce_reference``. A mismatch the model's declaration pins on
+        the reference stays a bug."""
+        return (
+            len(self.labels) == 2
+            and f.backend == self.opts.reference_label
+            and f.judgement.verdict in (Verdict.CRASH, Verdict.TIMEOUT)
+            and not self.opts.reduce_reference
+        )
+
+    def _confirm(self, f: Finding, lane: BackendPool | None) -> Confirmation | None:
+        """Run ``f`` again in fresh processes (``confirm`` times); its rate goes to
+        ``f.extra`` (meta.json), a state-dependent one's earlier models to ``f.earlier``.
+        None: confirmation is off, or there is no pool to run it (Ray workers' findings
+        are confirmed on the driver's lane)."""
+        earlier, f.earlier = f.earlier, []
+        if not self.opts.confirm or lane is None:
+            return None
+        lane.settle()  # the confirmation starts processes of its own; the lane waits
+        t0 = time.perf_counter()
+        conf = Confirmer(lane, self.oracle, self.opts.confirm).confirm(
+            f, earlier, reduction_timeout(f)
+        )
+        with self._lock:
+            self.progress.confirmed += 1
+            self.progress.confirming += time.perf_counter() - t0
+        f.extra.update(conf.as_meta())
+        f.earlier = conf.earlier
+        return conf
+
+    def _reduce(
+        self,
+        f: Finding,
+        lane: BackendPool | None,
+        gen: Generator | None,
+        attempts: int,
+        check_runs: int = 1,
+    ) -> Reduced | None:
+        """Reduce ``f`` (``attempts`` > 1: an intermittent one, kept while it shows at least
+        once in that many runs); None when reduction failed (logged) or the reduced model
+        does not fail in a fresh process in ``check_runs`` runs (every one of them, for a
+        deterministic finding): the bundle keeps the original model."""
+        assert lane is not None and f.case is not None
+        lane.settle()  # the reduction uses the workers
+        target = Target(f.backend, f.reference, f.signature, attempts=attempts)
+        rep = Reproducer(lane, target, self.oracle)
+        try:
+            with lane.time_limit(reduction_timeout(f)):
+                reduced = reduce_case(gen or self.generator, f.case, rep, self.opts.reduce_budget)
+        except Exception as e:  # noqa: BLE001 - a bug in onnxfuzz must not end the campaign
+            # The finding is kept, unreduced, and the error logged with its seed; the bundle,
+            # the summary, triage and the report say that reduction failed, and why.
+            why = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
+            f.extra["reduction_failed"] = f"{why} (traceback: {REDUCER_LOG})"
+            with self._lock, open(self.out / REDUCER_LOG, "a") as log:
+                log.write(f"seed {f.case.seed} ({f.signature}):\n{traceback.format_exc()}\n")
+                failed = self.store.get_meta(REDUCTION_FAILURES) or {}
+                failed.setdefault(f.signature, why)
+                self.store.set_meta(REDUCTION_FAILURES, failed)
+            return None
+        if self.opts.confirm and not self._reduced_fails(f, reduced, lane, attempts, check_runs):
+            f.extra["reduction_dropped"] = (
+                "the reduced model did not fail in a fresh process (it needed the state of "
+                "the worker that reduced it): the bundle keeps the original model"
+            )
+            return None
+        self._second_opinion(f, reduced)
+        return reduced
+
+    def _reduced_fails(
+        self, f: Finding, reduced: Reduced, lane: BackendPool, attempts: int, runs: int
+    ) -> bool:
+        """Whether the reduced model fails as ``f`` did in ``runs`` fresh runs: every one
+        for a deterministic finding (``attempts`` 1), at least one for an intermittent one."""
+        if f.reference not in reduced.outcomes:
+            return False
+        outputs = {o.name for o in reduced.model.graph.output}
+        want = replace(
+            f.judgement, output=f.judgement.output if f.judgement.output in outputs else None
+        )
+        small = replace(
+            f,
+            model=reduced.model,
+            inputs=reduced.inputs,
+            outcomes=reduced.outcomes,
+            judgement=want,
+        )
+        t0 = time.perf_counter()
+        conf = Confirmer(lane, self.oracle, runs).confirm(small, (), reduction_timeout(f))
+        with self._lock:
+            self.progress.confirming += time.perf_counter() - t0
+        f.extra["reduced_confirmed"] = {"runs": conf.runs, "failed": conf.failed}
+        return conf.failed == conf.runs if attempts == 1 else conf.failed > 0
 
     def _second_opinion(self, f: Finding, reduced: Reduced) -> None:
         """A mismatch no majority decided: the ONNX reference evaluator's opinion on the
@@ -893,16 +1141,18 @@ class Campaign:
         if not reduced.message or not needed(list(f.extra.get("backends", [])), reduced.model):
             return
         try:
+            # a precision finding is judged by its op's budget (the finding's tolerance)
+            precision = f.judgement.kind == "precision"
             opinion = second_opinion(
                 reduced.model,
                 reduced.inputs,
                 reduced.outcomes,
-                self.oracle,
+                replace(self.oracle, tolerance=dict(f.tolerance)) if precision else self.oracle,
                 self.opts.timeout,
                 self.opts.memory_mb,
             )
         except Exception:  # noqa: BLE001 - an opinion is extra: the finding stands without
-            with self._lock, open(self.out / "reducer-errors.log", "a") as log:
+            with self._lock, open(self.out / REDUCER_LOG, "a") as log:
                 log.write(f"second opinion, seed {f.seed}:\n{traceback.format_exc()}\n")
             return
         f.extra["second_opinion"] = opinion.as_dict()
@@ -918,3 +1168,15 @@ def reduction_timeout(f: Finding) -> float | None:
     ref = f.outcomes.get(f.reference)
     took = ref.backend_s if ref is not None and ref.status == Status.OK else 0.0
     return min(f.timeout, max(HANG_TRY_FLOOR, HANG_TRY_FACTOR * took))
+
+
+def _tolerance_of(
+    oracle: OracleConfig, v: Judgement, model: onnx.ModelProto
+) -> dict[str, tuple[float, float]]:
+    """The tolerances a finding's reproducer compares by: the oracle's, and for a precision
+    finding the budget of the op it blames (``onnxfuzz.judge.budget``) for float32."""
+    tol = dict(oracle.tolerance)
+    lone = repro_tolerance(model, v.output) if v.kind == "precision" else None
+    if lone is not None:
+        tol["float32"] = lone
+    return tol

@@ -2,7 +2,13 @@
 
 Before a campaign, every (op, element type) onnxfuzz would generate is tried alone on each
 backend (a single-op model). Pairs the backend reports unsupported are recorded with its
-reason, per backend, version and opset (cached under ``~/.cache/onnxfuzz``).
+reason, per backend, version and opset. Every answer is cached as it comes, in a
+journal per (adapter with its options, version, opset, generator options, specs) under
+the user's cache folder (``$ONNXFUZZ_CACHE``, else ``$XDG_CACHE_HOME/onnxfuzz``, else
+``~/.cache/onnxfuzz``): a later campaign or ``backend check`` asks the backend only what
+the journal lacks, a new backend version starts a journal of its own, and a probe cut
+short (``--time``, an interrupt) goes on where it stopped. ``--no-probe-cache`` probes
+afresh.
 
 By default the result *steers* generation (``--probe steer``): the pairs some backend lacks
 are not generated (``Config.avoid``; ops lacked in every type are left out), so that tests
@@ -22,9 +28,12 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -69,6 +78,8 @@ def _specs_digest() -> str:
 
 
 def _cache_file(info: BackendInfo, cfg: Config) -> Path:
+    """The probe's journal for one adapter (its label holds its options), its version, the
+    opset and the options that decide what is probed: a new version probes afresh."""
     key = json.dumps(
         [
             info.label,
@@ -87,7 +98,59 @@ def _cache_file(info: BackendInfo, cfg: Config) -> Path:
             _specs_digest(),
         ]
     )
-    return cache_dir() / f"probe-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
+    return cache_dir() / f"probe-{hashlib.sha1(key.encode()).hexdigest()[:16]}.jsonl"
+
+
+@dataclass
+class Probed:
+    """What a probe of one backend found, and how much of it it could try."""
+
+    support: Support
+    done: int  # (op, type) pairs and ops' forms probed, this time or before (the cache)
+    total: int
+    cached: int  # of ``done``, taken from the cache
+
+    @property
+    def complete(self) -> bool:
+        return self.done >= self.total
+
+
+class _Journal:
+    """The probe's cache: one JSON line per answer, appended as it comes, so a probe cut
+    short (--time, Ctrl-C, SIGTERM, a hung adapter) goes on from there next time."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.pairs: dict[tuple[str, str], str | None] = {}  # (op, dtype) -> why, or None
+        self.forms: dict[str, dict[str, str]] = {}  # op -> feature -> why
+        self._lock = threading.Lock()
+        if path is None:
+            return
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            return
+        for line in lines:
+            try:
+                rec = json.loads(line)
+                if "pair" in rec:
+                    op, dtype = rec["pair"]
+                    self.pairs[(op, dtype)] = rec["why"]
+                else:
+                    self.forms[rec["forms"]] = dict(rec["lacked"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut off by a kill: that answer is probed again
+
+    def add(self, rec: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        with self._lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a") as f:
+                    f.write(json.dumps(rec, sort_keys=True) + "\n")
+            except OSError:
+                self.path = None  # a read-only cache: probe again next time
 
 
 def unsupported_pairs(
@@ -95,68 +158,136 @@ def unsupported_pairs(
     label: str,
     cfg: Config,
     on_progress: Callable[[int, int], None] | None = None,
+    *,
+    deadline: float | None = None,
+    use_cache: bool = True,
 ) -> Support:
-    """op -> {dtype: reason} for the (op, element type) pairs backend ``label`` of started
-    pools reports unsupported on a single-op model. The pairs are shared out over the pools
-    (a campaign's lanes): a slow compiler probes ~850 pairs (TVM's cuda target took ten
-    minutes on one lane). ``on_progress(done, total)`` is called as pairs finish."""
+    """op -> {dtype: reason}: ``probe_backend(...).support``."""
+    return probe_backend(
+        pools, label, cfg, on_progress, deadline=deadline, use_cache=use_cache
+    ).support
+
+
+def probe_backend(
+    pools: BackendPool | Sequence[BackendPool],
+    label: str,
+    cfg: Config,
+    on_progress: Callable[[int, int], None] | None = None,
+    *,
+    deadline: float | None = None,
+    use_cache: bool = True,
+) -> Probed:
+    """The (op, element type) pairs backend ``label`` of started pools reports
+    unsupported on a single-op model (op -> {dtype: reason}), then the forms of each op it
+    lacks. The pairs are shared out over the pools (a campaign's lanes): a slow compiler
+    probes ~1,000 pairs (TVM's cuda target took ten minutes on one lane).
+
+    Every answer is cached as it comes (``use_cache``: read and written; see ``_Journal``):
+    a later probe of the same adapter, version and options asks the backend only what is
+    not there. No pair is started after ``deadline`` (``time.monotonic()``), and one under
+    way then is cut at it; what is not probed counts as supported and is probed by the
+    next run. ``on_progress(done, total)`` is called as answers come, first with the
+    count the cache answered (0 without one)."""
     pools = [pools] if isinstance(pools, BackendPool) else list(pools)
-    path = _cache_file(pools[0].infos[label], cfg)
-    if path.exists():
-        try:
-            return json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            pass
+    journal = _Journal(_cache_file(pools[0].infos[label], cfg) if use_cache else None)
     singles = list(single_op_generators(cfg))
     reasons: list[str | None] = [None] * len(singles)
+    answered = [False] * len(singles)
+    for k, single in enumerate(singles):
+        key = (single.op, single.dtype)
+        if key in journal.pairs:
+            reasons[k], answered[k] = journal.pairs[key], True
+    n_ops = len({single.op for single in singles})
+    total = [len(singles) + n_ops]  # the forms' count is known once the pairs are
+    cached = sum(answered)
+    done = [cached]
+    lock = threading.Lock()
+    told = [0]  # the last count on_progress was given
+
+    def tell(count: int, of: int) -> None:
+        told[0] = count
+        if on_progress is not None:
+            on_progress(count, of)
+
+    tell(cached, total[0])  # the probe starts (a hung adapter answers nothing more)
+
+    def tick() -> None:
+        with lock:
+            done[0] += 1
+            tell(done[0], total[0])
+
+    def probe_pair(pool: BackendPool, k: int) -> None:
+        if answered[k]:
+            return
+        case = singles[k].generator.generate(0)
+        o = _run_before(pool, label, deadline, case.model.SerializeToString(), case.make_inputs(0))
+        if o is None:
+            return  # cut at the deadline: probed next time
+        reasons[k] = _reason(o) if o.status == Status.UNSUPPORTED else None
+        answered[k] = True
+        journal.add({"pair": [singles[k].op, singles[k].dtype], "why": reasons[k]})
+        tick()
+
+    _share_out(pools, len(singles), probe_pair, deadline)
     # Then the features of each op (attribute values, computed weights) in one type the
     # backend has: a later pass, as it needs the first's answers.
     by_op: dict[str, SingleOp] = {}
-    n_ops = len({single.op for single in singles})
-    done = [0]
-    lock = threading.Lock()
-
-    def tick(total: int) -> None:
-        with lock:
-            done[0] += 1
-            if on_progress is not None:
-                on_progress(done[0], total)
-
-    def probe_pair(pool: BackendPool, k: int) -> None:
-        case = singles[k].generator.generate(0)
-        o = pool.run_one(label, case.model.SerializeToString(), case.make_inputs(0))
-        if o.status == Status.UNSUPPORTED:
-            reasons[k] = _reason(o)
-        tick(len(singles) + n_ops)
-
-    _share_out(pools, len(singles), probe_pair)
-    for single, why in zip(singles, reasons, strict=True):
-        if why is None and (single.op not in by_op or single.dtype == "float32"):
+    for single, why, known in zip(singles, reasons, answered, strict=True):
+        if known and why is None and (single.op not in by_op or single.dtype == "float32"):
             by_op[single.op] = single
-    done[0] = len(singles)
-    lacked: dict[str, dict[str, str]] = {}
     ops = list(by_op.values())
+    lacked: dict[str, dict[str, str]] = {}
+    with lock:
+        total[0] = len(singles) + len(ops)
+        done[0] = sum(answered)
+    for single in ops:
+        if single.op in journal.forms:
+            lacked[single.op] = journal.forms[single.op]
+            cached += 1
+            done[0] += 1
 
-    def probe_features(pool: BackendPool, k: int) -> None:
-        found = lacked_features(pool, label, _variants(ops[k]))
-        if found:
-            lacked[ops[k].op] = found
-        tick(len(singles) + len(ops))
+    def probe_forms(pool: BackendPool, k: int) -> None:
+        op = ops[k].op
+        if op in lacked:
+            return
+        found = lacked_features(pool, label, _variants(ops[k]), deadline)
+        if found is None:
+            return  # cut at the deadline
+        lacked[op] = found
+        journal.add({"forms": op, "lacked": found})
+        tick()
 
-    _share_out(pools, len(ops), probe_features)
+    _share_out(pools, len(ops), probe_forms, deadline)
     out: Support = {}  # in the pairs' order, whichever pool probed them
     for single, why in zip(singles, reasons, strict=True):
         if why is not None:
             out.setdefault(single.op, {})[single.dtype] = why
     for single in ops:
-        if single.op in lacked:
+        if lacked.get(single.op):
             out.setdefault(single.op, {}).update(lacked[single.op])
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(out, indent=1, sort_keys=True))
-    except OSError:
-        pass  # a read-only home: probe again next time
-    return out
+    # Which ops have forms to probe is known once every pair is answered; before, the
+    # total counts every op.
+    total_now = len(singles) + (len(ops) if all(answered) else n_ops)
+    answers = sum(answered) + len(lacked)
+    if answers != told[0]:  # answers from the cache at the end, or a probe cut short
+        tell(answers, total_now)
+    return Probed(out, answers, total_now, cached)
+
+
+def _run_before(
+    pool: BackendPool, label: str, deadline: float | None, model_bytes: bytes, inputs: Any
+) -> Outcome | None:
+    """``pool.run_one``, its timeout cut to what is left before ``deadline``; None when
+    it was cut (a timeout then says nothing about the backend) or nothing is left."""
+    if deadline is None:
+        return pool.run_one(label, model_bytes, inputs)
+    full = pool.workers[label].timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None
+    with pool.time_limit(min(full, left) if left < full else None):
+        o = pool.run_one(label, model_bytes, inputs)
+    return None if o.status == Status.TIMEOUT and left < full else o
 
 
 _VARIANTS: dict[tuple[str, str, str], list[Variant]] = {}
@@ -174,14 +305,23 @@ def _reason(o: Outcome) -> str:
     return o.message.splitlines()[0][:200] if o.message else "unsupported"
 
 
-def _share_out(pools: list[BackendPool], n: int, job: Callable[[BackendPool, int], None]) -> None:
-    """``job(pool, k)`` for k in 0..n-1, each pool (a lane) claiming the next k."""
+def _share_out(
+    pools: list[BackendPool],
+    n: int,
+    job: Callable[[BackendPool, int], None],
+    deadline: float | None = None,
+) -> None:
+    """``job(pool, k)`` for k in 0..n-1, each pool (a lane) claiming the next k, none
+    claimed after ``deadline`` (``time.monotonic()``)."""
     claims = itertools.count()  # next() on a count is atomic under the GIL
     errors: list[BaseException] = []
+    stop = threading.Event()  # the caller was interrupted: claim nothing more
 
     def run_on(pool: BackendPool) -> None:
         try:
-            while (k := next(claims)) < n:
+            while not stop.is_set() and (k := next(claims)) < n:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
                 job(pool, k)
         except BaseException as e:  # noqa: BLE001 - re-raised by the caller's thread
             errors.append(e)
@@ -189,34 +329,44 @@ def _share_out(pools: list[BackendPool], n: int, job: Callable[[BackendPool, int
     threads = [threading.Thread(target=run_on, args=(pool,), daemon=True) for pool in pools]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            while t.is_alive():  # a timed join: Ctrl-C and SIGTERM are seen at once
+                t.join(0.25)
+    except BaseException:
+        stop.set()
+        raise
     if errors:
         raise errors[0]
 
 
-def lacked_features(pool: BackendPool, label: str, variants: list[Variant]) -> dict[str, str]:
+def lacked_features(
+    pool: BackendPool, label: str, variants: list[Variant], deadline: float | None = None
+) -> dict[str, str] | None:
     """feature -> why, for the features of one op the backend lacks. Group testing: the
     variants run side by side in one model (a compile costs TVM ~0.3 s whatever its
     size), halved where it fails; a lone variant's failure counts when it is
-    ``unsupported`` in both its draws."""
+    ``unsupported`` in both its draws. None: ``deadline`` came first."""
     if not variants:
         return {}
     model, inputs = merged([v.draws[0] for v in variants])
-    o = pool.run_one(label, model.SerializeToString(), inputs)
+    o = _run_before(pool, label, deadline, model.SerializeToString(), inputs)
+    if o is None:
+        return None
     if o.status == Status.OK:
         return {}
     if len(variants) > 1:
         half = len(variants) // 2
-        return {
-            **lacked_features(pool, label, variants[:half]),
-            **lacked_features(pool, label, variants[half:]),
-        }
+        first = lacked_features(pool, label, variants[:half], deadline)
+        second = lacked_features(pool, label, variants[half:], deadline)
+        return None if first is None or second is None else {**first, **second}
     if o.status != Status.UNSUPPORTED:
         return {}  # a crash of one form is a bug to find, not a form to avoid
     (v,) = variants
     again = v.draws[1]
-    o2 = pool.run_one(label, again.model.SerializeToString(), again.make_inputs(0))
+    o2 = _run_before(pool, label, deadline, again.model.SerializeToString(), again.make_inputs(0))
+    if o2 is None:
+        return None
     return {v.feature: _reason(o)} if o2.status == Status.UNSUPPORTED else {}
 
 

@@ -231,6 +231,7 @@ class RayCampaign(Campaign):
                 self.labels,
                 code_digest(),
                 clock_offset(),
+                self.known,
             )
             self._remote = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(ShardRunner)
             for _ in range(max(1, int(ray.cluster_resources().get("CPU", 0)))):

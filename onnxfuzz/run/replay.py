@@ -6,13 +6,15 @@ import json
 from enum import StrEnum
 from pathlib import Path
 
+import numpy as np
 import onnx
 
-from onnxfuzz.errors import ModelError
+from onnxfuzz.errors import BundleDamaged
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.generate.corpus.testdata import DATA_SET, read_inputs
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import OracleConfig
+from onnxfuzz.judge.signature import family
 
 
 class Replayed(StrEnum):
@@ -21,38 +23,102 @@ class Replayed(StrEnum):
     DIFFERENT = "different"  # it fails, with another signature
 
 
-def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[Replayed, str]:
+def load_bundle(bundle: Path) -> tuple[dict, onnx.ModelProto, dict[str, np.ndarray]]:
+    """A bundle's meta.json, model and inputs, or ``BundleDamaged`` naming the first file
+    that is missing or cannot be read."""
+    for name in ("meta.json", "model.onnx", DATA_SET):
+        if not (bundle / name).exists():
+            raise BundleDamaged(bundle / name, "missing")
     try:
         meta = json.loads((bundle / "meta.json").read_text())
+        for key in ("backend", "reference", "signature"):
+            if not isinstance(meta.get(key), str):
+                raise ValueError(f"no {key!r}")
+    except (OSError, ValueError, AttributeError) as e:  # JSONDecodeError is a ValueError
+        raise BundleDamaged(bundle / "meta.json", f"{type(e).__name__}: {e}") from None
+    try:
         model = onnx.load(bundle / "model.onnx")
-    except (
-        OSError,
-        json.JSONDecodeError,
-        onnx.onnx_cpp2py_export.checker.ValidationError,
-        Exception,
-    ) as e:  # noqa: BLE001 - any unreadable bundle gets the same message
-        raise ModelError(
-            f"{bundle}: not a bug bundle ({type(e).__name__}: {e}); it needs "
-            "meta.json, model.onnx and test_data_set_0/"
-        ) from None
-    inputs = read_inputs(bundle / DATA_SET)
+    except Exception as e:  # noqa: BLE001 - protobuf's decode errors share no public base
+        raise BundleDamaged(bundle / "model.onnx", f"{type(e).__name__}: {e}") from None
+    data = bundle / DATA_SET
+    takes = [i.name for i in model.graph.input if i.name not in model_initializers(model)]
+    for k in range(len(takes)):
+        path = data / f"input_{k}.pb"
+        if not path.exists():
+            raise BundleDamaged(path, f"missing: the model takes {len(takes)} inputs")
+        try:
+            onnx.numpy_helper.to_array(onnx.load_tensor(path))
+        except Exception as e:  # noqa: BLE001 - as above
+            raise BundleDamaged(path, f"not a tensor: {type(e).__name__}: {e}") from None
+    inputs = read_inputs(data)
+    missing = sorted(set(takes) - set(inputs))
+    if missing:
+        raise BundleDamaged(data, f"no input named {missing[0]!r}, which the model takes")
+    return meta, model, inputs
+
+
+def model_initializers(model: onnx.ModelProto) -> set[str]:
+    return {t.name for t in model.graph.initializer}
+
+
+def replay_bundle(bundle: Path, timeout: float | None = None) -> tuple[Replayed, str]:
+    """Judge ``bundle`` again on its backends; ``BundleDamaged`` (exit 2) if it cannot be
+    read, before any backend starts."""
+    meta, model, inputs = load_bundle(bundle)
     limit = timeout if timeout is not None else float(meta.get("timeout", 30.0))
     backend, reference = meta["backend"], meta["reference"]
+    earlier = earlier_models(bundle, meta)
     with BackendPool([reference, backend], timeout=limit) as pool:
-        return _judge(meta, model, inputs, pool)
+        return _judge(meta, model, inputs, pool, earlier)
+
+
+def earlier_models(bundle: Path, meta: dict) -> list[tuple[bytes, dict]]:
+    """A bug that depends on an earlier model: the models to run first (``earlier/<k>/``),
+    serialized, with their inputs; ``BundleDamaged`` for one that cannot be read."""
+    earlier = []
+    for folder in meta.get("earlier", []):
+        try:
+            m = onnx.load(bundle / folder / "model.onnx")
+            earlier.append((m.SerializeToString(), read_inputs(bundle / folder / DATA_SET)))
+        except Exception as e:  # noqa: BLE001 - as in load_bundle
+            raise BundleDamaged(bundle / folder, f"{type(e).__name__}: {e}") from None
+    return earlier
 
 
 def _judge(
-    meta: dict, model: onnx.ModelProto, inputs: dict, pool: BackendPool
+    meta: dict,
+    model: onnx.ModelProto,
+    inputs: dict,
+    pool: BackendPool,
+    earlier: list[tuple[bytes, dict]] | None = None,
 ) -> tuple[Replayed, str]:
+    """Judge the bundle's model again: after its ``earlier`` models (a state-dependent bug)
+    in the backend's process; an intermittent bug up to its ``repro_runs`` times, until it
+    shows (its signature's family: where a flaky value is localized varies)."""
     backend, reference = meta["backend"], meta["reference"]
 
     cfg = OracleConfig(tolerance={k: tuple(v) for k, v in meta.get("tolerance", {}).items()})
-    outcomes = pool.run_all(model.SerializeToString(), inputs)
-    a = Judge(reference, cfg, pool).assess(model, inputs, outcomes)[backend]
+    for data, feeds in earlier or []:
+        pool.run_one(backend, data, feeds)
+    flaky = meta.get("reproducibility") == "intermittent"
+    found = meta.get("confirmed", {})
+    runs = int(found.get("repro_runs", found.get("attempts", 1))) if flaky else 1
+    seen = []
+    for _ in range(max(1, runs)):
+        outcomes = pool.run_all(model.SerializeToString(), inputs)
+        a = Judge(reference, cfg, pool).assess(model, inputs, outcomes)[backend]
+        seen.append(a)
+        same = a.signature == meta["signature"] or (
+            flaky and a.signature is not None and family(a.signature) == family(meta["signature"])
+        )
+        if same:
+            v = a.judgement
+            rate = f" (intermittent: in run {len(seen)} of up to {runs})" if flaky else ""
+            line = f"REPRODUCES: {v.verdict} at {v.stage}{rate}: {v.message[:300]}"
+            return Replayed.REPRODUCES, line
+    a = next((x for x in seen if x.judgement.is_bug), seen[-1])
     v = a.judgement
     if not v.is_bug:
-        return Replayed.FIXED, f"does not reproduce: {backend} gives {v.verdict}"
-    if a.signature == meta["signature"]:
-        return Replayed.REPRODUCES, f"REPRODUCES: {v.verdict} at {v.stage}: {v.message[:300]}"
+        runs_note = f" in {len(seen)} runs (intermittent: fixed or not seen)" if flaky else ""
+        return Replayed.FIXED, f"does not reproduce{runs_note}: {backend} gives {v.verdict}"
     return Replayed.DIFFERENT, f"fails differently: {a.signature}\n(bundle: {meta['signature']})"

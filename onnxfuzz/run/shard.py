@@ -32,6 +32,7 @@ from onnxfuzz.judge.oracle import OracleConfig
 from onnxfuzz.run.campaign import AHEAD, Campaign, CampaignOptions, Judged
 from onnxfuzz.run.pregen import Made, make
 from onnxfuzz.run.probe import Support
+from onnxfuzz.store.known import KnownFile
 
 YIELD_EVERY = 0.2  # seconds of finished tests a shard sends back at once
 
@@ -69,6 +70,7 @@ class ShardSetup:
     labels: list[str]
     digest: str
     driver_clock: float  # the driver's clock_offset()
+    known: KnownFile | None = None  # the campaign's --known findings
 
 
 @dataclass
@@ -98,13 +100,14 @@ class ShardRunner:
 
     # The campaign's own judging, so that a test gets the verdict it would get locally:
     # it reads only the attributes set in __init__ (opts, support, oracle, names, infos,
-    # cfg).
+    # cfg, known).
     judge_all = Campaign.judge_all
 
     def __init__(self, setup: ShardSetup) -> None:
         self.opts = setup.opts
         self.cfg = setup.cfg
         self.oracle = setup.oracle
+        self.known = setup.known
         self.support = setup.support
         self.names = setup.names
         self.shift = clock_offset() - setup.driver_clock

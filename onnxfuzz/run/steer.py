@@ -13,6 +13,12 @@ on each other in a circle: a waiting lane holds no unfinished test).
 A test's reward is what it covered first: op-type triples and shape-attribute instances
 (the diversity features the campaign computes anyway) and failure signatures per backend.
 
+``--guide optcov`` is UCT as under ``mcts`` (the ops or blocks a model starts with; with
+``--op-mix layers`` the blocks include the optimizers' own patterns), rewarded instead by
+what the test made the backends' optimizers do first (an ONNX Runtime transformer or rewrite
+rule, a TVM pass or fused-kernel pattern: the adapters' ``optimizations`` feedback) and by
+new failure signatures (``optimization_keys``).
+
 ``--guide frontier`` aims at the triples directly: a share of its tests start with an
 ad-hoc chain of op types (``{"path": ["chain:A>B>C>..."]}``) walked from a uniformly drawn
 op over the op-type edges ``a -> b`` the campaign has already produced (so each link is
@@ -60,7 +66,7 @@ POOL = 256  # interesting tests (a new triple or failure) kept as parents: the l
 SEEN_BITS = 1 << 24  # the seen-key bit set (2 MiB)
 TRIPLE, INSTANCE, SIGNATURE, EDGE = 0, 1, 2, 3  # key kinds (the top two bits of a key)
 _LOW = (1 << 30) - 1
-MODES = ("random", "mcts", "frontier")
+MODES = ("random", "mcts", "frontier", "optcov")
 # --guide frontier: the share of tests that start with a walked chain (more narrowed the
 # op types: 250 models at 1:10, an earlier walk that started only at linked ops, had 136
 # op types with every test a chain, 163 with half, 174 with none)
@@ -88,6 +94,27 @@ def reward_keys(features: Features | None, signatures: Iterable[tuple[str, str]]
     for backend, sig in sorted(set(signatures)):
         keys.append((SIGNATURE << 30) | (zlib.crc32(f"{backend}|{sig}".encode()) & _LOW))
     return keys.tobytes()
+
+
+def optimization_keys(
+    fired: Iterable[tuple[str, str, str]], signatures: Iterable[tuple[str, str]]
+) -> bytes:
+    """A test's coverage keys under ``--guide optcov``: what the backends' optimizers did
+    on it (``(backend, kind, name)``, from their ``optimizations`` feedback), packed in the
+    slot ``reward_keys`` gives triples (a campaign has one guide mode: the two never mix),
+    and its ``(backend, signature)`` failures."""
+    keys = array("I")
+    for backend, kind, name in sorted(set(fired)):
+        keys.append((TRIPLE << 30) | (key_digest(f"opt|{backend}|{kind}|{name}") & _LOW))
+    for backend, sig in sorted(set(signatures)):
+        keys.append((SIGNATURE << 30) | (zlib.crc32(f"{backend}|{sig}".encode()) & _LOW))
+    return keys.tobytes()
+
+
+def optimization_reward(new: list[int]) -> float:
+    """``--guide optcov``'s reward in [0, 1]: an optimization (a transformer, rule, pass
+    or fused pattern) no earlier test made fire, and a new failure signature, half each."""
+    return 0.5 * min(1.0, new[TRIPLE] / 2) + 0.5 * min(1.0, float(new[SIGNATURE]))
 
 
 def reward(new: list[int]) -> float:
@@ -120,7 +147,7 @@ class Steering:
         self.mutants = mutants
         if mode not in MODES:
             raise ValueError(f"guide mode {mode!r}: one of {', '.join(MODES)}")
-        uct = mode == "mcts" or (mode == "frontier" and FRONTIER_REST == "mcts")
+        uct = mode in ("mcts", "optcov") or (mode == "frontier" and FRONTIER_REST == "mcts")
         self.tree = Uct(guided.actions) if uct else None
         # the op types a frontier chain may use, and the names features give them
         self._ops = [sp.op_type for sp in guided.gen.specs] if mode == "frontier" else []
@@ -275,7 +302,7 @@ class Steering:
                     if key >> 30 == EDGE and self._edge_at:
                         for a, b in self._edge_at.get(bit, ()):
                             insort(self._succ[a], b)
-            r = reward(new)
+            r = optimization_reward(new) if self.mode == "optcov" else reward(new)
             self.rewarded += r
             d = self._decided.pop(j, None)
             if self.tree is not None and _uct_path(d):

@@ -2,7 +2,9 @@
 
 Owns the campaign database (``db``: tests, per-backend results, bugs, options; one
 transaction per test), bug bundles on disk (``bundle``: model, inputs, outputs, meta.json,
-log.txt, a standalone repro.py) and reports for people (``report``: bug rows, tables, the
+log.txt, a standalone repro.py; ``plain_repro``: repro_plain.py in the backend's own
+API; ``readable``/``upstream``: issue.md's model text, wording and known upstream issues)
+and reports for people (``report``: bug rows, tables, the
 end-of-campaign summary; ``html_report``: the campaign as one HTML page, from
 ``report_data``'s aggregates, drawn with ``svg`` and ``model_graph``).
 

@@ -7,6 +7,11 @@ meta.json                                    signature, verdict, stage, backend,
 log.txt                                      the backend's error text / mismatch statistics
 repro.py                                     standalone: 1 REPRODUCES, 0 FIXED, 4 DIFFERENT,
                                              2 SETUP ERROR (see the template)
+earlier/<k>/{model.onnx,test_data_set_0/}    a bug that depends on an earlier model: the
+                                             models to run first, in order, in one process
+
+An intermittent bundle's repro.py runs the model ``confirmed.attempts`` times in one process
+and reports the rate; a state-dependent one runs the earlier models first.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import onnx
 from onnxfuzz import __version__
 from onnxfuzz.backend import UNSUPPORTED_PATTERNS, entry_points, parse_backend
 from onnxfuzz.errors import BackendError
+from onnxfuzz.execute.messages import Test
 from onnxfuzz.execute.sandbox import Outcome
 from onnxfuzz.generate.build.generator import Case
 from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs, write_test
@@ -35,6 +41,8 @@ from onnxfuzz.judge.oracle import Judgement, precision_dtypes
 from onnxfuzz.judge.signature import RULES, normalize
 from onnxfuzz.reduce.reducer import Reduced
 from onnxfuzz.store.issue import write_issue
+from onnxfuzz.store.plain_repro import PlainRepro, supported, write_plain
+from onnxfuzz.store.readable import what_went_wrong
 
 TEMPLATE = Path(__file__).parents[1] / "data" / "repro.py.tmpl"
 
@@ -63,6 +71,10 @@ class Finding:
     memory_mb: float = 8192.0
     case: Case | None = None  # the generated case (its choices shrink), when there is one
     names: dict[str, str] = field(default_factory=dict)  # label -> display name
+    # the models the backend's process had run before this one (a stale-cache bug needs
+    # them); after confirmation, of a state-dependent finding: the fewest that re-create it
+    earlier: list[Test] = field(default_factory=list)
+    runs: int = 1  # runs repro.py makes: an intermittent finding's attempts
 
     def name(self, label: str) -> str:
         return self.names.get(label, label)
@@ -124,11 +136,16 @@ def adapter_libraries(source: str, cls_name: str) -> list[str]:
 
 
 def _write_repro(
-    folder: Path, f: Finding, model: onnx.ModelProto, reference_outputs: str | None
+    folder: Path,
+    f: Finding,
+    model: onnx.ModelProto,
+    reference_outputs: str | None,
+    earlier: list[str] | None = None,
 ) -> None:
     """``repro.py``: standalone, it says REPRODUCES only for the same normalized signature
     (see the template). ``reference_outputs``: the folder, relative to ``folder``, of the
-    reference's stored outputs (None: the script runs the reference)."""
+    reference's stored outputs (None: the script runs the reference); ``earlier``: the
+    folders, relative to ``folder``, of models to run first in the same process."""
     adapters = {label: adapter_source(label) for label in dict.fromkeys([f.reference, f.backend])}
     libraries = {label: adapter_libraries(a[0], a[1]) for label, a in adapters.items()}
     j = f.judgement
@@ -151,7 +168,21 @@ def _write_repro(
         "timeout": f.timeout,
         "memory_mb": f.memory_mb,
         "tolerance": {k: list(v) for k, v in f.tolerance.items()},
+        "runs": f.runs,
+        "earlier": earlier or [],
+        "confirmed": f.extra.get("confirmed"),  # {runs, failed} when it was found
     }
+    mode_note = ""
+    if earlier:
+        mode_note = (
+            f"The bug depends on an earlier model: {', '.join(earlier)} run first, in the same "
+            "process, then the model."
+        )
+    if f.runs > 1:
+        mode_note += (
+            f" The bug is intermittent: the model runs {f.runs} times in one process; "
+            "REPRODUCES when any run fails the same way, with the rate."
+        )
     needed = [lib.split(".")[0] for lib in sum(libraries.values(), [])]
     text = TEMPLATE.read_text().format(
         bug_id=f.bug_id,
@@ -161,6 +192,7 @@ def _write_repro(
         libraries=", ".join(dict.fromkeys(n for n in needed if n not in ("numpy", "onnx")))
         or "none besides onnx",
         expect=expect,
+        mode_note=mode_note.strip(),
         adapters=adapters,
         rules=[(rx.pattern, rep) for rx, rep in RULES],
         unsupported=(UNSUPPORTED_PATTERNS.pattern, int(UNSUPPORTED_PATTERNS.flags)),
@@ -168,10 +200,39 @@ def _write_repro(
     (folder / "repro.py").write_text(text)
 
 
-def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path:
-    """Write ``DIR/bugs/<id>/`` (into a temporary folder first, renamed into place)."""
-    folder = root / "bugs" / f.bug_id
-    tmp = root / "bugs" / f".tmp_{f.bug_id}"
+def _write_plain(
+    folder: Path,
+    f: Finding,
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    outcomes: dict[str, Outcome],
+) -> None:
+    """``repro_plain.py`` (store.plain_repro) for a shipped adapter's finding."""
+    if not supported(f.backend):
+        return
+    j = f.judgement
+    ops = " -> ".join(n.op_type for n in model.graph.node) or "-"
+    facts = {"verdict": str(j.verdict), "stage": j.stage and str(j.stage), "kind": j.kind}
+    what = what_went_wrong({**facts, "backend": f.backend, "signature": f.signature})
+    title = f"{f.name(f.backend)} {what} on {ops}"
+    stored = outcomes.get(f.reference)
+    write_plain(
+        folder,
+        PlainRepro(f.backend, title, tolerance=dict(f.tolerance)),
+        model,
+        inputs,
+        stored.outputs if stored is not None and f.reference != f.backend else None,
+        f.name(f.reference),
+    )
+
+
+def write_bundle(
+    root: Path, f: Finding, reduced: Reduced | None = None, where: str = "bugs"
+) -> Path:
+    """Write ``DIR/<where>/<id>/`` (into a temporary folder first, renamed into place);
+    ``where`` is ``bugs``, or ``reference-bugs`` for a failure of the reference alone."""
+    folder = root / where / f.bug_id
+    tmp = root / where / f".tmp_{f.bug_id}"
     if tmp.exists():
         shutil.rmtree(tmp)
     data = write_test(tmp, f.model, f.inputs)
@@ -202,9 +263,16 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
         "timeout": f.timeout,
         **f.extra,
     }
+    earlier = []
+    for k, t in enumerate(f.earlier):
+        write_test(tmp / "earlier" / str(k), onnx.load_from_string(t.model_bytes), t.inputs)
+        earlier.append(f"earlier/{k}")
+    if earlier:
+        meta["earlier"] = earlier
     if reduced is not None:
         write_test(tmp / "reduced", reduced.model, reduced.inputs)
         _write_repro(tmp / "reduced", f, reduced.model, None)
+        _write_plain(tmp / "reduced", f, reduced.model, reduced.inputs, reduced.outcomes)
         meta.update(
             reduced_ops=reduced.ops,
             reduced_nodes=len(reduced.ops),
@@ -232,7 +300,8 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
     (tmp / "log.txt").write_text("\n".join(log))
     stored = f.outcomes.get(f.reference)
     has_ref = f.reference != f.backend and stored is not None and stored.outputs is not None
-    _write_repro(tmp, f, f.model, f"{DATA_SET}/{safe(f.reference)}" if has_ref else None)
+    _write_repro(tmp, f, f.model, f"{DATA_SET}/{safe(f.reference)}" if has_ref else None, earlier)
+    _write_plain(tmp, f, f.model, f.inputs, f.outcomes)
     write_issue(tmp)
     if folder.exists():
         shutil.rmtree(folder)
@@ -240,10 +309,10 @@ def write_bundle(root: Path, f: Finding, reduced: Reduced | None = None) -> Path
     return folder
 
 
-def sync_meta(root: Path, bugs: list[dict[str, Any]]) -> None:
+def sync_meta(root: Path, bugs: list[dict[str, Any]], where: str = "bugs") -> None:
     """Bring each bundle's meta.json up to date with the store: hits and every seed."""
     for b in bugs:
-        path = root / "bugs" / b["id"] / "meta.json"
+        path = root / where / b["id"] / "meta.json"
         if not path.exists():
             continue
         meta = json.loads(path.read_text())

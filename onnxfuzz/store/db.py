@@ -12,7 +12,12 @@ figures as they stood every few seconds (one row per write, keyed by the tests c
 for coverage curves; a campaign.db older than it simply has no rows.
 
 A bug is keyed by its signature and the op pattern of its reduced model: two findings
-with the same signature whose reductions end in different ops are different bugs.
+with the same signature whose reductions end in different ops are different bugs. An
+intermittent or state-dependent bug is keyed by its signature's family instead (pattern
+``intermittent`` or ``state``: one bundle per family). With one reference and one target, a
+failure of the reference alone (pattern ``reference``) is kept in ``reference_bugs``, not
+among the bugs. A finding that no fresh run re-created is stored with the verdict
+``not-reproducible`` and never becomes a bug.
 """
 
 from __future__ import annotations
@@ -47,6 +52,17 @@ CREATE TABLE IF NOT EXISTS diversity_history (
     tests INTEGER PRIMARY KEY, at REAL NOT NULL, summary TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS guide (
     test_id INTEGER PRIMARY KEY, decision TEXT NOT NULL, keys BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS optimizations (
+    backend TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, tests INTEGER NOT NULL,
+    first_test INTEGER, PRIMARY KEY (backend, kind, name));
+CREATE TABLE IF NOT EXISTS feedback_cost (
+    backend TEXT PRIMARY KEY, tests INTEGER NOT NULL, backend_seconds REAL NOT NULL,
+    feedback_seconds REAL NOT NULL, errors INTEGER NOT NULL, last_error TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reference_bugs (
+    key TEXT PRIMARY KEY, signature TEXT NOT NULL, id TEXT NOT NULL, verdict TEXT NOT NULL,
+    stage TEXT, backend TEXT NOT NULL, suspect TEXT, pattern TEXT NOT NULL,
+    first_test INTEGER NOT NULL, first_seen REAL NOT NULL, hits INTEGER NOT NULL,
+    seeds TEXT NOT NULL);
 """
 BUG_COLUMNS = (
     "key",
@@ -63,6 +79,13 @@ BUG_COLUMNS = (
     "seeds",
 )
 MAX_SEEDS = 1000  # seeds kept per bug
+# The verdict of a finding that no fresh run re-created (onnxfuzz.run.confirm).
+NOT_REPRODUCIBLE = "not-reproducible"
+REFERENCE_ONLY = "reference"  # the pattern of a failure of the reference alone
+# Findings whose reduction raised (kept unreduced): meta key -> {signature: "Error: why"};
+# the tracebacks are in the campaign folder's REDUCER_LOG.
+REDUCTION_FAILURES = "reduction_failures"
+REDUCER_LOG = "reducer-errors.log"
 
 
 @dataclass
@@ -134,6 +157,11 @@ class Store:
                 raise UsageError(
                     f"{path} is locked by another process; wait for it to finish"
                 ) from None
+            if not _writable(path.parent) or (path.exists() and not _writable(path)):
+                raise UsageError(
+                    f"{path.parent}: read-only (SQLite writes campaign.db's journal beside "
+                    "it, even to read it); make the folder writable or copy it elsewhere"
+                ) from None
             raise UsageError(
                 f"{path}: not a readable campaign database ({e}); restore it or start a new --out"
             ) from None
@@ -156,7 +184,16 @@ class Store:
         return {r[0] for r in self.db.execute("SELECT id FROM tests")}
 
     def bug_keys(self) -> set[str]:
-        return {r[0] for r in self.db.execute("SELECT key FROM bugs")}
+        """The keys of every bug, the reference's own failures included."""
+        rows = self.db.execute("SELECT key FROM bugs UNION SELECT key FROM reference_bugs")
+        return {r[0] for r in rows}
+
+    def bug_of_signature(self, signature: str) -> str | None:
+        """The bug an earlier hit of this signature was filed under, if any."""
+        row = self.db.execute(
+            "SELECT bug FROM results WHERE signature=? AND bug IS NOT NULL LIMIT 1", (signature,)
+        ).fetchone()
+        return row[0] if row else None
 
     def hits_of(self, signature: str) -> int:
         """Tests stored with a result of this signature."""
@@ -207,10 +244,11 @@ class Store:
                 )
                 if r.bug is None:
                     continue
-                row = self.db.execute("SELECT seeds FROM bugs WHERE key=?", (r.bug,)).fetchone()
+                table = "reference_bugs" if r.pattern == REFERENCE_ONLY else "bugs"
+                row = self.db.execute(f"SELECT seeds FROM {table} WHERE key=?", (r.bug,)).fetchone()
                 if row is None:
                     self.db.execute(
-                        "INSERT INTO bugs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
+                        f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
                         (
                             r.bug,
                             r.signature,
@@ -231,7 +269,7 @@ class Store:
                     if len(seeds) < MAX_SEEDS:
                         seeds.append(seed)
                     self.db.execute(
-                        "UPDATE bugs SET hits=hits+1, seeds=? WHERE key=?",
+                        f"UPDATE {table} SET hits=hits+1, seeds=? WHERE key=?",
                         (json.dumps(seeds), r.bug),
                     )
         except BaseException:
@@ -255,6 +293,56 @@ class Store:
         """A stored test's verdict per backend."""
         rows = self.db.execute("SELECT backend, verdict FROM results WHERE test_id=?", (test_id,))
         return dict(rows.fetchall())
+
+    # --- optimization coverage (the adapters' ``optimizations`` feedback) -----------
+    def add_feedback(
+        self,
+        test_id: int,
+        backend: str,
+        fired: dict[str, tuple[str, ...]],
+        known: dict[str, tuple[str, ...]],
+    ) -> None:
+        """What ``backend``'s optimizer did on test ``test_id`` (kind -> names fired) and
+        what it could have done (kind -> names that ran without firing too), written after
+        the test's ``record`` so that both commit together."""
+        for kind, names in fired.items():
+            for name in names:
+                self.db.execute(
+                    "INSERT INTO optimizations VALUES (?, ?, ?, 1, ?) ON CONFLICT DO UPDATE "
+                    "SET tests=tests+1, first_test=COALESCE(first_test, excluded.first_test)",
+                    (backend, kind, name, test_id),
+                )
+        for kind, names in known.items():
+            self.db.executemany(
+                "INSERT OR IGNORE INTO optimizations VALUES (?, ?, ?, 0, NULL)",
+                [(backend, kind, name) for name in names],
+            )
+
+    def add_feedback_cost(
+        self, backend: str, backend_s: float, feedback_s: float, error: str = ""
+    ) -> None:
+        """One test's backend time and the part of it its feedback hook took."""
+        self.db.execute(
+            "INSERT INTO feedback_cost VALUES (?, 1, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET "
+            "tests=tests+1, backend_seconds=backend_seconds+excluded.backend_seconds, "
+            "feedback_seconds=feedback_seconds+excluded.feedback_seconds, "
+            "errors=errors+excluded.errors, last_error=CASE WHEN excluded.errors THEN "
+            "excluded.last_error ELSE last_error END",
+            (backend, backend_s, feedback_s, int(bool(error)), error),
+        )
+
+    def optimizations(self) -> list[tuple[str, str, str, int, int | None]]:
+        """(backend, kind, name, tests it fired in, first such test), every one known."""
+        rows = self.db.execute(
+            "SELECT backend, kind, name, tests, first_test FROM optimizations "
+            "ORDER BY backend, kind, tests DESC, name"
+        )
+        return rows.fetchall()
+
+    def feedback_costs(self) -> dict[str, tuple[int, float, float, int, str]]:
+        """backend -> (tests, backend seconds, feedback seconds, hook errors, last error)."""
+        rows = self.db.execute("SELECT * FROM feedback_cost")
+        return {r[0]: tuple(r[1:]) for r in rows.fetchall()}
 
     # --- diversity over time --------------------------------------------------------
     def add_diversity_snapshot(self, tests: int, summary: dict[str, Any]) -> None:
@@ -281,6 +369,42 @@ class Store:
     def bugs(self) -> list[dict[str, Any]]:
         rows = self.db.execute(f"SELECT {', '.join(BUG_COLUMNS)} FROM bugs ORDER BY first_test")
         return [dict(zip(BUG_COLUMNS, r, strict=True)) for r in rows]
+
+    def reference_bugs(self) -> list[dict[str, Any]]:
+        """Failures of the reference alone (one reference, one target), not bugs' rows."""
+        rows = self.db.execute(
+            f"SELECT {', '.join(BUG_COLUMNS)} FROM reference_bugs ORDER BY first_test"
+        )
+        return [dict(zip(BUG_COLUMNS, r, strict=True)) for r in rows]
+
+    def not_reproducible(self) -> int:
+        """Findings that no fresh run re-created (never filed)."""
+        row = self.db.execute("SELECT COUNT(*) FROM results WHERE verdict=?", (NOT_REPRODUCIBLE,))
+        return row.fetchone()[0]
+
+    def not_reproducible_of(self, signature: str) -> int:
+        """Findings of this signature that no fresh run re-created."""
+        row = self.db.execute(
+            "SELECT COUNT(*) FROM results WHERE verdict=? AND signature=?",
+            (NOT_REPRODUCIBLE, signature),
+        )
+        return row.fetchone()[0]
+
+
+def _writable(path: Path) -> bool:
+    """Whether a file can be written in folder ``path`` (or file ``path`` opened for writing),
+    tried for real: ``os.access`` says yes to root on a read-only or immutable folder."""
+    try:
+        if path.is_dir():
+            probe = path / f".onnxfuzz-write-test-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        else:
+            with open(path, "r+b"):
+                pass
+    except OSError:
+        return False
+    return True
 
 
 class CampaignLock:

@@ -21,7 +21,13 @@ from onnxfuzz.generate.lang.features import is_feature
 from onnxfuzz.generate.measure.metrics import Diversity
 from onnxfuzz.store.db import Store
 from onnxfuzz.store.model_graph import ARROW_DEFS, model_svg
-from onnxfuzz.store.report import COMPARED
+from onnxfuzz.store.report import (
+    COMPARED,
+    families_title,
+    family_rows,
+    reduced_ops,
+    reduction_failures_line,
+)
 from onnxfuzz.store.report_data import (
     DIVERSITY_FIGURES,
     MAX_BUGS_DRAWN,
@@ -38,6 +44,7 @@ VERDICT_ORDER = (
     "mismatch",
     "crash",
     "timeout",
+    "not-reproducible",
     "unstable",
     "known",
     "unsupported",
@@ -138,7 +145,7 @@ def _header(d: ReportData) -> str:
     o = d.options
     facts = [
         f"<b>{d.n_tests:,}</b> tests",
-        f"<b>{len(d.bug_rows):,}</b> distinct bugs",
+        f"<b>{escape(families_title(d.bug_rows))}</b>",
         f"{_duration(t.span)} active",
         f"{_utc(t.first_wall)} to {_utc(t.last_wall)}",
     ]
@@ -263,6 +270,33 @@ def _coverage(d: ReportData) -> str:
         "over all tests, and per backend over the tests it compiled and ran. Past 16,384 "
         "distinct keys the counts are estimates (~1 %).</p>"
         f"{_legend(items)}<div class=charts>{''.join(charts)}</div></section>"
+    )
+
+
+def _optimizations(d: ReportData) -> str:
+    """What each backend's optimizer did (its adapter's ``optimizations`` feedback): per
+    kind, what fired in how many tests, and what never fired."""
+    head = '<section id="optimizations"><h2>Optimization coverage</h2>'
+    if not d.optimizations:
+        return head + "<p>No backend gave optimization feedback.</p></section>"
+    rows = []
+    for label in d.labels:
+        tests, backend_s, feedback_s, errors, _ = d.feedback_costs.get(
+            label, (0, 0.0, 0.0, 0, "")
+        )
+        hook = f"{feedback_s / backend_s:.1%}" if backend_s > 0 else "-"
+        for kind, (fired, never) in sorted(d.optimizations.get(label, {}).items()):
+            shown = ", ".join(f"{escape(n)}&nbsp;({k})" for n, k in fired)
+            rows.append(
+                f"<tr><td>{escape(d.name_of(label))}</td><td>{escape(kind)}</td>"
+                f"<td>{len(fired)}/{len(fired) + len(never)}</td><td>{shown}</td>"
+                f"<td>{escape(', '.join(sorted(never)))}</td><td>{hook}"
+                f"{f' ({errors} hook errors)' if errors else ''}</td></tr>"
+            )
+    return (
+        head + "<table><thead><tr><th>backend</th><th>kind</th><th>fired</th>"
+        "<th>fired (tests)</th><th>never fired</th><th>hook time / backend time</th></tr>"
+        "</thead><tbody>" + "".join(rows) + "</tbody></table></section>"
     )
 
 
@@ -406,8 +440,10 @@ def _bug_table(d: ReportData) -> str:
     rows = []
     drawn = {v.row["id"] for v in d.bugs}
     for r in d.bug_rows[:MAX_TABLE_BUGS]:
-        pattern = r["pattern"].replace("+", " ") if r["pattern"] != "unreduced" else "-"
-        key = " ".join(str(r[k] or "") for k in ("id", "verdict", "stage", "backend", "pattern"))
+        pattern = reduced_ops(r)
+        key = " ".join(
+        str(r.get(k) or "") for k in ("id", "family", "verdict", "stage", "backend", "pattern")
+    )
         anchor = (
             f'<a href="#bug-{escape(r["id"])}">{escape(r["id"])}</a>'
             if r["id"] in drawn
@@ -422,6 +458,9 @@ def _bug_table(d: ReportData) -> str:
         )
     more = len(d.bug_rows) - len(rows)
     tail = f"<p class=muted>{more} more bugs: onnxfuzz triage lists them all.</p>" if more else ""
+    failures = reduction_failures_line(d.bug_rows, Path(d.name))
+    if failures is not None:
+        tail += f"<p>{escape(failures)}</p>"
     return (
         '<table class="sortable"><thead><tr><th>id</th><th class=l>verdict</th>'
         "<th class=l>stage</th><th class=l>backend</th><th class=l>suspect</th>"
@@ -432,7 +471,9 @@ def _bug_table(d: ReportData) -> str:
 
 def _bug(d: ReportData, v: BugView) -> str:
     r = v.row
-    key = " ".join(str(r[k] or "") for k in ("id", "verdict", "stage", "backend", "pattern"))
+    key = " ".join(
+        str(r.get(k) or "") for k in ("id", "family", "verdict", "stage", "backend", "pattern")
+    )
     graph = model_svg(v.model) if v.model is not None else "<p>(no readable model)</p>"
     which = "reduced model" if v.reduced else "model (not reduced)"
     versions = "".join(
@@ -457,15 +498,65 @@ def _bug(d: ReportData, v: BugView) -> str:
     )
 
 
+def _families(d: ReportData) -> str:
+    """The bugs' root-cause families (``judge.signature.family``), each with its bundles."""
+    rows = []
+    drawn = {v.row["id"] for v in d.bugs}
+    for f in family_rows(d.bug_rows):
+        links = " ".join(
+            f'<a href="#bug-{escape(b)}">{escape(b)}</a>' if b in drawn else escape(b)
+            for b in f["bundles"]
+        )
+        rows.append(
+            f"<tr><td class=l>{escape(f['family'])}</td><td class=l>{escape(f['backend'] or '-')}"
+            f"</td><td class=l>{escape(f['verdict'])}</td><td class=l>"
+            f"{escape(f['stage'] or '-')}</td><td>{len(f['bundles'])}</td><td class=l>{links}"
+            f"</td><td>{f['hits']}</td><td>{f['first_test']}</td></tr>"
+        )
+    return (
+        "<h3>Families</h3><p class=muted>Bundles of one root cause: the same backend, verdict "
+        "and stage, and the same error once op names, shapes, element types and numbers are "
+        "left out (a crash: the same frames).</p>"
+        '<table class="sortable"><thead><tr><th class=l>family</th><th class=l>backend</th>'
+        "<th class=l>verdict</th><th class=l>stage</th><th>bundles</th><th class=l>ids</th>"
+        f"<th>hits</th><th>first test</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "<h3>Bundles</h3>"
+    )
+
+
+def _known(d: ReportData) -> str:
+    """The known findings (``fuzz --known``) this campaign met: counted, not filed."""
+    if not d.known:
+        return ""
+    rows = "".join(
+        f"<tr><td class=l>{escape(r['family'])}</td><td class=l>{escape(r['backend'])}</td>"
+        f"<td class=l>{escape(r['verdict'])}</td><td>{r['hits']}</td><td>{r['known_hits']}</td>"
+        "</tr>"
+        for r in d.known
+    )
+    hits = sum(r["hits"] for r in d.known)
+    return (
+        f"<h3>Known ({hits} hits of {len(d.known)} "
+        f"{'family' if len(d.known) == 1 else 'families'})</h3><p class=muted>Findings "
+        "that match the campaign's --known file: counted, neither reduced nor filed.</p>"
+        '<table class="sortable"><thead><tr><th class=l>family</th><th class=l>backend</th>'
+        "<th class=l>verdict</th><th>hits</th><th>hits before</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
 def _bugs(d: ReportData) -> str:
-    head = f'<section id="bugs"><h2>Bugs ({len(d.bug_rows):,})</h2>'
+    head = f'<section id="bugs"><h2>Bugs: {escape(families_title(d.bug_rows))}</h2>'
     if not d.bug_rows:
-        return head + "<p>No bugs found.</p></section>"
+        return head + "<p>No bugs found.</p>" + _known(d) + "</section>"
     drawn = "".join(_bug(d, v) for v in d.bugs)
     more = len(d.bug_rows) - len(d.bugs)
     note = f"<p class=muted>The first {len(d.bugs)} are shown in full.</p>" if more else ""
     return (
-        head + '<p><input id="bug-filter" type="search" placeholder="filter bugs: id, verdict, '
+        head
+        + _families(d)
+        + _known(d)
+        + '<p><input id="bug-filter" type="search" placeholder="filter bugs: id, verdict, '
         'backend, op" size="40"></p>' + _bug_table(d) + note + drawn + "</section>"
     )
 
@@ -480,6 +571,7 @@ def render(d: ReportData) -> str:
             _findings(d),
             _coverage(d),
             _support(d),
+            _optimizations(d),
             _bugs(d),
         ]
     )

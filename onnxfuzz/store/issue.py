@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import platform
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,16 @@ from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.generate.corpus.testdata import DATA_SET
 from onnxfuzz.judge.second_opinion import sentence
+from onnxfuzz.store.plain_repro import NAME as PLAIN
+from onnxfuzz.store.readable import (
+    doc_sentence,
+    model_text,
+    numpy_expected,
+    short_names,
+    value_errors,
+    what_went_wrong,
+)
+from onnxfuzz.store.upstream import load_rows, markdown, matches
 
 MAX_MODEL_TEXT = 6000  # characters of the model as text; a larger one is attached as a file
 MAX_LOG_LINES = 25
@@ -53,18 +64,18 @@ def issue_markdown(bundle: Path) -> str:
     model = onnx.load(str(folder / "model.onnx"))
     name = meta.get("name") or meta["backend"]
     ops = meta.get("reduced_ops") or meta.get("ops") or []
-    stage = meta.get("stage") or "run"
-    what = {
-        "crash": f"crashes while {'compiling' if stage == 'compile' else 'running'}",
-        "timeout": f"hangs while {'compiling' if stage == 'compile' else 'running'}",
-        "mismatch": "returns wrong results",
-    }.get(meta["verdict"], f"fails ({meta['verdict']})")
+    what = what_went_wrong(meta)
     reference = meta.get("reference")
     blamed = meta.get("suspect") is not None or meta["verdict"] != "mismatch"
     if not blamed:  # no majority: the two disagree, and either may be wrong
         what = f"and {reference} disagree"
     title = f"{name} {what} on a {len(ops)}-node model: {' -> '.join(ops) or '-'}"
+    culprit = meta.get("culprit") or {}
+    if culprit.get("stage"):  # where inside the backend (run.culprit)
+        where = culprit["stage"] + (f": {culprit['component']}" if culprit.get("component") else "")
+        title += f" [{where}]"
     log = (bundle / "log.txt").read_text().splitlines() if (bundle / "log.txt").exists() else []
+    plain = folder / PLAIN
     # beside the reduced model, what the reduced model's run said (the original's
     # message names its own shapes, element counts and values)
     said = meta.get("reduced_message") if folder != bundle else None
@@ -76,15 +87,21 @@ def issue_markdown(bundle: Path) -> str:
             f"per-type tolerances (atol, rtol) {tol}; the model's declared output types and "
             "shapes."
         )
+        expected = _expected_values(plain, reference) or expected
+        expected += _expected_sources(folder, model, meta)
     elif reference and reference != meta["backend"]:
         expected = f"The model compiles and runs, as it does in {reference}."
+        # the values it should give; no schema sentence: a crash violates no one property
+        expected += _expected_sources(folder, model, {**meta, "kind": "crash"})
     else:  # the reference itself failed: no backend to point to
         expected = (
             "The model compiles and runs: it is valid ONNX (the ONNX checker with full "
             "shape inference accepts it)."
-        )
+        ) + _expected_sources(folder, model, {**meta, "kind": "crash"})
     repro = f"cd {folder.name if folder != bundle else '.'} && python repro.py"
-    text = _model_text(model)
+    text, renamed = model_text(model)
+    if len(text) > MAX_MODEL_TEXT:
+        text = text[:MAX_MODEL_TEXT] + "\n... (truncated: see model.onnx)"
     sections = {
         "summary": f"{name} {what} on this model (found by onnxfuzz, reduced to "
         f"{len(ops)} node{'s' if len(ops) != 1 else ''})."
@@ -94,26 +111,37 @@ def issue_markdown(bundle: Path) -> str:
             else f" No other backend in the comparison decided which of {name} and "
             f"{reference} is wrong. {_opinion(meta, name)}Check the values against the "
             "operator's definition before filing."
-        ),
+        )
+        + _reproducibility(meta)
+        + _culprit_text(culprit)
+        + _upstream_text(bundle, meta, model),
         "repro": "\n".join(
             [
+                *_plain_text(plain, folder != bundle),
+                "onnxfuzz's own check (the same failure signature, the backend sandboxed):",
                 "```",
                 f"{repro}    # exit 1 and REPRODUCES while the bug is there, 0 and FIXED after",
                 "```",
-                "The model (`model.onnx` beside `repro.py`), as ONNX text:",
+                "The model (`model.onnx` beside `repro.py`), as ONNX text"
+                + (" (tensors renamed x, t1, ..., y for reading; model.onnx keeps the"
+                   " generator's names):" if renamed else ":"),
                 "```",
                 text,
                 "```",
                 "Inputs (`test_data_set_0/input_*.pb`):",
                 "",
-                _inputs_table(folder),
+                _inputs_table(folder, renamed),
             ]
         ),
         "expected": expected,
-        "actual": f"```\n{actual}\n```",
+        "actual": f"```\n{actual}\n```" + _value_errors(bundle, meta),
+        "triage": _tvm_triage(culprit),
         "versions": _versions(meta),
     }
-    return _FORMS[tracker(meta["backend"])](title, sections)
+    form = tracker(meta["backend"])
+    if form == "onnx2torch" and culprit.get("project") == "torch":
+        form = "pytorch"  # torch eager fails the same way on the same tensors
+    return _FORMS[form](title, sections)
 
 
 def write_issue(bundle: Path) -> Path:
@@ -123,6 +151,184 @@ def write_issue(bundle: Path) -> Path:
 
 
 # --- parts -----------------------------------------------------------------------------
+def _reproducibility(meta: dict[str, Any]) -> str:
+    """How the finding reproduced in fresh processes (``onnxfuzz.run.confirm``): " Reproduced
+    3 of 5 runs ...", or that it depends on an earlier model; "" for a bundle from before."""
+    seen = meta.get("confirmed")
+    kind = meta.get("reproducibility")
+    if not seen or not kind:
+        return ""
+    runs, failed = seen.get("runs", 0), seen.get("failed", 0)
+    if kind == "intermittent":
+        return (
+            f" Intermittent: reproduced {failed} of {runs} runs in a fresh process; "
+            "`repro.py` runs the model several times in one process and reports the rate."
+        )
+    if kind == "depends on an earlier model":
+        earlier = meta.get("earlier", [])
+        names = ", ".join(f"`{e}/model.onnx`" for e in earlier)
+        return (
+            f" It depends on an earlier model: alone in a fresh process it reproduced 0 of "
+            f"{runs} runs; after {len(earlier)} earlier model(s) ran in the same process "
+            f"({names}) it fails. `repro.py` runs them in order, then this model, in one "
+            "process."
+        )
+    return f" Reproduced {failed} of {runs} runs in a fresh process."
+
+
+def _plain_text(plain: Path, reduced: bool) -> list[str]:
+    """The plain reproducer, shown whole (it is at most 40 lines)."""
+    if not plain.exists():
+        return []
+    where = "cd reduced && " if reduced else ""
+    return [
+        f"`{where}python {PLAIN}`: onnx, numpy and the backend's own API only; prints actual "
+        "vs expected, exit 1 while the bug is there, 0 once it is fixed.",
+        "```python",
+        plain.read_text().rstrip(),
+        "```",
+    ]
+
+
+def _culprit_text(culprit: dict[str, Any]) -> str:
+    """Where inside the backend (``run.culprit``) and the workaround, if one was found."""
+    if not culprit.get("stage"):
+        return ""
+    parts = [f" Stage: {culprit['stage']}"]
+    if culprit.get("component"):
+        parts.append(f" ({culprit['component']})")
+    if culprit.get("level"):
+        parts.append(f", at {culprit['level']}")
+    text = "".join(parts) + "."
+    if culprit.get("workaround"):
+        text += f" Workaround, checked: `{culprit['workaround']}`."
+    if culprit.get("project") in _PROJECTS:
+        text += f" File with {_PROJECTS[culprit['project']]}."
+    if culprit.get("project") in ("onnx2torch", "torch") and culprit.get("note") and (
+        " on the same tensors: " in culprit["note"]
+    ):  # the failing op was run in torch eager on the same tensors (run.culprit)
+        text += f" {culprit['note']}."
+    elif culprit.get("project") == "onnx2torch" and culprit.get("component"):
+        # the module that failed or first gave a wrong type was onnx2torch's conversion
+        text += f" The converted module is onnx2torch's: {culprit.get('note', '')}"
+    elif culprit.get("note") and not culprit.get("component"):
+        text += f" ({culprit['note']})"
+    return text
+
+
+_PROJECTS = {
+    "onnx2torch": "onnx2torch (github.com/ENOT-AutoDL/onnx2torch): its conversion is at fault",
+    "torch": "PyTorch (github.com/pytorch/pytorch): torch's own op is at fault",
+    "onnxruntime": "ONNX Runtime (github.com/microsoft/onnxruntime)",
+    "tvm": "TVM (github.com/apache/tvm)",
+}
+
+
+def _upstream_text(bundle: Path, meta: dict[str, Any], model: onnx.ModelProto) -> str:
+    found = matches(meta, model, load_rows(bundle.parent.parent))
+    return "\n\n" + markdown(found) if found else ""
+
+
+def _expected_values(plain: Path, reference: str | None) -> str:
+    """Where the plain reproducer's expected values come from."""
+    if not plain.exists():
+        return ""
+    if "ReferenceEvaluator(model).run(None, inputs)  # the ONNX spec's" in plain.read_text():
+        return (
+            "The ONNX reference evaluator's outputs (`onnx.reference.ReferenceEvaluator`, the "
+            f"operator definitions' executable form; {reference} agrees with it on this model), "
+            "within the per-type tolerances the script states."
+        )
+    return (
+        f"{reference}'s outputs, stored as `test_data_set_0/output_*.pb` (the ONNX reference "
+        "evaluator fails on this model or disagrees), within the script's tolerances."
+    )
+
+
+def _show(a: np.ndarray) -> str:
+    a = np.asarray(a)
+    values = np.array2string(a.ravel()[:8], precision=6, separator=", ")
+    return f"{a.dtype}{list(a.shape)} {values}" + (" ..." if a.size > 8 else "")
+
+
+def _expected_sources(folder: Path, model: onnx.ModelProto, meta: dict[str, Any]) -> str:
+    """The expected values on the reduced model's inputs from the ONNX reference evaluator
+    and, for a single node of a simple op, numpy beside them; and the operator schema's
+    sentence for the property violated (``readable.doc_sentence``), quoted."""
+    inputs = {}
+    for path in sorted((folder / DATA_SET).glob("input_*.pb")):
+        t = onnx.load_tensor(str(path))
+        inputs[t.name] = numpy_helper.to_array(t)
+    rows: list[str] = []
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        if len(model.graph.node) > 40:
+            raise ValueError("too large to evaluate here")
+        ref = ReferenceEvaluator(model).run(None, inputs)
+    except Exception:
+        ref = None
+    try:
+        mine = numpy_expected(model, inputs)
+    except Exception:  # numpy refusing these tensors (shapes, exotic types): no column
+        mine = None
+    names = short_names(model)  # as the model text shows them
+    if ref is not None:
+        head = "| output | ONNX reference evaluator |" + (" numpy |" if mine else "")
+        rows = [head, "|---|---|" + ("---|" if mine else "")]
+        for k, out in enumerate(model.graph.output):
+            row = f"| {names.get(out.name, out.name)} | {_show(ref[k])} |"
+            if mine:
+                row += f" {_show(mine[k])} |" if k < len(mine) else " - |"
+            rows.append(row)
+    text = ""
+    if rows:
+        what = (
+            "the reference evaluator's and numpy's (one elementwise op, computed with "
+            "numpy's own functions)"
+            if mine
+            else "the reference evaluator's"
+        )
+        text = f"\n\nValues on the reduced model's inputs, {what}:\n\n" + "\n".join(rows)
+    op = model.graph.node[0].op_type if len(model.graph.node) == 1 else ""
+    found = re.search(r"first diverging node: \S+ \((\w+)\)", meta.get("reduced_message") or "")
+    op = op or (found[1] if found else "")
+    if op:
+        said = doc_sentence(op, int(meta.get("opset") or 17), meta.get("kind", ""))
+        if said:
+            text += f"\n\nThe operator's definition, {said}"
+    return text
+
+
+def _value_errors(bundle: Path, meta: dict[str, Any]) -> str:
+    """For a value mismatch: max abs/rel error and ulps of the stored outputs."""
+    if meta["verdict"] != "mismatch" or meta.get("kind") not in ("values", ""):
+        return ""
+    data = bundle / DATA_SET
+    lines = []
+    for got in sorted((data / _safe(meta["backend"])).glob("output_*.pb")):
+        want = data / _safe(meta.get("reference", "")) / got.name
+        if not want.exists():
+            continue
+        a, e = (numpy_helper.to_array(onnx.load_tensor(str(p))) for p in (got, want))
+        said = value_errors(a, e)
+        if said:
+            lines.append(f"- `{onnx.load_tensor(str(got)).name}` (original model): {said}")
+    return "\n\n" + "\n".join(lines) if lines else ""
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label)
+
+
+def _tvm_triage(culprit: dict[str, Any]) -> str:
+    """TVM's triage tags, from the stage the culprit search found."""
+    stage = culprit.get("stage", "")
+    if stage == "import":
+        return "* frontend:onnx"
+    return "* needs-triage" + (f" (failing stage: {stage})" if stage else "")
+
+
 def _opinion(meta: dict[str, Any], name: str) -> str:
     """The second opinion on a no-majority mismatch (``judge.second_opinion``), if any."""
     opinion = meta.get("second_opinion")
@@ -151,17 +357,7 @@ def _actual(log: list[str], message_text: str | None = None) -> str:
     return "\n".join((message + ([""] if site else []) + site)[:MAX_LOG_LINES]).strip()
 
 
-def _model_text(model: onnx.ModelProto) -> str:
-    bare = onnx.ModelProto()
-    bare.CopyFrom(model)
-    del bare.metadata_props[:]  # onnxfuzz's own notes: noise in a report
-    text = onnx.printer.to_text(bare)
-    if len(text) > MAX_MODEL_TEXT:
-        return text[:MAX_MODEL_TEXT] + "\n... (truncated: see model.onnx)"
-    return text
-
-
-def _inputs_table(folder: Path) -> str:
+def _inputs_table(folder: Path, names: dict[str, str] | None = None) -> str:
     rows = ["| input | type | shape | values |", "|---|---|---|---|"]
     for path in sorted((folder / DATA_SET).glob("input_*.pb")):
         t = onnx.TensorProto()
@@ -173,12 +369,35 @@ def _inputs_table(folder: Path) -> str:
                 values = np.array2string(a.ravel(), precision=6, separator=", ")
         else:
             values = "-"
-        rows.append(f"| {t.name} | {a.dtype} | {list(a.shape)} | {values} |")
+        name = (names or {}).get(t.name, t.name)
+        rows.append(f"| {name} | {a.dtype} | {list(a.shape)} | {values} |")
     return "\n".join(rows) if len(rows) > 2 else "(none)"
 
 
 def _versions(meta: dict[str, Any]) -> str:
-    lines = [f"- {k}: {v}" for k, v in sorted(meta.get("versions", {}).items())]
+    """The culprit backend's version and the settings that matter for it (ORT's graph
+    optimization level; TVM's target, opt level and LLVM), not every backend compared."""
+    backend = meta["backend"]
+    target = backend.split(":")[0]
+    versions = meta.get("versions", {})
+    mine = {k: v for k, v in versions.items() if k == backend or k.split(":")[0] == target}
+    lines = [f"- {k}: {v}" for k, v in sorted(mine.items())]
+    try:
+        options = dict(parse_backend(backend).options)
+    except BackendError:
+        options = {}
+    if target in ("ort", "ort-cuda"):
+        level = {"none": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC"}.get(
+            options.get("opt", "all"), f"ORT_ENABLE_{options.get('opt', 'all').upper()}"
+        )
+        provider = "CUDAExecutionProvider" if target == "ort-cuda" else "CPUExecutionProvider"
+        lines.append(f"- graph optimization level {level}, {provider}")
+    elif target == "tvm":
+        llvm = (meta.get("culprit") or {}).get("llvm")
+        lines.append(
+            f"- target {options.get('target', 'llvm')}, PassContext opt_level "
+            f"{options.get('opt_level', '3')}" + (f", LLVM {llvm}" if llvm else "")
+        )
     lines += [
         f"- onnx: {onnx.__version__}, numpy: {np.__version__}",
         f"- Python {sys.version.split()[0]}, {platform.platform()}, {platform.machine()}",
@@ -223,7 +442,7 @@ _FORMS = {
             ("Actual behavior", "actual"),
             ("Environment", "versions"),
             ("Steps to reproduce", "repro"),
-            ("Triage", "* frontend:onnx"),
+            ("Triage", "triage"),
         ],
         s,
     ),
@@ -236,6 +455,18 @@ _FORMS = {
             ("Expected behavior", "expected"),
             ("Actual behavior", "actual"),
             ("Environment", "versions"),
+        ],
+        s,
+    ),
+    # github.com/pytorch/pytorch: the bug report form's fields
+    "pytorch": lambda t, s: _form(
+        t,
+        [
+            ("🐛 Describe the bug", "summary"),
+            ("To reproduce", "repro"),
+            ("Expected behavior", "expected"),
+            ("Actual behavior", "actual"),
+            ("Versions", "versions"),
         ],
         s,
     ),

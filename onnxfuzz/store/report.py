@@ -1,19 +1,28 @@
-"""What a campaign found, for people: bug rows, the bug table, the end-of-campaign summary."""
+"""What a campaign found, for people: bug rows grouped by root-cause family (families
+first: "4 families, 17 bundles"), the bug table, the end-of-campaign summary."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 from onnxfuzz.generate.measure.metrics import Diversity
-from onnxfuzz.store.db import Store
+from onnxfuzz.judge.signature import family, family_id
+from onnxfuzz.store.db import REDUCER_LOG, REDUCTION_FAILURES, Store
+from onnxfuzz.store.known import KnownFile
+
+PIPE_WIDTH = 1000  # columns of a table printed into a pipe or file: never wrapped
 
 
-def summary_rows(store: Store) -> list[dict[str, Any]]:
+def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, Any]]:
+    """A row per bug (``reference_alone``: per failure of the reference alone, set aside
+    in a campaign of one reference and one target)."""
     rows = []
-    for b in store.bugs():
+    failed = store.get_meta(REDUCTION_FAILURES) or {}
+    for b in store.reference_bugs() if reference_alone else store.bugs():
         rows.append(
             {
                 "id": b["id"],
@@ -21,26 +30,171 @@ def summary_rows(store: Store) -> list[dict[str, Any]]:
                 "stage": b["stage"],
                 "backend": store.names.get(b["backend"], b["backend"]),
                 "suspect": store.names.get(b["suspect"], b["suspect"]),
-                "pattern": b["pattern"],
+                "pattern": "unreduced" if reference_alone else b["pattern"],
                 "hits": b["hits"],
                 "first_test": b["first_test"],
                 "first_seen": b["first_seen"],
                 "seeds": json.loads(b["seeds"]),
+                "family": family_id(family(b["signature"]), store.names),
+                # why its reduction raised (it is kept unreduced), if it did
+                "reduction_failed": failed.get(b["signature"])
+                if b["pattern"] == "unreduced"
+                else None,
             }
         )
     return rows
+
+
+def reduced_ops(row: dict[str, Any]) -> str:
+    """A bug row's reduced op pattern as tables show it: "-" for one kept unreduced, and
+    "- (reduction failed)" where reduction raised rather than being off or not needed."""
+    if row["pattern"] != "unreduced":
+        return row["pattern"].replace("+", " ")
+    return "- (reduction failed)" if row.get("reduction_failed") else "-"
+
+
+def reduction_failures_line(rows: list[dict[str, Any]], out: Path) -> str | None:
+    """One line naming the bugs whose reduction failed and the first reason, or None."""
+    failed = [r for r in rows if r.get("reduction_failed")]
+    if not failed:
+        return None
+    return (
+        f"reduction failed for {len(failed)} of {len(rows)} bugs (kept unreduced, reduced ops "
+        f"'-'): {failed[0]['id']}: {failed[0]['reduction_failed']}; tracebacks in "
+        f"{out / REDUCER_LOG}"
+    )
+
+
+def family_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``summary_rows`` grouped by root-cause family (``judge.signature.family``), in the
+    order each family was first found: its bundles, hits and first test."""
+    fams: dict[str, dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: r["first_test"]):
+        f = fams.setdefault(
+            r["family"],
+            {
+                "family": r["family"],
+                "verdict": r["verdict"],
+                "stage": r["stage"],
+                "backend": r["backend"],
+                "bundles": [],
+                "hits": 0,
+                "first_test": r["first_test"],
+            },
+        )
+        f["bundles"].append(r["id"])
+        f["hits"] += r["hits"]
+    return list(fams.values())
+
+
+def families_title(rows: list[dict[str, Any]]) -> str:
+    """ "4 families, 17 bundles"."""
+    n = len(family_rows(rows))
+    return (
+        f"{n} {'family' if n == 1 else 'families'}, {len(rows)} "
+        f"{'bundle' if len(rows) == 1 else 'bundles'}"
+    )
+
+
+def family_table(rows: list[dict[str, Any]], where: str) -> object:
+    """The families of ``rows`` (``summary_rows``), each with its bundles."""
+    from rich.table import Table
+
+    table = Table(title=f"{families_title(rows)} {where}")
+    for col in ("family", "backend", "verdict", "stage", "bundles", "hits", "first test"):
+        table.add_column(col, overflow="fold")
+    for f in family_rows(rows):
+        table.add_row(
+            f["family"],
+            f["backend"],
+            f["verdict"],
+            f["stage"] or "-",
+            f"{len(f['bundles'])}: " + " ".join(f["bundles"]),
+            str(f["hits"]),
+            str(f["first_test"]),
+        )
+    return table
+
+
+def console() -> Any:
+    """A rich console for stdout: on a terminal, its width (120 at least); into a file or a
+    pipe (a CI log), wide enough that no table wraps a bug id mid-word, since a log is
+    searched for ids and read with ``less -S``, not at rich's default 80 columns."""
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console(width=max(120, shutil.get_terminal_size((120, 40)).columns))
+    return Console(width=PIPE_WIDTH)
+
+
+def known_rows(store: Store) -> list[dict[str, Any]]:
+    """The known findings this campaign met (``fuzz --known``): per entry of the known
+    file, its hits in this campaign, most hit first."""
+    record = store.get_meta("known")
+    if record is None:
+        return []
+    try:
+        known = KnownFile.from_record(record)
+    except (KeyError, TypeError, ValueError):  # another version's record: nothing to list
+        return []
+    rows = store.db.execute(
+        "SELECT backend, signature, COUNT(*) FROM results "
+        "WHERE verdict='known' AND signature IS NOT NULL GROUP BY backend, signature"
+    )
+    hits: dict[tuple[str, str], int] = {}
+    entries = {}
+    for backend, sig, n in rows:
+        entry = known.match(backend, sig)
+        if entry is not None:
+            hits[(backend, entry.id)] = hits.get((backend, entry.id), 0) + n
+            entries[(backend, entry.id)] = entry
+    return [
+        {
+            "family": entry.id,
+            "backend": store.names.get(entry.backend, entry.backend),
+            "label": entry.backend,
+            "verdict": entry.verdict,
+            "hits": hits[key],
+            "known_hits": entry.hits,
+            "bundles": entry.bundles,
+        }
+        for key, entry in sorted(entries.items(), key=lambda kv: -hits[kv[0]])
+    ]
+
+
+def known_table(rows: list[dict[str, Any]]) -> object:
+    from rich.table import Table
+
+    hits = sum(r["hits"] for r in rows)
+    table = Table(
+        title=f"{hits} hits of {len(rows)} known "
+        f"{'family' if len(rows) == 1 else 'families'} (--known: neither reduced nor filed)"
+    )
+    for col in ("family", "backend", "verdict", "hits", "hits before", "bundles before"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["family"],
+            r["backend"],
+            r["verdict"],
+            str(r["hits"]),
+            str(r["known_hits"]),
+            " ".join(r["bundles"]) or "-",
+        )
+    return table
 
 
 def bug_table(rows: list[dict], title: str) -> object:
     from rich.table import Table
 
     bugs = Table(title=f"{len(rows)} {title}")
-    for col in ("id", "verdict", "stage", "suspect", "reduced ops", "hits", "first test"):
+    for col in ("id", "family", "verdict", "stage", "suspect", "reduced ops", "hits", "first test"):
         bugs.add_column(col, overflow="fold")
     for r in rows:
-        pattern = r["pattern"].replace("+", " ") if r["pattern"] != "unreduced" else "-"
+        pattern = reduced_ops(r)
         bugs.add_row(
             r["id"],
+            r.get("family", "-"),
             r["verdict"],
             r["stage"] or "-",
             r["suspect"] or "-",
@@ -100,6 +254,47 @@ def diversity_table(
 COMPARED = ("ok", "mismatch", "unstable")
 
 
+def optimization_coverage(
+    store: Store,
+) -> dict[str, dict[str, tuple[list[tuple[str, int]], list[str]]]]:
+    """backend -> kind -> ([(name, tests it fired in)], [names known that never fired]),
+    from the adapters' optimization feedback (``onnxfuzz.run.optcov``)."""
+    out: dict[str, dict[str, tuple[list[tuple[str, int]], list[str]]]] = {}
+    for backend, kind, name, tests, _ in store.optimizations():
+        fired, never = out.setdefault(backend, {}).setdefault(kind, ([], []))
+        if tests:
+            fired.append((name, tests))
+        else:
+            never.append(name)
+    return out
+
+
+def optimization_table(store: Store, labels: list[str]) -> Any:
+    """Per backend and kind: how many optimizations fired, the most frequent, the ones
+    that never fired, and the feedback hook's share of the backend's time (None: no
+    backend gave feedback)."""
+    from rich.table import Table
+
+    coverage = optimization_coverage(store)
+    costs = store.feedback_costs()
+    if not coverage and not costs:
+        return None
+    table = Table(title="optimization coverage (what the backends' optimizers did)")
+    for col in ("backend", "kind", "fired", "most tests", "never fired", "hook time"):
+        table.add_column(col, justify="right" if col in ("fired", "hook time") else "left")
+    for label in labels:
+        tests, backend_s, feedback_s, errors, _ = costs.get(label, (0, 0.0, 0.0, 0, ""))
+        cost = f"{feedback_s / backend_s:.1%}" if backend_s > 0 else "-"
+        if errors:
+            cost += f" ({errors} hook errors)"
+        name = store.names.get(label, label)
+        for kind, (fired, never) in sorted(coverage.get(label, {}).items()):
+            top = ", ".join(f"{n} {k}" for n, k in fired[:4])
+            shown = ", ".join(sorted(never)[:8]) + (" ..." if len(never) > 8 else "")
+            table.add_row(name, kind, f"{len(fired)}/{len(fired) + len(never)}", top, shown, cost)
+    return table
+
+
 def print_summary(
     store: Store,
     out: Path,
@@ -111,10 +306,9 @@ def print_summary(
     """The end-of-campaign summary: verdicts per backend with the share of tests each
     actually ran and was compared on, the bug table, and this run's loop ``overhead``
     (a share of the wall time that ``wall`` describes)."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(120, shutil.get_terminal_size((120, 40)).columns))
+    out_console = console()
     counts = store.counts_by_backend()
     verdicts = sorted({v for _, v in counts})
     table = Table(title=f"{store.n_tests()} tests in {out}")
@@ -129,14 +323,46 @@ def print_summary(
         share = f"{ran / total:.0%}" if total else "-"
         name = store.names.get(label, label)
         table.add_row(name + role, *[str(counts.get((label, v), 0)) for v in verdicts], share)
-    console.print(table)
+    out_console.print(table)
     diversity = diversity_table(store.get_meta("diversity"), labels, reference, store.names)
     if diversity is not None:
-        console.print(diversity)
+        out_console.print(diversity)
+    optimizations = optimization_table(store, labels)
+    if optimizations is not None:
+        out_console.print(optimizations)
     rows = summary_rows(store)
-    console.print(bug_table(rows, f"distinct bugs (bundles in {out / 'bugs'})"))
+    if rows:
+        out_console.print(family_table(rows, f"(bundles in {out / 'bugs'})"))
+    known = known_rows(store)
+    if known:
+        out_console.print(known_table(known))
+    out_console.print(bug_table(rows, f"distinct bugs (bundles in {out / 'bugs'})"))
+    failures = reduction_failures_line(rows, out)
+    if failures is not None:
+        out_console.print(failures, soft_wrap=True, markup=False)
+    alone = summary_rows(store, reference_alone=True)
+    if alone:
+        where = out / "reference-bugs"
+        name = store.names.get(reference, reference)
+        title = f"failures of the reference {name} alone (not reduced; bundles in {where})"
+        out_console.print(bug_table(alone, title))
+    cost = store.get_meta("confirmation")
+    if cost and cost.get("findings") and cost.get("wall"):
+        seconds, spent = cost["wall"], cost["seconds"]
+        without = f"{cost['tests'] / (seconds - spent):.1f}" if seconds > spent else "-"
+        out_console.print(
+            f"confirmation: {cost['findings']} finding(s) re-run in fresh processes, "
+            f"{spent:.1f} s of this run's {seconds:.0f} s ({spent / seconds:.1%}); "
+            f"{cost['tests'] / seconds:.1f} tests/s with it, {without} without"
+        )
+    lost = store.not_reproducible()
+    if lost:
+        out_console.print(
+            f"{lost} finding(s) not reproducible: no fresh run re-created them, even after "
+            "the models their worker ran before (not filed as bugs)"
+        )
     if overhead is not None:
-        console.print(
+        out_console.print(
             f"fuzz-loop overhead: {overhead:.1%} of this run's wall time ({wall}) "
             "in which no backend compiled or ran"
         )

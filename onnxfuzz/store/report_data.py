@@ -21,7 +21,7 @@ from onnxfuzz.errors import OnnxFuzzError
 from onnxfuzz.generate.build.single_op import single_op_pairs
 from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.store.db import Store
-from onnxfuzz.store.report import summary_rows
+from onnxfuzz.store.report import known_rows, optimization_coverage, summary_rows
 from onnxfuzz.store.triage import repro_command
 
 MAX_POINTS = 300  # per time series
@@ -102,7 +102,11 @@ class ReportData:
     probe_mode: str | None
     bug_rows: list[dict[str, Any]]  # every bug (summary_rows), in the order found
     bugs: list[BugView]  # the first MAX_BUGS_DRAWN in full
+    known: list[dict[str, Any]] = field(default_factory=list)  # report.known_rows (--known)
     bundles_href: str = "bugs"  # the bundles' folder, as a link from the page
+    # label -> kind -> ([(name, tests it fired in)], [never fired]): the optimizers' feedback
+    optimizations: dict[str, Any] = field(default_factory=dict)
+    feedback_costs: dict[str, tuple[int, float, float, int, str]] = field(default_factory=dict)
 
     def name_of(self, label: str) -> str:
         return self.names.get(label, label)
@@ -260,4 +264,7 @@ def gather(campaign_dir: Path, store: Store) -> ReportData:
         probe_mode=options.get("probe"),
         bug_rows=rows,
         bugs=[_bug_view(campaign_dir, r) for r in rows[:MAX_BUGS_DRAWN]],
+        known=known_rows(store),
+        optimizations=optimization_coverage(store),
+        feedback_costs=store.feedback_costs(),
     )

@@ -19,6 +19,7 @@ VERDICT_COLOURS = {
     "known": "#56B4E9",
     "invalid-reference": "#F0E442",
     "too-costly": "#8c8c8c",
+    "not-reproducible": "#E0B0C8",  # a finding no fresh run re-created
     "generator-error": "#000000",
 }
 

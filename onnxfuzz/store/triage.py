@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from onnxfuzz import __version__
+from onnxfuzz.store.report import (
+    families_title,
+    family_rows,
+    reduced_ops,
+    reduction_failures_line,
+)
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"crash": "error", "timeout": "error", "mismatch": "error"}
@@ -18,19 +24,45 @@ def markdown(campaign_dir: Path, rows: list[dict[str, Any]], n: int) -> str:
     lines = [
         f"# Bugs in {campaign_dir.name}",
         "",
-        f"{n} tests, {len(rows)} distinct bugs. Each bundle's `issue.md` is ready to file.",
+        f"{n} tests, {families_title(rows)}. Each bundle's `issue.md` is ready to file.",
         "",
-        "| id | verdict | stage | backend | suspect | reduced ops | hits | first seen |",
-        "|---|---|---|---|---|---|---|---|",
+    ]
+    if rows:
+        lines += [
+            "## Families",
+            "",
+            "Bundles of one root cause: the same backend, verdict and stage, and the same "
+            "error once op names, shapes, element types and numbers are left out (a crash: "
+            "the same frames).",
+            "",
+            "| family | backend | verdict | stage | bundles | hits | first test |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for f in family_rows(rows):
+            links = " ".join(f"[{b}](bugs/{b}/issue.md)" for b in f["bundles"])
+            lines.append(
+                f"| {f['family']} | {f['backend']} | {f['verdict']} | {f['stage'] or '-'} | "
+                f"{len(f['bundles'])}: {links} | {f['hits']} | {f['first_test']} |"
+            )
+        lines.append("")
+    lines += [
+        "## Bundles",
+        "",
+        "| id | family | verdict | stage | backend | suspect | reduced ops | hits | first seen |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         when = datetime.datetime.fromtimestamp(r["first_seen"]).strftime("%Y-%m-%d %H:%M")
-        pattern = r["pattern"].replace("+", " ") if r["pattern"] != "unreduced" else "-"
+        pattern = reduced_ops(r)
         lines.append(
-            f"| [{r['id']}](bugs/{r['id']}/issue.md) | {r['verdict']} | {r['stage'] or '-'} | "
+            f"| [{r['id']}](bugs/{r['id']}/issue.md) | {r.get('family', '-')} | {r['verdict']} | "
+            f"{r['stage'] or '-'} | "
             f"{r['backend']} | {r['suspect'] or '-'} | {pattern} | {r['hits']} | "
             f"test {r['first_test']}, {when} |"
         )
+    failures = reduction_failures_line(rows, campaign_dir)
+    if failures is not None:
+        lines += ["", failures]
     return "\n".join(lines) + "\n"
 
 
@@ -45,7 +77,13 @@ def as_json(
         }
         for r in rows
     ]
-    doc = {"campaign": str(campaign_dir), "tests": n, "versions": versions, "bugs": bugs}
+    doc = {
+        "campaign": str(campaign_dir),
+        "tests": n,
+        "versions": versions,
+        "families": family_rows(rows),
+        "bugs": bugs,
+    }
     return json.dumps(doc, indent=1, default=str)
 
 
@@ -79,6 +117,7 @@ def as_sarif(campaign_dir: Path, rows: list[dict[str, Any]], versions: dict[str,
                 "partialFingerprints": {"onnxfuzzBug": r["id"]},
                 "properties": {
                     "backend": r["backend"],
+                    "family": r.get("family"),
                     "suspect": r["suspect"],
                     "hits": r["hits"],
                     "seeds": r["seeds"][:20],

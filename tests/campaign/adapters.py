@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import faulthandler
 import os
+import random
 import time
 from typing import Any
 
@@ -82,6 +83,17 @@ class Hang(_OrtWrapper):
             while True:
                 time.sleep(1)
         return super().compile(model)
+
+
+class Stuck(_OrtWrapper):
+    """Never returns from compiling any model (an adapter waiting on a lock it never gets),
+    from the start: its support probe answers nothing."""
+
+    name = "stuck"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        while True:
+            time.sleep(1)
 
 
 class Leak(_OrtWrapper):
@@ -450,3 +462,149 @@ class UnsupportedForm(_OrtWrapper):
         if self.triggered(model):
             raise NotImplementedError(f"{self.op} is not implemented in this form")
         return super().compile(model)
+
+
+class Imprecise(_OrtWrapper):
+    """A planted precision bug: every float32 ``op`` node's output is scaled by 1 + ``rel``
+    (``rel``: a relative error, e.g. 1e-3, or 3.5762787e-07 for three float32 ulps), well
+    inside the end-to-end tolerance. It stays visible with every intermediate exposed, as a
+    wrong kernel's error does."""
+
+    name = "imprecise"
+
+    def __init__(self, op: str = "Exp", rel: str = "1e-3") -> None:
+        super().__init__(op)
+        self.factor = np.float32(1.0 + float(rel))
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        g = m.graph
+        infos = list(g.value_info) + list(g.output)
+        types = {vi.name: vi.type.tensor_type.elem_type for vi in infos}
+        nodes = list(g.node)
+        del g.node[:]
+        for n in nodes:
+            out = n.output[0]
+            if n.op_type == self.op and types.get(out) == onnx.TensorProto.FLOAT:
+                n.output[0] = f"{out}__exact"
+                factor = f"{out}__factor"
+                g.initializer.append(onnx.numpy_helper.from_array(self.factor, factor))
+                g.node.extend([n, onnx.helper.make_node("Mul", [n.output[0], factor], [out])])
+            else:
+                g.node.append(n)
+        return (self._session(m), False)
+
+
+class ReturnsNone(_OrtWrapper):
+    """Breaks the protocol: run() returns None (forgot the return)."""
+
+    name = "returns-none"
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> Any:
+        super().run(executable, inputs)
+        return None
+
+
+class ReturnsList(_OrtWrapper):
+    """Breaks the protocol: run() returns the outputs as a list, not by name."""
+
+    name = "returns-list"
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> Any:
+        return list(super().run(executable, inputs).values())
+
+
+class Flaky(WrongOp):
+    """A planted race: each run of a model with ``op`` (float32) computes ``op`` + 0.5 with
+    probability ``p`` (0.3 unless told), drawn per run, not from the model: the same model
+    is right in some runs and wrong in others. ``draw=os``: from the OS's entropy;
+    ``draw=sequence``: the process's n-th run is wrong when frac(n * 0.618...) < p, an
+    evenly spread sequence (any 5 runs in a row hold 1 or 2 wrong ones at p=0.3), for
+    tests that must not depend on luck."""
+
+    name = "flaky"
+
+    def __init__(self, op: str = "Add", p: str = "0.3", draw: str = "os") -> None:
+        super().__init__(op)
+        self.p = float(p)
+        self.coin = random.Random(os.urandom(16))
+        self.draw = draw
+        self.runs = 0
+
+    def _wrong_now(self) -> bool:
+        self.runs += 1
+        if self.draw == "sequence":
+            return (self.runs * 0.6180339887498949) % 1.0 < self.p
+        return self.coin.random() < self.p
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        return (self._session(model), super().compile(model)[0])
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        right, wrong = executable
+        sess = wrong if self._wrong_now() else right
+        names = [o.name for o in sess.get_outputs()]
+        return dict(zip(names, sess.run(names, inputs), strict=True))
+
+
+# Op types of the models this process compiled before (StaleCache's kernel cache).
+_COMPILED_BEFORE: set[str] = set()
+
+
+class StaleCache(WrongOp):
+    """A planted stale compile cache: ``op`` (float32) computes ``op`` + 0.5 in a model
+    without ``other`` once this process has compiled a model with ``other`` (its kernel
+    was cached under ``op``'s key); a model with ``other`` recompiles it and is right. A
+    fresh process is right on every model."""
+
+    name = "stale-cache"
+
+    def __init__(self, op: str = "Add", other: str = "Mul") -> None:
+        super().__init__(op)
+        self.other = other
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        ops = {n.op_type for n in model.graph.node}
+        stale = self.op in ops and self.other not in ops and self.other in _COMPILED_BEFORE
+        _COMPILED_BEFORE.update(ops)
+        return super().compile(model) if stale else (self._session(model), False)
+
+
+class FailsOnce(_OrtWrapper):
+    """Raises on the first model with ``op`` that any process compiles while the file
+    ``marker`` does not exist (then creates it): a failure no later run re-creates, in a
+    fresh process or after any models."""
+
+    name = "fails-once"
+
+    def __init__(self, op: str = "Add", marker: str = "") -> None:
+        super().__init__(op)
+        self.marker = marker
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model) and self.marker and not os.path.exists(self.marker):
+            with open(self.marker, "w"):
+                pass
+            raise RuntimeError(f"InternalError: {self.op} kernel table not ready")
+        return super().compile(model)
+
+
+class Narrow(WrongOp):
+    """WrongOp (``op`` + 0.5) in an adapter that declares only opsets 15..21, as a compiler
+    that supports a recent range does."""
+
+    name = "narrow"
+
+    def supported_opsets(self) -> tuple[int, int]:
+        return (15, 21)
+
+
+class OffByOne(_OrtWrapper):
+    """Every float output is 1 too large: every test with one is a finding."""
+
+    name = "off-by-one"
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs = super().run(executable, inputs)
+        return {k: v + v.dtype.type(1) if v.dtype.kind == "f" else v for k, v in outs.items()}

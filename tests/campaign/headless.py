@@ -27,10 +27,17 @@ INSTALL = "tools/install_browser.sh (make test runs it)"
 
 
 def find_chromium() -> Path | None:
-    """$ONNXFUZZ_CHROMIUM, else the browser tools/install_browser.sh put in .browser/."""
+    """$ONNXFUZZ_CHROMIUM, else the browser tools/install_browser.sh put in .browser/, else
+    a Chromium on PATH (the distribution's package, which the script installs as root)."""
     env = os.environ.get("ONNXFUZZ_CHROMIUM")
-    path = Path(env) if env else ROOT / ".browser" / "chromium" / "chromium"
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    if env:
+        path = Path(env)
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+    path = ROOT / ".browser" / "chromium" / "chromium"
+    if path.is_file() and os.access(path, os.X_OK):
+        return path
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    return Path(found) if found else None
 
 
 @dataclass

@@ -109,7 +109,7 @@ def test_probe_classifies_a_missing_kernel_as_unsupported(tmp_path, monkeypatch)
     assert "Add is not implemented" in next(iter(support[label]["Add"].values()))
     counts = _verdicts(c, label)
     assert counts.get("unsupported", 0) >= 1 and not _bugs(c)  # Add still generated
-    assert list((tmp_path / "cache").glob("probe-*.json"))
+    assert list((tmp_path / "cache").glob("probe-*.jsonl"))
 
 
 def test_probe_steers_generation_away_from_pairs_a_backend_lacks(tmp_path, monkeypatch) -> None:
@@ -215,7 +215,8 @@ def test_adapter_without_run_is_refused_naming_what_is_missing() -> None:
         ("nosuchbackend", "no backend named 'nosuchbackend'"),
         ("missing_file.py:Cls", "no such file missing_file.py"),
         (f"{ADAPTERS}:Nope", "has no class 'Nope'"),
-        ("ort:opt=sideways", "does not take options"),
+        ("ort:opt=sideways", "refused it: opt must be one of"),
+        ("ort:sideways=1", r"has no option sideways \(it takes: opt, "),
         ("ort:opt", "options are key=value"),
     ],
 )
@@ -374,7 +375,11 @@ def test_triage_table_in_terminal_and_markdown(tmp_path, capsys) -> None:
     assert bug["id"] in md and "Sigmoid" in md and "Sigmoid" in out
     # the adapter's `name` with its options, not its file and class
     assert bug["id"].startswith("wrong-op-op-Sigmoid-mismatch-run-")
-    header = "| id | verdict | stage | backend | suspect | reduced ops | hits | first seen |"
+    # families lead (one here), then the bundles, each naming its family
+    assert md.index("## Families") < md.index("## Bundles") and "1 family, 1 bundle" in md
+    header = (
+        "| id | family | verdict | stage | backend | suspect | reduced ops | hits | first seen |"
+    )
     assert header in md and "| wrong-op:op=Sigmoid |" in md
 
 
@@ -423,7 +428,7 @@ def test_the_probe_is_shared_out_over_the_lanes_and_gives_what_one_lane_gives(
     assert list(one) == ["Add"] and list(one["Add"]) == ["float64"]
     assert json.dumps(two) == json.dumps(one)
     total = seen[-1][1]
-    assert [d for d, _ in seen] == list(range(1, total + 1)) and total >= 8
+    assert [d for d, _ in seen] == list(range(0, total + 1)) and total >= 8
 
 
 def test_a_reducer_failure_keeps_the_finding_and_the_campaign_goes_on(

@@ -220,7 +220,7 @@ def test_the_page_in_a_headless_browser(campaign: Path, page: str) -> None:
     assert shown.errors == []
     assert shown.requests == [url]  # the page fetched nothing besides itself
     v = [shown.values[c] for c in checks]
-    assert v[0] == "verdicts,throughput,findings,coverage,support,bugs"
+    assert v[0] == "verdicts,throughput,findings,coverage,support,optimizations,bugs"
     assert v[1] == v[2] == page.count("<article")
     assert v[3] == 0 and v[4] == 1
     assert v[5] <= WIDTH  # nothing wider than the window
@@ -229,3 +229,15 @@ def test_the_page_in_a_headless_browser(campaign: Path, page: str) -> None:
     colours = picture.getcolors(maxcolors=1 << 20)
     assert colours is not None and len(colours) > 50  # text, bars and charts, not blank
     assert max(n for n, _ in colours) < 0.97 * WIDTH * HEIGHT
+
+
+def test_the_page_leads_with_families(campaign: Path, page: str) -> None:
+    """"N families, M bundles" in the header and over the bugs, each family with its ids."""
+    from onnxfuzz.judge.signature import family
+
+    sigs = [s for (s,) in _db(campaign).execute("SELECT signature FROM bugs")]
+    n, m = len({family(s) for s in sigs}), len(sigs)
+    title = f"{n} {'family' if n == 1 else 'families'}, {m} {'bundle' if m == 1 else 'bundles'}"
+    assert f"<b>{title}</b>" in page.split("</header>")[0]
+    bugs = page.split('<section id="bugs">')[1]
+    assert f"Bugs: {title}" in bugs and bugs.index("<h3>Families</h3>") < bugs.index("<article")

@@ -192,10 +192,14 @@ def test_activation_glue_brings_values_into_the_domain() -> None:
 def test_glue_stays_inside_the_node_budget() -> None:
     """A glue Transpose whose permuted dims no longer fit would need a Slice and a Pad
     more than the adaptation was costed at: the model would exceed its node count (seen
-    once in these 800 models before the Transpose checked its cost)."""
+    once in these 800 models before the Transpose checked its cost). The generator has
+    changed since: with the check reverted, seeds 757 and 2516 of 1..30 nodes are the ones
+    of 0..2999 that exceed it (searched 2026-11-24), so they are pinned here too; the golden
+    corpus test says when generated models change and they must be searched again."""
+    pinned = {(1, 30): [757, 2516]}
     for lo, hi in ((2, 6), (1, 30)):
         gen = Generator(Config(min_nodes=lo, max_nodes=hi, connectivity=1.0))
-        for seed in range(400):
+        for seed in [*range(400), *pinned.get((lo, hi), [])]:
             case = gen.generate(seed)
             n = lo + case.choices[spans_by_label(case.spans, NODE_COUNT)[0].start]
             ops = len(spans_by_label(case.spans, OP))

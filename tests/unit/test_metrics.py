@@ -191,13 +191,13 @@ def test_metrics_of_a_corpus_as_table_and_json(corpus: Path, capsys) -> None:
     assert main(["metrics", str(corpus)]) == 0
     assert "instances" in capsys.readouterr().out
     # a hidden folder (a case being written) is not part of the corpus
-    hidden = corpus / ".tmp_case_000099"
+    hidden = corpus / ".tmp_test_000099"
     hidden.mkdir(exist_ok=True)
     (hidden / "model.onnx").write_bytes(b"partial")
     assert main(["metrics", str(corpus), "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     want = Diversity()
-    for f in sorted(corpus.glob("case_*/model.onnx")):
+    for f in sorted(corpus.glob("test_*/model.onnx")):
         want.add(onnx.load(f))
     assert want.models == 6
     assert got["paths"][str(corpus)] == {**want.summary(), "estimated": []}
@@ -215,7 +215,7 @@ def test_a_missing_path_or_a_corrupt_file_is_one_line_exit_2(
 
     bad = tmp_path / "bad" / "case_0" / "model.onnx"
     bad.parent.mkdir(parents=True)
-    data = (corpus / "case_000000" / "model.onnx").read_bytes()
+    data = (corpus / "test_000000" / "model.onnx").read_bytes()
     bad.write_bytes(data[: len(data) // 2])  # cut mid-graph
     for target in (bad, bad.parent.parent):
         assert main(["metrics", str(corpus), str(target)]) == 2

@@ -150,6 +150,116 @@ BLOCKS: dict[str, tuple[Step, ...]] = {
 }
 
 
-def usable(ops: set[str]) -> dict[str, tuple[Step, ...]]:
-    """The blocks whose every op is among ``ops``."""
-    return {name: b for name, b in BLOCKS.items() if all(s.op in ops for s in b)}
+# The optimizers' own patterns (``--op-mix layers`` only: the default draws stay as they
+# were), each from the source of the pass that matches it: ONNX Runtime's
+# onnxruntime/core/optimizer (the rewrite rules and graph transformers named), TVM's
+# FuseOps (an elementwise or injective chain fuses into the kernel of the Conv/MatMul it
+# follows, or into a reduction it feeds). Only structural conditions are met by
+# construction; a transformer that also checks constant values (GeluFusion's sqrt(2),
+# LayerNormFusion's Pow exponent 2) fires only where the drawn values happen to match.
+OPTIMIZER_BLOCKS: dict[str, tuple[Step, ...]] = {
+    "ort-transpose-matmul": chain("Transpose", "MatMul"),  # MatmulTransposeFusion
+    "ort-transpose-gemm": chain("Transpose", "Gemm"),  # GemmTransposeFusion (rule)
+    "ort-gemm-sum": chain("Gemm", "Sum"),  # GemmSumFusion (rule)
+    "ort-not-where": chain("Not", "Where"),  # NotWhereFusion (rule)
+    "ort-conv-mul": chain("Conv", "Mul"),  # ConvMulFusion (rule)
+    "ort-conv-add": chain("Conv", "Add"),  # ConvAddFusion (rule)
+    "ort-pad-conv": chain("Pad", "Conv"),  # PadFusion (rule)
+    "ort-pad-maxpool": chain("Pad", "MaxPool"),  # PadFusion (rule)
+    "ort-matmul-bn": chain("MatMul", "BatchNormalization"),  # MatmulBNFusion (rule)
+    "ort-div-mul": chain("Div", "Mul"),  # DivMulFusion (rule)
+    "ort-cast-cast": chain("Cast", "Cast"),  # CastChainElimination, RemoveDuplicateCast
+    "ort-add-layernorm": chain("Add", "LayerNormalization"),  # SkipLayerNormFusion
+    "ort-add-softmax": chain("Add", "Softmax"),  # BiasSoftmaxFusion
+    "ort-matmul-scale": chain("MatMul", "Mul"),  # MatMulScaleFusion
+    "ort-scale-matmul": chain("Div", "MatMul"),  # MatMulScaleFusion (scale before)
+    "ort-matmul-add": chain("MatMul", "Add"),  # MatMulAddFusion
+    "ort-gemm-act": chain("Gemm", act("Relu")),  # GemmActivationFusion
+    "ort-conv-add-act": (  # ConvAddActivationFusion (NCHWc)
+        Step("Conv"),
+        Step("Add", {0: Ref(0)}),
+        act("Relu", {0: Ref(1)}),
+    ),
+    "ort-quick-gelu": (  # QuickGeluFusion: x * sigmoid(alpha * x)
+        Step("Mul"),
+        Step("Sigmoid", {0: Ref(0)}),
+        Step("Mul", {0: _x(0), 1: Ref(1)}),
+    ),
+    "ort-gather-slice": chain("Shape", "Gather"),  # GatherToSliceFusion, ReshapeFusion
+    # TVM FuseOps: elementwise chains that mix arithmetic and activations, after an
+    # anchor (MatMul/Conv) or before a reduction
+    "tvm-bias-swish-scale": (
+        Step("Add"),
+        Step("Sigmoid", {0: Ref(0)}),
+        Step("Mul", {0: Ref(0), 1: Ref(1)}),
+        Step("Add", {0: Ref(2)}),
+    ),
+    "tvm-scale-tanh-add": chain("Mul", act("Tanh"), "Add"),
+    "tvm-sub-exp-reduce": chain("Sub", "Exp", "ReduceSum"),
+    "tvm-conv-add-act-mul": chain("Conv", "Add", act("Relu"), "Mul"),
+    # the elementwise groups of real layers: a bias or scale around an activation (SiLU
+    # and SE gates in EfficientNet and MobileNetV3, GELU's erf form in ViT, Swin and
+    # ConvNeXt as exported), which ORT's and TVM's elementwise fusions take whole
+    "layer-bias-act-scale": chain("Add", act("Relu"), "Mul"),
+    "layer-scale-act-bias": chain("Mul", act("Sigmoid"), "Add"),
+    "layer-silu-bias": (
+        Step("Sigmoid"),
+        Step("Mul", {0: _x(0), 1: Ref(0)}),
+        Step("Add", {0: Ref(1)}),
+    ),
+}
+# --op-mix layers draws blocks this much more often than --blocks says (real models are
+# mostly such patterns), and one of LAYER_GROUPS half the time a block starts.
+LAYER_BLOCK_BOOST = 4.0
+LAYER_GROUPS = (
+    "gelu-erf",
+    "swiglu",
+    "conv-silu",
+    "ort-quick-gelu",
+    "tvm-bias-swish-scale",
+    "tvm-scale-tanh-add",
+    "tvm-conv-add-act-mul",
+    "layer-bias-act-scale",
+    "layer-scale-act-bias",
+    "layer-silu-bias",
+)
+
+
+def layer_block_table(names: list[str]) -> list[int]:
+    """Indices into ``names`` (the usable blocks): each once, and those of
+    ``LAYER_GROUPS`` as often again as all the others together (so a uniform pick from
+    the table is one of them half the time)."""
+    table = list(range(len(names)))
+    groups = [k for k, name in enumerate(names) if name in LAYER_GROUPS]
+    if groups:
+        per = max(1, round((len(names) - len(groups)) / len(groups)))
+        table.extend(k for k in groups for _ in range(per - 1))
+    return table
+
+
+def usable(ops: set[str], optimizer: bool = False) -> dict[str, tuple[Step, ...]]:
+    """The blocks whose every op is among ``ops`` (with ``OPTIMIZER_BLOCKS`` too)."""
+    every = {**BLOCKS, **OPTIMIZER_BLOCKS} if optimizer else BLOCKS
+    return {name: b for name, b in every.items() if all(s.op in ops for s in b)}
+
+
+# --op-mix layers: this share of the ops drawn outside blocks follows real models'
+# frequencies (onnxfuzz/data/op_mix_layers.json, from tools/op_mix_frequencies.py); the
+# rest stay uniform, so every op remains reachable and rare ops still come up.
+LAYER_MIX_SHARE = 0.7
+MIX_RESOLUTION = 10_000  # the weighted table's length: a frequency of 1e-4 still counts
+
+
+def layer_mix(ops: list[str]) -> list[int]:
+    """A table of indices into ``ops``, each op repeated by its frequency in real models
+    (a uniform pick from it is a weighted pick of an op); empty where none of ``ops`` has
+    a frequency."""
+    import json
+    from importlib import resources
+
+    data = resources.files("onnxfuzz.data").joinpath("op_mix_layers.json").read_text()
+    freq: dict[str, float] = json.loads(data)["frequencies"]
+    table: list[int] = []
+    for k, op in enumerate(ops):
+        table.extend([k] * round(freq.get(op, 0.0) * MIX_RESOLUTION))
+    return table

@@ -96,9 +96,18 @@ class Generator:
         self._merging = [
             k for k, sp in enumerate(self.specs) if self._data_inputs.get(sp.op_type, 0) >= 2
         ]
-        usable = blocks.usable(set(self._op_index)) if cfg.block_rate > 0 else {}
+        layers = cfg.op_mix == "layers"
+        # --op-mix layers: a weighted table of op indices (empty: uniform draws only)
+        self._mix = blocks.layer_mix([sp.op_type for sp in self.specs]) if layers else []
+        usable = blocks.usable(set(self._op_index), layers) if cfg.block_rate > 0 else {}
         self.block_names = sorted(usable)  # what a guide names a block by
         self.blocks = [usable[name] for name in self.block_names]
+        # --op-mix layers: blocks more often, the elementwise groups of real layers the
+        # more (a table of block indices; empty: uniform, at --blocks)
+        self._block_table = blocks.layer_block_table(self.block_names) if layers else []
+        self._block_rate = (
+            min(1.0, cfg.block_rate * blocks.LAYER_BLOCK_BOOST) if layers else cfg.block_rate
+        )
 
     def _infeasible(self, spec: OpSpec) -> str | None:
         """Options such as --dtypes or --max-rank can rule an op out entirely; find out
@@ -166,8 +175,11 @@ class Generator:
             s.start_span(OP_TYPE)
             if len(made) == len(block):  # no block under way: start one, or draw an op
                 block, made = (), []
-                if self.blocks and not s.chance(1.0 - cfg.block_rate):  # shrinks to none
-                    block = self.blocks[s.index(len(self.blocks))]
+                if self.blocks and not s.chance(1.0 - self._block_rate):  # shrinks to none
+                    if self._block_table:
+                        block = self.blocks[self._block_table[s.index(len(self._block_table))]]
+                    else:
+                        block = self.blocks[s.index(len(self.blocks))]
             if block:
                 step = block[len(made)]
                 k = self._op_index[self._step_op(step, s)]
@@ -179,6 +191,9 @@ class Generator:
                 and not s.chance(1.0 - MERGE_OPS)  # shrinks to a uniform draw
             ):
                 k = self._merging[s.index(len(self._merging))]
+                links = {}
+            elif self._mix and not s.chance(1.0 - blocks.LAYER_MIX_SHARE):  # shrinks: uniform
+                k = self._mix[s.index(len(self._mix))]
                 links = {}
             else:
                 k = s.index(len(specs))

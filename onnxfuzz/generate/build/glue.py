@@ -108,10 +108,13 @@ def adapt(
     it emitted."""
     best: list[tuple[Tensor, list[tuple[int, int]]]] = []  # sources and their types
     best_key = (budget + 1, 0, 0)
+    # what each (type, interval) of a source may become: many sources share one
+    targets_of: dict[tuple[int, float, float, float], list[tuple[int, int]]] = {}
     for t in g.produced if sources is None else sources:
         if max(t.shape, default=1) > need.cap:
             continue
-        costed = _cost(glue, t, need)
+        # a source that costs more than the best so far is never taken: not costed fully
+        costed = _cost(glue, t, need, min(budget, best_key[0]), targets_of)
         if costed is None or costed[0] > budget:
             continue
         # dangling outputs first, then those whose producer merged more branches
@@ -211,15 +214,20 @@ def _value_steps(glue: Glue, iv: Interval, src: int, dst: int, v: Values) -> int
     return steps
 
 
-def _cost(glue: Glue, t: Tensor, need: Need) -> tuple[int, list[tuple[int, int]]] | None:
+def _cost(
+    glue: Glue,
+    t: Tensor,
+    need: Need,
+    limit: int | None = None,
+    targets_of: dict[tuple[int, float, float, float], list[tuple[int, int]]] | None = None,
+) -> tuple[int, list[tuple[int, int]]] | None:
     """An upper bound on the glue nodes adapting ``t`` takes, and the element types it may
-    become (``_cast_targets``); None if it cannot be done."""
-    targets = _cast_targets(glue, t, need)
-    if not targets:
-        return None
-    steps = max(k + (d != t.dtype) for d, k in targets)
-    r = min(max(t.rank, need.lo), need.hi)
-    if r != t.rank:
+    become (``_cast_targets``); None if it cannot be done, or (``limit``) it costs more.
+    ``targets_of``: ``_cast_targets`` already found for this need, by type and interval."""
+    steps = 0  # the shape's steps first: cheap, and often enough to rule ``t`` out
+    rank = len(t.shape)
+    r = min(max(rank, need.lo), need.hi)
+    if r != rank:
         steps += 1
         if r == 0 and t.size > 1:
             steps += 1  # slice to one element first
@@ -227,13 +235,27 @@ def _cost(glue: Glue, t: Tensor, need: Need) -> tuple[int, list[tuple[int, int]]
         pattern = need.pattern(r)
         if pattern is not None and len(pattern) != r:
             return None
-        if r != t.rank or max(t.shape) > need.max_dim:
+        if r != rank or max(t.shape) > need.max_dim:
             steps += 2  # a slice and a pad at most
         elif pattern is not None and not all(
             need.fits(c, e) for c, e in zip(t.shape, pattern, strict=True)
         ):
             steps += 2
-    return steps, targets
+    # a Cast at least, when the source's type is not allowed (every target then casts)
+    if limit is not None and steps + (t.dtype not in need.allowed) > limit:
+        return None
+    if targets_of is None:
+        targets = _cast_targets(glue, t, need)
+    else:
+        iv = t.interval
+        key = (t.dtype, iv.lo, iv.hi, iv.min_abs)
+        found = targets_of.get(key)
+        if found is None:
+            found = targets_of[key] = _cast_targets(glue, t, need)
+        targets = found
+    if not targets:
+        return None
+    return steps + max(k + (d != t.dtype) for d, k in targets), targets
 
 
 def _fits(need: Need, shape: tuple[int, ...]) -> bool:

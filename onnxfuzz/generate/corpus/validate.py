@@ -172,7 +172,9 @@ def ort_session(model: onnx.ModelProto | bytes):
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.log_severity_level = 3
+    # fatal only: ORT logs some valid models' shape-propagation noise at ERROR level (a real
+    # failure is an exception), which broke `generate`'s progress bar
+    opts.log_severity_level = 4
     opts.intra_op_num_threads = 1
     data = model if isinstance(model, bytes) else model.SerializeToString()
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])

@@ -1,14 +1,26 @@
 """Corpus export in ONNX's backend-test layout, resumable.
 
-    DIR/<case>/model.onnx
-    DIR/<case>/test_data_set_0/input_<k>.pb, output_<k>.pb   (outputs: ONNX Runtime CPU)
-    DIR/index.json                                           (case -> seed, ops, dtypes, ...)
+    DIR/test_<i>/model.onnx
+    DIR/test_<i>/test_data_set_0/input_<k>.pb, output_<k>.pb   (outputs: ONNX Runtime CPU)
+    DIR/test_<i>/data.json       (only where a float16 tensor is computed: its tolerance)
+    DIR/index.json                                             (case -> seed, ops, dtypes, ...)
+
+Case folders are named ``test_*`` because ONNX's ``onnx.backend.test.runner.Runner`` loads
+only those (``load_model_tests(data_dir=PARENT, kind=DIR's name)``), at rtol 1e-3 and
+atol 1e-7 unless the case's ``data.json`` says otherwise. A model that computes in float16
+cannot meet 1e-3 relative between two correct runtimes (ONNX Runtime's optimized graph
+computes some float16 ops in float32, the reference session does not), so such a case's
+``data.json`` carries the float16 tolerance the campaigns' oracle uses; every other case is
+compared at the runner's own defaults.
 
 Each case is written into a temporary folder and renamed into place, then appended to
 ``DIR/.journal.jsonl``; ``index.json`` is rewritten atomically from time to time and at
 the end. Rerunning into the same DIR continues where the last run stopped (a killed run
 loses at most the case it was writing) and refuses options that differ from the ones the
-corpus was started with.
+corpus was started with, and files in DIR that the corpus did not write: a case folder is
+journaled as being written before it is renamed into place, so one found without a record
+is someone else's and is left alone. A corpus begun with the older ``case_*`` names goes on
+with them.
 """
 
 from __future__ import annotations
@@ -22,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from onnxfuzz import __version__
 from onnxfuzz.errors import UsageError
 from onnxfuzz.generate.build.generator import Case, Generator
@@ -31,6 +45,12 @@ from onnxfuzz.generate.lang.config import Config
 
 JOURNAL = ".journal.jsonl"
 INDEX = "index.json"
+PREFIX = "test_"  # what onnx.backend.test.runner requires of a case's folder name
+LEGACY_PREFIX = "case_"  # corpora written before: continued under their own names
+TOLERANCE_FILE = "data.json"  # per-case rtol/atol, read by onnx.backend.test.loader
+# atol, rtol for a model that computes in float16: judge.oracle's float16 default, the
+# field notes' 1e-2..2e-2 (CPU runtimes compute some float16 ops in float32, ORT #22866)
+FLOAT16_TOLERANCE = {"atol": 1e-2, "rtol": 2e-2}
 
 # option name in index.json -> the flag that sets it (for error messages; a record key
 # without a flag, such as `avoid`, is named as it is)
@@ -67,10 +87,38 @@ class Summary:
     op_types: set[str] = field(default_factory=set)
 
 
+def computes_in_float16(model: onnx.ModelProto) -> bool:
+    """Whether any tensor of ``model`` (an input, output, weight or intermediate, in any
+    subgraph) is float16 or bfloat16: a model whose values are rounded to 11 or 8 bits."""
+    half = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+
+    def graph_has(g: onnx.GraphProto) -> bool:
+        infos = [*g.input, *g.output, *g.value_info]
+        if any(v.type.tensor_type.elem_type in half for v in infos):
+            return True
+        if any(t.data_type in half for t in g.initializer):
+            return True
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.TENSOR and a.t.data_type in half:
+                    return True
+                if a.type == onnx.AttributeProto.INT and a.name in ("to", "dtype") and a.i in half:
+                    return True  # a Cast, EyeLike, ... into half precision
+                subgraphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+                if any(graph_has(sub) for sub in subgraphs):
+                    return True
+        return False
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    return graph_has(inferred.graph)
+
+
 def write_case(folder: Path, case: Case, reference: bool) -> dict[str, Any]:
     """Write one case's files into ``folder`` (which must not exist yet)."""
     feeds = case.make_inputs(case.seed)
     data = write_test(folder, case.model, feeds, [name for name, _, _ in case.inputs])
+    if computes_in_float16(case.model):
+        (folder / TOLERANCE_FILE).write_text(json.dumps(FLOAT16_TOLERANCE))
     entry: dict[str, Any] = {
         "seed": case.seed,
         "ops": case.ops,
@@ -89,8 +137,13 @@ def write_case(folder: Path, case: Case, reference: bool) -> dict[str, Any]:
     return entry
 
 
-def _load_state(out: Path, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _load_state(
+    out: Path, options: dict[str, Any]
+) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """The cases written so far (name -> index entry), and the names journaled as being
+    written (renamed into place or not: this corpus's own, to redo)."""
     cases: dict[str, dict[str, Any]] = {}
+    writing: set[str] = set()
     index = out / INDEX
     if index.exists():
         try:
@@ -100,6 +153,11 @@ def _load_state(out: Path, options: dict[str, Any]) -> dict[str, dict[str, Any]]
                 f"--out: {index} is not valid JSON ({e}); move it away to "
                 "rebuild the index from the journal"
             ) from None
+        if not isinstance(data, dict) or "options" not in data or "cases" not in data:
+            raise UsageError(
+                f"--out: {index} was not written by onnxfuzz generate; move it away or "
+                "choose another --out"
+            )
         old = dict(data.get("options", {}))
         if "nodes" in old:  # written before options were Config records: "MIN:MAX"
             lo, _, hi = str(old.pop("nodes")).partition(":")
@@ -122,8 +180,37 @@ def _load_state(out: Path, options: dict[str, Any]) -> dict[str, dict[str, Any]]
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut short by a kill: that case is redone
-            cases[rec["case"]] = rec["entry"]
-    return cases
+            if "entry" in rec:
+                cases[rec["case"]] = rec["entry"]
+            else:  # {"case": ..., "writing": true}: about to be renamed into place
+                writing.add(rec["case"])
+    return cases, writing
+
+
+def _case_names(cases: dict[str, dict[str, Any]], count: int) -> list[str]:
+    """The folder name of each case index: ``test_<i>``, or ``case_<i>`` in a corpus
+    begun with those."""
+    legacy = any(name.startswith(LEGACY_PREFIX) for name in cases)
+    prefix = LEGACY_PREFIX if legacy else PREFIX
+    return [f"{prefix}{i:06d}" for i in range(count)]
+
+
+def _refuse_foreign(
+    out: Path, names: list[str], cases: dict[str, dict[str, Any]], writing: set[str]
+) -> None:
+    """Stop before writing anything if a case's path is taken by something this corpus did
+    not write (its own cases are in the index or the journal)."""
+    foreign = [
+        out / name
+        for name in names
+        if (out / name).exists() and name not in cases and name not in writing
+    ]
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise UsageError(
+            f"--out: {foreign[0]}{more} is already there and was not written by this corpus; "
+            "move it away or choose another --out"
+        )
 
 
 def _write_index(out: Path, options: dict[str, Any], cases: dict[str, dict[str, Any]]) -> None:
@@ -147,26 +234,30 @@ def export_corpus(
 ) -> Summary:
     out.mkdir(parents=True, exist_ok=True)
     options = options_record(cfg, seed, reference)
-    cases = _load_state(out, options)
+    cases, writing = _load_state(out, options)
+    names = _case_names(cases, count)
+    _refuse_foreign(out, names, cases, writing)
     gen = Generator(cfg)
-    for stale in out.glob(".tmp_case_*"):  # cases a killed run was writing
-        shutil.rmtree(stale)
+    for prefix in (PREFIX, LEGACY_PREFIX):  # cases a killed run was writing
+        for stale in out.glob(f".tmp_{prefix}*"):
+            shutil.rmtree(stale)
     summary = Summary()
     start = time.perf_counter()
     last_index = start
     with open(out / JOURNAL, "a") as journal:
-        for i in range(count):
-            name = f"case_{i:06d}"
+        for i, name in enumerate(names):
             if name in cases and (out / name).is_dir():
                 summary.skipped_existing += 1
                 if progress:
                     progress(i + 1, count)
                 continue
             tmp = out / f".tmp_{name}"
-            if (out / name).exists():
-                shutil.rmtree(out / name)  # written but not journaled: redo it
+            if (out / name).exists():  # ours (checked above): renamed, not journaled
+                shutil.rmtree(out / name)
             case = gen.generate(seed + i)
             entry = write_case(tmp, case, reference)
+            journal.write(json.dumps({"case": name, "writing": True}) + "\n")
+            journal.flush()
             os.replace(tmp, out / name)
             journal.write(json.dumps({"case": name, "entry": entry}) + "\n")
             journal.flush()

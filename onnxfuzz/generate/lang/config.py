@@ -32,6 +32,9 @@ def ir_version_for(opset: int) -> int:
     return helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
 
 
+OP_MIXES = ("uniform", "layers")  # --op-mix
+
+
 @dataclass(frozen=True)
 class Config:
     min_nodes: int = 1
@@ -70,6 +73,10 @@ class Config:
     # Op domains to draw from: ai.onnx (the hand specs) and any domain with inferred rules
     # (specs/inferred/<domain>.json, from `onnxfuzz infer`).
     domains: frozenset[str] = frozenset({"ai.onnx"})
+    # How an op outside a block is drawn: "uniform" (every op alike), or "layers" (mostly
+    # by how often real models use it, with the optimizers' own patterns among the blocks:
+    # onnxfuzz.generate.build.blocks.LAYER_MIX_SHARE, OPTIMIZER_BLOCKS).
+    op_mix: str = "uniform"
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes:
@@ -88,6 +95,8 @@ class Config:
             raise ConfigError(f"--max-dim: need 1..{MAX_DIM}, got {self.max_dim}")
         if not self.domains:
             raise ConfigError("--domains: name at least one domain, e.g. ai.onnx")
+        if self.op_mix not in OP_MIXES:
+            raise ConfigError(f"--op-mix: one of {', '.join(OP_MIXES)}, got {self.op_mix!r}")
         if not 0 <= self.max_depth <= MAX_DEPTH:
             raise ConfigError(f"--max-depth: need 0..{MAX_DEPTH}, got {self.max_depth}")
         if not 1 <= self.body_nodes <= 16:
@@ -122,6 +131,7 @@ class Config:
             **_if_set("pin", self.pin),
             # only when not the default: records stored before domains existed still match
             **({"domains": sorted(self.domains)} if self.domains != {"ai.onnx"} else {}),
+            **({"op_mix": self.op_mix} if self.op_mix != "uniform" else {}),
         }
 
     @classmethod

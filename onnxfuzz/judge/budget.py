@@ -1,0 +1,319 @@
+"""Precision at the diverging node: a lone op's error, judged by a per-op error budget.
+
+The end-to-end tolerance (float32: atol 1e-3, rtol 1e-2) must absorb what a whole model
+does to rounding differences, so a kernel that is wrong by 1e-3 relative (thousands of
+ulps) passes it. Judged alone, with the very input values the backend used, one op has far
+less excuse: the reference runs the first diverging node on the backend's values of its
+inputs (``localize.single_node``), and the backend's output there must lie within the op's
+budget::
+
+    |got - want| <= rel * |want| + scale * S + atol
+
+with ``S`` the largest finite magnitude among the node's float inputs and its output (a
+contracted multiply-add, a different order of a few terms, or argument reduction err in
+proportion to the inputs, not to the output). Budgets, float32 only, by op class:
+
+================  =============  ==============  ======  ==================================
+class             rel            scale           atol    source
+================  =============  ==============  ======  ==================================
+correctly         8 ulps         8 ulps          0       IEEE 754: +, -, *, /, sqrt and data
+rounded                                                  movement are exact or correctly
+                                                         rounded; 8 ulps leave room for a
+                                                         reciprocal-multiply and contraction
+math (default)    1e-4           8 ulps          1e-5    onnxruntime's own kernel tests
+                                                         (test/providers/checkers.cc,
+                                                         DefaultTolerance<float>: absolute
+                                                         1e-5, relative 1e-4)
+accumulating      1e-3           1e-3 of |out|   1e-5    ONNX's backend test runner and
+                                                         onnxruntime's run of it
+                                                         (onnx_backend_test_series.py:
+                                                         rtol 1e-3, atol 1e-5); sums of many
+                                                         terms cancel, so the scale is the
+                                                         output's largest magnitude
+================  =============  ==============  ======  ==================================
+
+An ulp here is float32's machine epsilon, 2**-23, relative. Every relative budget is at
+least ten times tighter than the end-to-end tolerance, and a few ulps pass every one of them;
+a lone op off by 1e-3 relative is reported unless it accumulates (there 1e-3 is the budget's
+edge: a different summation order of a long sum moves that far).
+
+Nothing is re-run unless the model's float32 outputs differ from the reference's by more
+than the math budget (``beyond_screen``); then one run of both backends with every
+intermediate exposed and one run of the reference on the diverging node alone.
+
+Not judged: models with float16 anywhere (CPU backends legitimately compute float16 ops in
+float32: ``onnxfuzz.judge.precision`` handles them), float64 (onnxruntime's own tests allow
+1e-5, no tighter than the end-to-end tolerance), integer and bool outputs (compared exactly
+already).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from onnxfuzz.execute.sandbox import Outcome, Status
+from onnxfuzz.judge.localize import expose_all, single_node
+from onnxfuzz.judge.precision import has_half
+
+EPS32 = float(np.finfo(np.float32).eps)  # one float32 ulp, relative: 2**-23
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How far one op's float32 output may be from the reference's on the same inputs."""
+
+    name: str  # the op class, for the report
+    rel: float  # of |want|, element by element
+    scale: float  # of S, the largest finite magnitude ...
+    atol: float
+    scale_of_inputs: bool = True  # ... among the inputs and the output (else the output's)
+
+
+CORRECTLY_ROUNDED = Budget("correctly rounded", 8 * EPS32, 8 * EPS32, 0.0)
+MATH = Budget("math", 1e-4, 8 * EPS32, 1e-5)
+ACCUMULATING = Budget("accumulating", 1e-3, 1e-3, 1e-5, scale_of_inputs=False)
+
+_CORRECTLY_ROUNDED_OPS = frozenset(
+    [
+        "Abs",
+        "Add",
+        "BitShift",
+        "Cast",
+        "CastLike",
+        "Ceil",
+        "Clip",
+        "Concat",
+        "DepthToSpace",
+        "Div",
+        "Expand",
+        "Flatten",
+        "Floor",
+        "Gather",
+        "GatherElements",
+        "GatherND",
+        "GlobalMaxPool",
+        "Identity",
+        "LeakyRelu",
+        "Max",
+        "MaxPool",
+        "Min",
+        "Mul",
+        "Neg",
+        "PRelu",
+        "Pad",
+        "Reciprocal",
+        "ReduceMax",
+        "ReduceMin",
+        "Relu",
+        "Reshape",
+        "ReverseSequence",
+        "Round",
+        "Shrink",
+        "Sign",
+        "Slice",
+        "SpaceToDepth",
+        "Split",
+        "Sqrt",
+        "Squeeze",
+        "Sub",
+        "ThresholdedRelu",
+        "Tile",
+        "Transpose",
+        "Trilu",
+        "Unsqueeze",
+        "Where",
+    ]
+)
+_ACCUMULATING_OPS = frozenset(
+    [
+        "Attention",
+        "AveragePool",
+        "BatchNormalization",
+        "Conv",
+        "ConvTranspose",
+        "CumSum",
+        "DFT",
+        "Det",
+        "Einsum",
+        "GlobalAveragePool",
+        "GlobalLpPool",
+        "GridSample",
+        "GroupNormalization",
+        "GRU",
+        "InstanceNormalization",
+        "LayerNormalization",
+        "LogSoftmax",
+        "LpNormalization",
+        "LpPool",
+        "LRN",
+        "LSTM",
+        "MatMul",
+        "Gemm",
+        "Mean",
+        "MeanVarianceNormalization",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceMean",
+        "ReduceProd",
+        "ReduceSum",
+        "ReduceSumSquare",
+        "Resize",
+        "RMSNormalization",
+        "RNN",
+        "RoiAlign",
+        "STFT",
+        "Softmax",
+        "Sum",
+    ]
+)
+
+
+def budget_of(op_type: str) -> Budget:
+    """The budget of an ONNX op's float32 output (the math class unless listed)."""
+    if op_type in _CORRECTLY_ROUNDED_OPS:
+        return CORRECTLY_ROUNDED
+    if op_type in _ACCUMULATING_OPS:
+        return ACCUMULATING
+    return MATH
+
+
+def _largest(arrays: list[np.ndarray]) -> float:
+    biggest = 0.0
+    for a in arrays:
+        if a.dtype.kind != "f" or not a.size:
+            continue
+        mags = np.abs(a.astype(np.float64))
+        mags = mags[np.isfinite(mags)]
+        if mags.size:
+            biggest = max(biggest, float(mags.max()))
+    return biggest
+
+
+def _outside(b: Budget, w: np.ndarray, g: np.ndarray, scale_of: float) -> np.ndarray:
+    """Elements of float32 ``g`` outside budget ``b`` around ``w`` (``scale_of``: S)."""
+    wf, gf = w.astype(np.float64), g.astype(np.float64)
+    err = np.abs(gf - wf)
+    ok = (err <= b.rel * np.abs(wf) + b.scale * scale_of + b.atol) | (np.isnan(wf) & np.isnan(gf))
+    ok |= np.isinf(wf) & (wf == gf)
+    return ~ok
+
+
+def over_budget(
+    node: onnx.NodeProto,
+    inputs: dict[str, np.ndarray],
+    want: dict[str, np.ndarray],
+    got: dict[str, np.ndarray],
+) -> str | None:
+    """Why ``got`` (the backend's float32 outputs of ``node``) is beyond the op's budget
+    around ``want`` (the reference's, on the same ``inputs``), or None when within it."""
+    b = budget_of(node.op_type)
+    for name in node.output:
+        w, g = want.get(name), got.get(name)
+        if w is None or g is None or w.dtype != np.float32 or g.shape != w.shape or not w.size:
+            continue
+        magnitudes = [*inputs.values(), w] if b.scale_of_inputs else [w]
+        bad = _outside(b, w, g, _largest(magnitudes))
+        if not bad.any():
+            continue
+        wf, gf = w.astype(np.float64), g.astype(np.float64)
+        err = np.abs(gf - wf)
+        rel = err[bad] / np.maximum(np.abs(wf[bad]), np.finfo(np.float32).tiny)
+        worst = float(np.nan_to_num(rel, nan=np.inf).max())
+        ulps = float(np.nan_to_num(err[bad] / np.spacing(np.abs(w[bad])), nan=np.inf).max())
+        return (
+            f"{node.op_type} ({node.name or name}) alone, on the same input values, is off by up "
+            f"to {worst:.3g} relative ({ulps:.3g} float32 ulps) in {int(bad.sum())}/{w.size} "
+            f"elements of {name}: beyond its {b.name} budget (rel {b.rel:.3g}, atol "
+            f"{b.atol:.3g}; see onnxfuzz.judge.budget)"
+        )
+    return None
+
+
+def beyond_screen(want: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> bool:
+    """Whether any float32 output of the model is beyond the math budget (the output's own
+    magnitude as S): only then is the model worth localizing for a lone op's error."""
+    for name, w in want.items():
+        g = got.get(name)
+        if (
+            w.dtype == np.float32
+            and g is not None
+            and g.shape == w.shape
+            and w.size
+            and _outside(MATH, w, g, _largest([w])).any()
+        ):
+            return True
+    return False
+
+
+def lone_op_error(
+    model: onnx.ModelProto,
+    feeds: dict[str, np.ndarray],
+    reference: str,
+    backend: str,
+    run: Callable[[bytes], dict[str, Outcome]],
+    run_reference: Callable[[bytes, dict], Outcome],
+) -> tuple[onnx.NodeProto, str] | None:
+    """The first diverging float32 node of ``model`` (every intermediate exposed, in
+    topological order: the first whose output is beyond its op's budget) when, run alone
+    by the reference on the backend's own values of its inputs, it is still beyond its
+    budget: (node, why). None when there is none, when that node is within its budget on
+    the same inputs (its inputs' differences were amplified), or when it cannot be judged
+    (float16 in the model, an exposed or lone run that fails)."""
+    if has_half(model):
+        return None
+    outcomes = run(expose_all(model).SerializeToString())
+    ref, got = outcomes.get(reference), outcomes.get(backend)
+    if ref is None or got is None or ref.status != Status.OK or got.status != Status.OK:
+        return None
+    want: dict[str, np.ndarray] = {**feeds, **(ref.outputs or {})}
+    have: dict[str, np.ndarray] = {**feeds, **(got.outputs or {})}
+    for node in model.graph.node:
+        outs = [t for t in node.output if t in want and t in have]
+        if not outs or over_budget(node, _ins(node, want), want, have) is None:
+            continue
+        one = single_node(model, node)
+        if one is None:
+            return None
+        fed = {i.name: have[i.name] for i in one.graph.input if i.name in have}
+        if len(fed) != len(one.graph.input):
+            return None
+        alone = run_reference(one.SerializeToString(), fed)
+        if alone.status != Status.OK or alone.outputs is None:
+            return None
+        why = over_budget(node, fed, alone.outputs, have)
+        return (node, why) if why is not None else None
+    return None
+
+
+def _ins(node: onnx.NodeProto, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {t: values[t] for t in node.input if t in values}
+
+
+def repro_tolerance(model: onnx.ModelProto, output: str) -> tuple[float, float] | None:
+    """(atol, rtol) for a reproducer to compare a precision finding's float32 outputs by:
+    the budget of the op that produces ``output`` (None: no such node)."""
+    node = next((n for n in model.graph.node if output in n.output), None)
+    if node is None:
+        return None
+    b = budget_of(node.op_type)
+    return (b.atol, b.rel)
+
+
+def precision_again(want: Outcome, again: Outcome) -> bool:
+    """Whether a fresh run of the backend (``again``) shows a precision finding once more,
+    without localizing it anew: it runs, with the reference's (``want``) output shapes, and
+    its float32 outputs are beyond the screen around the reference's (that they are within
+    the end-to-end tolerance is the caller's check)."""
+    if again.status != Status.OK or again.outputs is None or want.outputs is None:
+        return False
+    if any(
+        k in again.outputs and again.outputs[k].shape != w.shape for k, w in want.outputs.items()
+    ):
+        return False
+    return beyond_screen(want.outputs, again.outputs)

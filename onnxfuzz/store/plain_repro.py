@@ -1,0 +1,269 @@
+"""``repro_plain.py``: the bug as the backend's own test would show it.
+
+A short script (at most ``MAX_LINES`` lines) that imports only onnx, numpy and the culprit
+backend's public API (ONNX Runtime's ``InferenceSession``; TVM's ``from_onnx`` ->
+``tvm.compile`` -> ``relax.VirtualMachine``; ``onnx2torch.convert`` -> torch; OpenVINO's
+``Core().read_model`` -> ``compile_model`` with the adapter's config; the ONNX reference
+evaluator), loads ``model.onnx`` and ``test_data_set_0/input_*.pb`` beside it,
+prints actual vs expected and exits 1 while the bug is there (0 once fixed). An exception
+in the backend propagates: Python prints it and exits 1. A process crash kills the
+script (a signal exit, not 1): the backend's own crash is the evidence.
+
+Expected values come from the ONNX reference evaluator, run by the script, when it runs
+the model and agrees with the comparison's reference backend; otherwise from that
+backend's outputs, stored as ``test_data_set_0/output_<k>.pb`` (the ONNX test layout).
+onnxfuzz's full ``repro.py`` (signature matching, sandboxing) stays beside it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnxfuzz.backend import parse_backend
+from onnxfuzz.errors import BackendError
+from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs
+from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE
+
+NAME = "repro_plain.py"
+MAX_LINES = 40
+MAX_EVALUATOR_NODES = 40
+_ORT_LEVELS = {
+    "none": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "layout": "ORT_ENABLE_ALL",  # ORT_ENABLE_LAYOUT is missing from older wheels
+    "all": "ORT_ENABLE_ALL",
+}
+_NO_WORKAROUND = "# optimizers to switch off (none: the bug is there)"
+SHIPPED = ("ort", "ort-cuda", "tvm", "torch", "openvino", "onnx-reference")
+
+
+@dataclass
+class PlainRepro:
+    """What a plain reproducer needs to know about one bundle."""
+
+    backend: str  # the culprit's label, e.g. "ort", "tvm:opt_level=2"
+    title: str  # one line: what goes wrong
+    tolerance: dict[str, tuple[float, float]] = field(
+        default_factory=lambda: dict(DEFAULT_TOLERANCE)
+    )
+    # where expected values come from: "reference" (the evaluator, run by the script) or a
+    # sentence naming the backend whose stored outputs (test_data_set_0/output_<k>.pb) it reads
+    expected: str = "reference"
+
+
+def supported(label: str) -> bool:
+    """Whether ``label`` is a shipped adapter this module writes a plain reproducer for."""
+    try:
+        ref = parse_backend(label)
+    except BackendError:
+        return False
+    return ref.target in SHIPPED
+
+
+def _run_ort(label: str, options: dict[str, str]) -> tuple[str, list[str]]:
+    level = _ORT_LEVELS.get(options.get("opt", "all"), "ORT_ENABLE_ALL")
+    provider = "CUDAExecutionProvider" if label == "ort-cuda" else "CPUExecutionProvider"
+    return "import onnxruntime as ort", [
+        "options = ort.SessionOptions()",
+        f"options.graph_optimization_level = ort.GraphOptimizationLevel.{level}",
+        f"disabled = []  {_NO_WORKAROUND}",
+        f'session = ort.InferenceSession(HERE / "model.onnx", options, ["{provider}"],',
+        "                               disabled_optimizers=disabled)",
+        "actual = session.run(None, inputs)",
+    ]
+
+
+def _run_tvm(options: dict[str, str]) -> tuple[str, list[str]]:
+    target = options.get("target", "llvm")
+    device = "tvm.cuda()" if target == "cuda" else "tvm.cpu()"
+    level = int(options.get("opt_level", "3"))
+    return "import tvm\nfrom tvm import relax\nfrom tvm.relax.frontend.onnx import from_onnx", [
+        "mod = from_onnx(model, keep_params_in_input=False)",
+        f'with tvm.target.Target("{target}"), tvm.transform.PassContext(opt_level={level}):',
+        f'    vm = relax.VirtualMachine(tvm.compile(mod, target="{target}"), {device})',
+        f'result = vm["main"](*[tvm.runtime.tensor(a, {device}) for a in args])',
+        "result = list(result) if len(model.graph.output) > 1 else [result]",
+        'actual = [r.numpy() if hasattr(r, "numpy") else np.asarray(r) for r in result]  # Shape',
+    ]
+
+
+def _run_torch() -> tuple[str, list[str]]:
+    return "import onnx2torch\nimport torch", [
+        'module = onnx2torch.convert(onnx.load(HERE / "model.onnx")).eval()',
+        "with torch.no_grad():",
+        "    result = module(*[torch.from_numpy(a.copy()) for a in args])",
+        "actual = [r.numpy() for r in (result if isinstance(result, tuple | list) else [result])]",
+    ]
+
+
+def _run_openvino(options: dict[str, str]) -> tuple[str, list[str]]:
+    """The adapter's (backends/openvino.py) compile and run: its options as the bundle's
+    label records them, with its defaults (f32: OpenVINO otherwise runs f32 models in bf16
+    on CPUs with AMX or AVX512-BF16; one thread); bfloat16 in and out as raw bits."""
+    device = options.get("device", "CPU")
+    config: dict[str, str | int] = {"INFERENCE_PRECISION_HINT": options.get("precision", "f32")}
+    if device == "CPU":
+        config["INFERENCE_NUM_THREADS"] = int(options.get("threads", "1"))
+    return "import openvino as ov", [
+        f"core, config = ov.Core(), {config!r}",
+        f'compiled = core.compile_model(core.read_model(HERE / "model.onnx"), "{device}", config)',
+        "request = compiled.create_infer_request()  # bfloat16 in and out as raw bits, else",
+        "bf16 = onnx.helper.tensor_dtype_to_np_dtype(onnx.TensorProto.BFLOAT16)  # it goes via f16",
+        "request.infer({p: ov.Tensor(a.view(np.uint16), a.shape, ov.Type.bf16) if a.dtype == bf16",
+        "               else ov.Tensor(a) for p, a in zip(compiled.inputs, args)})",
+        "outs = [request.get_tensor(port) for port in compiled.outputs]",
+        "actual = [np.array(t.data).view(np.uint16).view(bf16) if t.element_type == ov.Type.bf16",
+        "          else np.array(t.data) for t in outs]",
+    ]
+
+
+def render(p: PlainRepro, output_dtypes: list[str]) -> str:
+    """The script's text; ``output_dtypes``: the model's output element types (numpy
+    names), whose tolerances it carries."""
+    ref = parse_backend(p.backend)
+    options = dict(ref.options)
+    if ref.target in ("ort", "ort-cuda"):
+        imports, run = _run_ort(ref.target, options)
+    elif ref.target == "tvm":
+        imports, run = _run_tvm(options)
+    elif ref.target == "torch":
+        imports, run = _run_torch()
+    elif ref.target == "openvino":
+        imports, run = _run_openvino(options)
+    elif ref.target == "onnx-reference":
+        imports, run = "", ["actual = ReferenceEvaluator(model).run(None, inputs)"]
+    else:
+        raise BackendError(f"no plain reproducer for backend {p.backend!r}")
+    by_evaluator = p.expected == "reference" and ref.target != "onnx-reference"
+    if by_evaluator:
+        expect = ["expected = ReferenceEvaluator(model).run(None, inputs)  # the ONNX spec's"]
+    else:
+        source = p.expected if p.expected != "reference" else "the stored outputs"
+        expect = [
+            f"# expected: {source}",
+            'expected = [numpy_helper.to_array(onnx.load_tensor(data / f"output_{k}.pb"))',
+            "            for k in range(len(model.graph.output))]",
+        ]
+    tol = {k: tuple(v) for k, v in sorted(p.tolerance.items()) if k in output_dtypes}
+    evaluator = by_evaluator or ref.target == "onnx-reference"
+    lines = [
+        f'"""{p.title}',
+        'Exit 1 while the bug is there, 0 once it is fixed."""',
+        "import sys",
+        "from pathlib import Path",
+        "",
+        "import numpy as np",
+        "import onnx",
+        *([imports] if imports else []),
+        "from onnx import numpy_helper",
+        *(["from onnx.reference import ReferenceEvaluator"] if evaluator else []),
+        "",
+        "HERE = Path(__file__).resolve().parent",
+        'model, data = onnx.load(HERE / "model.onnx"), HERE / "test_data_set_0"',
+        'files = [data / f"input_{k}.pb" for k in range(len(list(data.glob("input_*.pb"))))]',
+        "inputs = {t.name: numpy_helper.to_array(t) for t in map(onnx.load_tensor, files)}",
+        "args = [inputs[i.name] for i in model.graph.input if i.name in inputs]  # in order",
+        *run,
+        *expect,
+        f"TOLERANCE = {tol!r}  # (atol, rtol); other types must be equal",
+        "bug = len(actual) != len(expected)",
+        "for out, a, e in zip(model.graph.output, map(np.asarray, actual), expected):",
+        '    print(f"{out.name}: actual   {a.dtype} {list(a.shape)}", a.ravel()[:8])',
+        '    print(f"{out.name}: expected {e.dtype} {list(e.shape)}", e.ravel()[:8])',
+        "    atol, rtol = TOLERANCE.get(str(e.dtype), (0, 0))",
+        "    if a.dtype != e.dtype or a.shape != e.shape:",
+        "        bug = True",
+        "    elif (bad := ~np.isclose(a, e, rtol, atol, equal_nan=True) if atol else a != e)"
+        ".any():",
+        "        err = np.abs(a.astype(np.float64) - e.astype(np.float64))[bad]",
+        '        print(f"  {bad.sum()} of {a.size} differ, max abs error {err.max():.6g}")',
+        "        bug = True",
+        "sys.exit(1 if bug else 0)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def set_workaround(script: Path, optimizers: list[str]) -> None:
+    """Name ONNX Runtime optimizers whose disabling was seen to avoid the bug in the
+    script's ``disabled`` line, as a comment: the script still shows the bug."""
+    old = f"disabled = []  {_NO_WORKAROUND}"
+    new = f"disabled = []  # workaround: disabled = {optimizers!r} avoids the bug"
+    script.write_text(script.read_text().replace(old, new))
+
+
+def reference_agrees(
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    stored: dict[str, np.ndarray] | None,
+    tolerance: dict[str, tuple[float, float]],
+) -> bool:
+    """Whether the ONNX reference evaluator runs ``model`` and gives ``stored`` (the
+    comparison reference's outputs) within ``tolerance``; with nothing stored, whether it
+    runs at all. Reduced models are a few nodes: this takes milliseconds; a model of more
+    than ``MAX_EVALUATOR_NODES`` nodes is not tried (its stored outputs are used)."""
+    from onnx.reference import ReferenceEvaluator
+
+    if len(model.graph.node) > MAX_EVALUATOR_NODES:
+        return False  # pure Python: a large original model could take the campaign minutes
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            got = ReferenceEvaluator(model).run(None, inputs)
+    except Exception:  # noqa: BLE001 - any failure means: not the source of expected values
+        return False
+    if stored is None:
+        return True
+    for out, value in zip(model.graph.output, got, strict=False):
+        want = stored.get(out.name)
+        if want is None:
+            continue
+        a, e = np.asarray(value), np.asarray(want)
+        if a.dtype != e.dtype or a.shape != e.shape:
+            return False
+        atol, rtol = tolerance.get(str(e.dtype), (0.0, 0.0))
+        same = np.isclose(a, e, rtol, atol, equal_nan=True) if atol else a == e
+        if not np.all(same):
+            return False
+    return True
+
+
+def output_dtypes(model: onnx.ModelProto) -> list[str]:
+    """The numpy names of the model's output element types (bfloat16 as ml_dtypes names it)."""
+    names = []
+    for out in model.graph.output:
+        try:
+            names.append(
+                np.dtype(onnx.helper.tensor_dtype_to_np_dtype(out.type.tensor_type.elem_type)).name
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return names
+
+
+def write_plain(
+    folder: Path,
+    p: PlainRepro,
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    stored: dict[str, np.ndarray] | None,
+    reference_name: str,
+) -> Path:
+    """``folder/repro_plain.py`` beside ``folder/model.onnx`` and its inputs. ``stored``:
+    the comparison reference's outputs on this model (None: none kept). Where the ONNX
+    reference evaluator does not give them (or is the culprit), they are written as
+    ``test_data_set_0/output_<k>.pb`` and the script reads them."""
+    evaluator_ok = parse_backend(p.backend).target != "onnx-reference" and reference_agrees(
+        model, inputs, stored, p.tolerance
+    )
+    if not evaluator_ok and stored is not None:
+        write_outputs(folder / DATA_SET, model, stored)
+        p.expected = f"{reference_name}'s outputs (the ONNX reference evaluator disagrees or fails)"
+    path = folder / NAME
+    path.write_text(render(p, output_dtypes(model)))
+    return path

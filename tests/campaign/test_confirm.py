@@ -1,0 +1,199 @@
+"""Confirm before filing (onnxfuzz.run.confirm): against real ONNX Runtime wrapped by
+adapters with planted flaky, stale-cache, one-off and deterministic bugs, each finding is
+re-run in fresh processes; intermittent ones are filed once per family and reduced,
+state-dependent ones with the earlier model their repro.py runs first, the rest counted as
+not reproducible; with one reference and one target, the reference's own failures are set
+aside. Every filed bundle's repro.py is run from a copied folder in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from onnxfuzz.execute.messages import Test as Ran
+from onnxfuzz.run.campaign import Campaign, CampaignOptions
+from onnxfuzz.run.confirm import bisect
+from onnxfuzz.store.db import Store
+
+HERE = Path(__file__).resolve().parent
+ADAPTERS = HERE / "adapters.py"
+OPS = ["Add", "Relu", "Mul", "Sigmoid", "Tanh"]
+
+
+def _campaign(tmp: Path, backends: list[str], tests: int, **kw) -> Campaign:
+    opts = CampaignOptions(
+        backends=backends,
+        tests=tests,
+        seed=kw.pop("seed", 5),
+        timeout=10.0,
+        reduce_budget=kw.pop("reduce_budget", 10.0),
+        probe="off",
+        generator={"min_nodes": 1, "max_nodes": 5, "ops": OPS},
+        **kw,
+    )
+    c = Campaign(tmp / "camp", opts, resume=False)
+    c.start()
+    try:
+        c.run()
+    finally:
+        c.close()
+    return c
+
+
+def _metas(folder: Path) -> list[dict]:
+    return [json.loads(m.read_text()) for m in sorted(folder.glob("*/meta.json"))]
+
+
+def _repro(bundle: Path, tmp: Path, edit: tuple[str, str] | None = None) -> tuple[int, str]:
+    """Run a bundle's repro.py from a copy of the bundle elsewhere, in a fresh process
+    (``edit``: text to replace in the copied script first)."""
+    copy = tmp / f"copy-{bundle.name}"
+    shutil.copytree(bundle, copy)
+    script = copy / "repro.py"
+    if edit is not None:
+        text = script.read_text()
+        assert edit[0] in text
+        script.write_text(text.replace(*edit))
+    p = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp
+    )
+    return p.returncode, p.stdout.strip()
+
+
+def test_bisect_keeps_the_one_earlier_model_needed_and_refuses_a_fluke() -> None:
+    tests = [Ran(bytes([k]), {}, k) for k in range(12)]
+    needed = tests[4]
+    assert bisect(tests, lambda ts: needed in ts, 10) == [needed]
+    assert bisect(tests, lambda ts: False, 10) is None
+    # a flaky bug that failed once after the earlier models is not state-dependent
+    calls = []
+
+    def once(ts: list[Ran]) -> bool:
+        calls.append(ts)
+        return len(calls) == 1
+
+    assert bisect(tests, once, 10) is None
+
+
+def test_flaky_wrong_value_is_one_intermittent_bundle_reduced_to_its_trigger(tmp_path) -> None:
+    flaky = f"{ADAPTERS}:Flaky:op=Add,p=0.3,draw=sequence"  # 30 %, evenly spread
+    c = _campaign(tmp_path, ["ort", flaky], 120)
+    metas = _metas(c.out / "bugs")
+    assert 1 <= len(metas) <= 2, [m["id"] for m in metas]
+    for m in metas:
+        assert m["reproducibility"] == "intermittent", m.get("confirmed")
+        assert 0 < m["confirmed"]["failed"] < m["confirmed"]["runs"]
+        assert m["reduced_ops"] == ["Add"]
+    bundle = c.out / "bugs" / metas[0]["id"]
+    issue = (bundle / "issue.md").read_text()
+    seen = metas[0]["confirmed"]
+    assert f"reproduced {seen['failed']} of {seen['runs']} runs" in issue
+    code, line = _repro(bundle / "reduced", tmp_path)
+    assert code in (0, 1), line
+    assert "intermittent" in line and re.search(r"reproduced \d+ of \d+ runs", line), line
+    # the other direction: the same repro against the backend fixed (never wrong)
+    code, line = _repro(bundle, tmp_path / "fixed", ("'p': '0.3'", "'p': '0'"))
+    assert code == 0 and line.startswith("FIXED") and "reproduced 0 of" in line, line
+
+
+def test_deterministic_bug_is_filed_plainly_with_every_fresh_run_failing(tmp_path) -> None:
+    c = _campaign(tmp_path, ["ort", f"{ADAPTERS}:WrongOp:op=Add"], 40)
+    metas = _metas(c.out / "bugs")
+    assert metas
+    for m in metas:
+        assert m["reproducibility"] == "deterministic"
+        assert m["confirmed"]["failed"] == m["confirmed"]["runs"] == 5
+        assert "Reproduced 5 of 5 runs" in (c.out / "bugs" / m["id"] / "issue.md").read_text()
+    code, line = _repro(c.out / "bugs" / metas[0]["id"], tmp_path)
+    assert code == 1 and line.startswith("REPRODUCES"), line
+    assert "of 1 runs" not in line  # a deterministic repro.py runs once and says so plainly
+
+
+def test_stale_cache_is_filed_as_depending_on_an_earlier_model(tmp_path) -> None:
+    c = _campaign(tmp_path, ["ort", f"{ADAPTERS}:StaleCache:op=Add,other=Mul"], 120)
+    metas = _metas(c.out / "bugs")
+    state = [m for m in metas if m["reproducibility"] == "depends on an earlier model"]
+    assert len(state) == 1, [(m["id"], m.get("reproducibility")) for m in metas]
+    assert state[0]["earlier"]  # the earlier model(s), bisected
+    for m in metas:
+        code, line = _repro(c.out / "bugs" / m["id"], tmp_path)
+        assert not line.startswith("FIXED"), (m["id"], line)
+    code, line = _repro(c.out / "bugs" / state[0]["id"], tmp_path / "again")
+    assert code == 1 and "depends on an earlier model" in line, line
+    # the other direction: without its earlier model, the same repro finds it fixed
+    earlier = repr(state[0]["earlier"])
+    code, line = _repro(
+        c.out / "bugs" / state[0]["id"],
+        tmp_path / "alone",
+        (f"'earlier': {earlier}", "'earlier': []"),
+    )
+    assert code == 0 and line.startswith("FIXED"), line
+    issue = (c.out / "bugs" / state[0]["id"] / "issue.md").read_text()
+    assert "depends on an earlier model" in issue
+
+
+def test_a_failure_no_run_recreates_is_counted_not_filed(tmp_path) -> None:
+    marker = tmp_path / "failed-once"
+    c = _campaign(tmp_path, ["ort", f"{ADAPTERS}:FailsOnce:op=Add,marker={marker}"], 30)
+    assert marker.exists()  # it did fail once
+    store = Store(c.out / "campaign.db")
+    try:
+        assert store.not_reproducible() == 1
+        assert store.bugs() == []
+    finally:
+        store.close()
+    assert not list(c.out.glob("bugs/*/meta.json"))
+
+
+def test_the_reference_alone_is_set_aside_unless_asked(tmp_path) -> None:
+    backends = [f"{ADAPTERS}:Raise:op=Relu", f"{ADAPTERS}:WrongOp:op=Add"]
+    c = _campaign(tmp_path / "a", backends, 40)
+    assert {m["backend"] for m in _metas(c.out / "bugs")} == {backends[1]}
+    alone = _metas(c.out / "reference-bugs")
+    assert [m["backend"] for m in alone] == [backends[0]]
+    assert "reduced_ops" not in alone[0]
+    code, line = _repro(c.out / "reference-bugs" / alone[0]["id"], tmp_path)
+    assert code == 1 and line.startswith("REPRODUCES"), line
+    c = _campaign(tmp_path / "b", backends, 40, reduce_reference=True)
+    filed = {m["backend"]: m for m in _metas(c.out / "bugs")}
+    assert set(filed) == set(backends)
+    assert filed[backends[0]]["reduced_ops"] == ["Relu"]
+    assert not (c.out / "reference-bugs").exists()
+
+
+def _binary(op: str) -> bytes:
+    from onnx import TensorProto, helper
+
+    x, y, z = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in "xyz")
+    graph = helper.make_graph([helper.make_node(op, ["x", "y"], ["z"])], op, [x, y], [z])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_a_worker_remembers_its_process_and_a_fresh_one_replays_it() -> None:
+    import numpy as np
+
+    from onnxfuzz.execute.pool import BackendPool
+
+    feeds = {"x": np.ones(2, np.float32), "y": np.ones(2, np.float32)}
+    label = f"{ADAPTERS}:StaleCache:op=Add,other=Mul"
+    with BackendPool([label], timeout=30.0) as pool:
+        for op in ("Sub", "Mul", "Add"):
+            pool.start_test(_binary(op), feeds)
+            got = pool.wait()[label]
+        assert float(got.outputs["z"][0]) == 2.5  # stale: Add after Mul in this process
+        before = pool.ran_before(label, pool.last_seq, 10)
+        assert [t.model_bytes for t in before] == [_binary("Sub"), _binary("Mul")]
+        assert [t.model_bytes for t in pool.ran_before(label, pool.last_seq, 1)] == [_binary("Mul")]
+        fresh = pool.fresh_runs(label, _binary("Add"), feeds, 2)
+        assert [float(o.outputs["z"][0]) for o in fresh] == [2.0, 2.0]
+        after = pool.fresh_runs(label, _binary("Add"), feeds, 1, before[-1:])
+        assert float(after[0].outputs["z"][0]) == 2.5
+        # the pool's own worker kept its state: fresh runs are other processes
+        pool.start_test(_binary("Add"), feeds)
+        assert float(pool.wait()[label].outputs["z"][0]) == 2.5

@@ -1,0 +1,183 @@
+"""Memory across campaigns: ``triage --export-known`` writes the families a campaign found,
+``fuzz --known`` counts matching findings as known (neither reduced nor filed, listed with
+their hits) and avoids the triggers of families hit often; a file that cannot be used is a
+one-line error (exit 2) before the campaign writes anything."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from onnxfuzz import dtypes as dt
+from onnxfuzz.cli.main import main
+from onnxfuzz.errors import UsageError
+from onnxfuzz.judge.signature import family
+from onnxfuzz.store.known import FORMAT, KnownFamily, KnownFile, Trigger, trigger_of
+
+SEGFAULT_RELU = "tests/campaign/adapters.py:Segfault:op=Relu"
+CRASH = "tvm|crash|compile|TypeError: R.add(lv, S) uses datatype T | R.Tensor((SHAPE))"
+SAME_FAMILY = "tvm|crash|compile|TypeError: R.multiply(lv, S) uses datatype T | R.Tensor((SHAPE))"
+WRONG_RELU = "tvm|mismatch|run|values in Relu output"
+
+
+def _file(**over) -> KnownFile:
+    fams = [
+        KnownFamily(
+            family(CRASH),
+            "tvm-crash-Fabc",
+            "tvm",
+            "crash",
+            9,
+            [CRASH],
+            trigger=Trigger("Elu", "float16", []),
+        ),
+        KnownFamily(
+            "tvm|mismatch|run|values",
+            "tvm-mismatch-Fdef",
+            "tvm",
+            "mismatch",
+            2,
+            [WRONG_RELU],
+            trigger=Trigger("Pad", "float32", ["attr:mode=reflect"]),
+        ),
+    ]
+    return KnownFile(over.get("versions", {"tvm": "0.27.0"}), fams, "known.json")
+
+
+def test_a_finding_is_known_by_signature_or_crash_family_never_by_a_values_kind() -> None:
+    k = _file()
+    assert k.match("tvm", CRASH).id == "tvm-crash-Fabc"
+    assert k.match("tvm", SAME_FAMILY).id == "tvm-crash-Fabc"  # another op, one root cause
+    assert k.match("ort", CRASH) is None  # another backend's
+    assert k.match("tvm", WRONG_RELU).id == "tvm-mismatch-Fdef"
+    # a wrong value of another op is a new bug: a values family says nothing of the cause
+    assert k.match("tvm", "tvm|mismatch|run|values in Exp output") is None
+
+
+def test_families_hit_often_enough_have_their_triggers_avoided() -> None:
+    k = _file()
+    pairs, forms = k.avoided(5)  # the crash (9 hits) yes, the mismatch (2 hits) no
+    assert pairs == {("Elu", dt.BY_NAME["float16"])} and not forms
+    pairs, forms = k.avoided(2)  # an attribute value avoids that form, not the whole op
+    assert forms == {("Pad", "attr:mode=reflect")}
+    assert k.avoided(0) == (frozenset(), frozenset())
+
+
+def test_the_file_round_trips_and_names_version_mismatches() -> None:
+    k = _file()
+    again = KnownFile.from_record(json.loads(json.dumps(k.to_record())), "again.json")
+    assert again.families == k.families and again.versions == k.versions
+    notes = k.version_notes({"tvm": "0.28.0", "ort": "1.31.1"})
+    assert len(notes) == 1 and "tvm 0.27.0" in notes[0] and "tvm 0.28.0" in notes[0]
+    assert k.version_notes({"tvm": "0.27.0"}) == []
+
+
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        (None, "cannot read"),
+        ("{not json", "is not JSON"),
+        ('{"format": "onnxfuzz-known/0", "versions": {}, "families": []}', "format"),
+        ('["a list"]', "not an onnxfuzz known-findings file"),
+        (f'{{"format": "{FORMAT}", "versions": {{}}, "families": [{{"id": 1}}]}}', "family"),
+    ],
+)
+def test_a_file_that_cannot_be_used_is_a_one_line_error(tmp_path: Path, content, said) -> None:
+    path = tmp_path / "known.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(UsageError) as e:
+        KnownFile.load(path)
+    text = str(e.value)
+    assert "\n" not in text and str(path) in text and said in text
+
+
+def test_a_file_of_other_backends_is_refused() -> None:
+    with pytest.raises(UsageError, match="holds findings of tvm; this campaign runs ort, x"):
+        _file().check_backends(["ort", "x"])
+    _file().check_backends(["ort", "tvm"])
+
+
+def test_the_trigger_is_the_failing_node_with_its_type_and_attribute_values() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 3])
+    nodes = [
+        helper.make_node("Cast", ["x"], ["c"], to=TensorProto.FLOAT16),
+        helper.make_node("Elu", ["c"], ["y"], alpha=0.5),
+    ]
+    m = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 21)]
+    )
+    assert trigger_of(m, CRASH) == Trigger("Elu", "float16", [])
+    t = trigger_of(m, "tvm|mismatch|run|values in Cast output")
+    assert t is not None and t.op == "Cast" and t.dtype == "float16"
+    assert "attr:to=10" in t.features
+
+
+def test_bad_known_files_stop_fuzz_before_it_writes_anything(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "campaign"
+    base = ["fuzz", "--backend", "ort", "--backend", "ort:opt=none", "--tests", "3"]
+    assert main([*base, "--out", str(out), "--known", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "missing.json" in err and "--known" in err and len(err.splitlines()) == 1
+    other = tmp_path / "other.json"
+    _file().write(other)
+    assert main([*base, "--out", str(out), "--known", str(other)]) == 2
+    assert "none of them" in capsys.readouterr().err
+    assert not (out / "campaign.db").exists()
+
+
+@pytest.mark.slow
+def test_a_second_campaign_counts_known_findings_and_files_none(tmp_path: Path, capsys) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    known = tmp_path / "known.json"
+    fuzz = ["fuzz", "--backend", "ort", "--backend", SEGFAULT_RELU, "--probe", "off"]
+    assert main([*fuzz, "--tests", "60", "--out", str(first)]) == 1
+    capsys.readouterr()
+    assert main(["triage", str(first), "--export-known", str(known)]) == 0
+    said = capsys.readouterr().out
+    assert "1 family, 1 bundle" in said  # families first
+    assert (first / "triage.md").read_text().index("## Families") < (
+        first / "triage.md"
+    ).read_text().index("## Bundles")
+    record = json.loads(known.read_text())
+    (fam,) = record["families"]
+    assert fam["trigger"]["op"] == "Relu" and fam["hits"] >= 1
+    # another version of the adapter's library: a warning naming it, the entries still apply
+    label = fam["backend"]
+    record["versions"][label] = "0.0.1"
+    known.write_text(json.dumps(record))
+    args = [*fuzz, "--tests", "60", "--seed", "500", "--out", str(second)]
+    assert main([*args, "--known", str(known), "--avoid-after", "0"]) == 0  # nothing filed
+    out, err = capsys.readouterr()
+    assert "0.0.1" in err and "--known" in err
+    assert "known family" in out
+    db = sqlite3.connect(second / "campaign.db")
+    hits = db.execute("SELECT COUNT(*) FROM results WHERE verdict='known'").fetchone()[0]
+    bugs = db.execute("SELECT COUNT(*) FROM bugs").fetchone()[0]
+    db.close()
+    assert hits >= 1 and bugs == 0 and not (second / "bugs").exists()
+    assert main(["report", str(second)]) == 0
+    page = (second / "report.html").read_text()
+    assert f"Known ({hits} hits of 1 family)" in page and fam["id"] in page
+    # the next export carries the known family on, its hits added up
+    again = tmp_path / "again.json"
+    assert main(["triage", str(second), "--export-known", str(again)]) == 0
+    (carried,) = json.loads(again.read_text())["families"]
+    assert carried["id"] == fam["id"] and carried["hits"] == fam["hits"] + hits
+
+
+def test_an_unreadable_model_has_no_trigger(tmp_path: Path) -> None:
+    from onnxfuzz.store.known import _bundle_trigger
+
+    bundle = tmp_path / "b"
+    (bundle / "reduced").mkdir(parents=True)
+    (bundle / "reduced" / "model.onnx").write_bytes(b"not a model")
+    assert _bundle_trigger(bundle, CRASH) is None
+    onnx.save(onnx.ModelProto(), str(bundle / "reduced" / "model.onnx"))
+    assert _bundle_trigger(bundle, CRASH) is None

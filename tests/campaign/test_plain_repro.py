@@ -1,0 +1,546 @@
+"""A bundle's ``repro_plain.py`` is the backend's own test: at most 40 lines, importing only
+onnx, numpy and the culprit backend's public API, run from a copy of the script with its
+model and inputs alone, by an interpreter that cannot import onnxfuzz. Exit 1 while the
+bug is there, 0 once it is not, for every shipped adapter, on real bugs of the real
+backends (ONNX Runtime's Relu->Clip fusion, TVM's float16 Acos, onnx2torch's Clip dtype)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from onnxfuzz.execute.sandbox import Outcome, Stage, Status
+from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, Judgement, Verdict
+from onnxfuzz.run.culprit import annotate, find_culprit
+from onnxfuzz.store.bundle import Finding, write_bundle
+from onnxfuzz.store.plain_repro import MAX_LINES, NAME
+
+REFERENCE = "ort:opt=none"
+# what each shipped adapter's script may import besides onnx, numpy and the standard library
+API = {
+    "ort": {"onnxruntime"},
+    "tvm": {"tvm"},
+    "torch": {"torch", "onnx2torch"},
+    "openvino": {"openvino"},
+}
+
+
+@pytest.fixture(scope="module")
+def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment that sees this environment's libraries by path (a .pth
+    line naming our site-packages: the .pth files there, onnxfuzz's editable finder among
+    them, are not run), so onnxfuzz cannot be imported. Run with -I."""
+    root = tmp_path_factory.mktemp("no-onnxfuzz")
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
+    site = next((root / "lib").glob("python*/site-packages"))
+    paths = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    (site / "libraries.pth").write_text("".join(f"{p}\n" for p in paths))
+    return root / "bin" / "python"
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+
+
+def _model(
+    nodes: list[onnx.NodeProto],
+    x: tuple[int, list[int]],
+    y: tuple[int, list[int]],
+    initializers: list[onnx.TensorProto] | None = None,
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", x[0], x[1])],
+        [helper.make_tensor_value_info("y", y[0], y[1])],
+        initializers or [],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _relu_clip(dtype: int) -> onnx.ModelProto:
+    """Relu -> Clip with int32 bounds: ORT's FuseReluClip rewrite rule throws on the bounds'
+    type at session creation (relu_clip_fusion.cc); float bounds are fused fine."""
+    np_type = helper.tensor_dtype_to_np_dtype(dtype)
+    bounds = [
+        helper.make_tensor("lo", dtype, [], np.array([-5], np_type)),
+        helper.make_tensor("hi", dtype, [], np.array([3], np_type)),
+    ]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Clip", ["r", "lo", "hi"], ["y"]),
+    ]
+    return _model(nodes, (dtype, [4]), (dtype, [4]), bounds)
+
+
+def _unary(op: str, dtype: int) -> onnx.ModelProto:
+    return _model([helper.make_node(op, ["x"], ["y"])], (dtype, [2, 3]), (dtype, [2, 3]))
+
+
+def _clip(dtype: int) -> onnx.ModelProto:
+    """Clip with bounds: onnx2torch's converter reads them with float(), and the result
+    comes back float32 for an integer input."""
+    np_type = helper.tensor_dtype_to_np_dtype(dtype)
+    bounds = [
+        helper.make_tensor("lo", dtype, [], np.array([0], np_type)),
+        helper.make_tensor("hi", dtype, [], np.array([3], np_type)),
+    ]
+    nodes = [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])]
+    return _model(nodes, (dtype, [2, 3]), (dtype, [2, 3]), bounds)
+
+
+def _inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    t = model.graph.input[0].type.tensor_type
+    shape = [d.dim_value for d in t.shape.dim]
+    values = np.linspace(-0.9, 0.9, int(np.prod(shape))).reshape(shape)
+    if t.elem_type in (TensorProto.INT32, TensorProto.INT64):
+        values = np.arange(-3, -3 + int(np.prod(shape))).reshape(shape)
+    return {"x": values.astype(helper.tensor_dtype_to_np_dtype(t.elem_type))}
+
+
+def _bundle(
+    root: Path,
+    backend: str,
+    model: onnx.ModelProto,
+    judgement: Judgement,
+    reference_y: np.ndarray | None = None,
+) -> Path:
+    """A bundle as the campaign writes it; the reference's stored outputs are ORT's without
+    optimizations unless ``reference_y`` plants others."""
+    import onnxruntime as ort
+
+    inputs = _inputs(model)
+    y = reference_y
+    if y is None:  # ORT has no kernel for some types (bfloat16 Neg): those plant theirs
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        providers = ["CPUExecutionProvider"]
+        y = ort.InferenceSession(model.SerializeToString(), options, providers).run(None, inputs)[0]
+    f = Finding(
+        signature=f"{backend}|{judgement.verdict}|test",
+        bug_id="bug",
+        judgement=judgement,
+        backend=backend,
+        reference=REFERENCE,
+        seed=0,
+        opset=17,
+        ops=[n.op_type for n in model.graph.node],
+        model=model,
+        inputs=inputs,
+        outcomes={
+            REFERENCE: Outcome(Status.OK, outputs={"y": y}),
+            backend: Outcome(Status.CRASH, judgement.stage, message=judgement.message),
+        },
+        versions={},
+        tolerance=dict(DEFAULT_TOLERANCE),
+        timeout=60.0,
+    )
+    return write_bundle(root, f)
+
+
+def _run(python: Path, bundle: Path, tmp: Path, edit: tuple[str, str] | None = None):
+    """``python -I repro_plain.py`` from a folder holding only it, the model and inputs."""
+    copy = tmp / f"copy{len(list(tmp.glob('copy*')))}"
+    copy.mkdir()
+    for name in (NAME, "model.onnx"):
+        shutil.copy(bundle / name, copy / name)
+    shutil.copytree(bundle / "test_data_set_0", copy / "test_data_set_0")
+    if edit is not None:
+        script = (copy / NAME).read_text()
+        assert edit[0] in script, edit[0]
+        (copy / NAME).write_text(script.replace(*edit))
+    return subprocess.run(
+        [str(python), "-I", NAME],
+        cwd=copy,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _plain(bundle: Path, backend: str) -> str:
+    """The script, checked: short, and its imports only onnx, numpy, the standard library
+    and the backend's own API."""
+    script = (bundle / NAME).read_text()
+    assert len(script.splitlines()) <= MAX_LINES, script
+    allowed = {"onnx", "numpy", *API.get(backend, set())}
+    for node in ast.walk(ast.parse(script)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        for name in names:
+            top = name.split(".")[0]
+            assert top in allowed or top in sys.stdlib_module_names, (name, script)
+    return script
+
+
+CRASH = Judgement(Verdict.CRASH, Stage.COMPILE, message="the backend threw")
+DTYPE = Judgement(Verdict.MISMATCH, Stage.RUN, "dtype", "y", "dtype float32, declared int32")
+
+
+def test_the_fresh_python_has_the_libraries_but_not_onnxfuzz(python) -> None:
+    probe = "import onnxfuzz"
+    r = subprocess.run([str(python), "-I", "-c", probe], env=_env(), capture_output=True)
+    assert r.returncode == 1 and b"No module named 'onnxfuzz'" in r.stderr, r.stderr
+    probe = "import numpy, onnx, onnxruntime, tvm, torch, onnx2torch"
+    r = subprocess.run([str(python), "-I", "-c", probe], env=_env(), capture_output=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_ort_fusion_crash_exits_1_and_the_workaround_passes(python, tmp_path) -> None:
+    bundle = _bundle(tmp_path / "b", "ort", _relu_clip(TensorProto.INT32), CRASH)
+    script = _plain(bundle, "ort")
+    assert "InferenceSession" in script and "ReferenceEvaluator" in script
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1 and "FuseReluClip" in r.stderr, (r.stdout, r.stderr[-2000:])
+    # the same script with that rewrite rule switched off: the bug is gone, values right
+    r = _run(python, bundle, tmp_path, ("disabled = []", "disabled = ['FuseReluClip']"))
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+    assert "y: actual   int32 [4] [0 0 0 0]" in r.stdout, r.stdout
+
+
+def test_tvm_float16_acos_exits_1_and_float32_exits_0(python, tmp_path) -> None:
+    bundle = _bundle(tmp_path / "b", "tvm", _unary("Acos", TensorProto.FLOAT16), CRASH)
+    assert "from_onnx" in _plain(bundle, "tvm")
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1 and "acos" in r.stderr, (r.stdout, r.stderr[-2000:])
+    bundle = _bundle(tmp_path / "c", "tvm", _unary("Acos", TensorProto.FLOAT), CRASH)
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+
+
+def test_torch_clip_dtype_exits_1_and_a_float_clip_exits_0(python, tmp_path) -> None:
+    bundle = _bundle(tmp_path / "b", "torch", _clip(TensorProto.INT32), DTYPE)
+    assert "onnx2torch.convert" in _plain(bundle, "torch")
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1, (r.stdout, r.stderr[-2000:])
+    assert "y: actual   float32 [2, 3]" in r.stdout and "expected int32" in r.stdout, r.stdout
+    bundle = _bundle(tmp_path / "c", "torch", _clip(TensorProto.FLOAT), DTYPE)
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+
+
+def test_reference_evaluator_reads_the_stored_expected_outputs(python, tmp_path) -> None:
+    """The reference evaluator as the culprit: its expected values are the comparison
+    reference's outputs, stored beside the inputs (here planted off by one: a bug)."""
+    model = _unary("Relu", TensorProto.FLOAT)
+    right = np.maximum(_inputs(model)["x"], 0)
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "6/6 elements off")
+    bundle = _bundle(tmp_path / "b", "onnx-reference", model, values, right + 1)
+    assert "output_{k}.pb" in _plain(bundle, "onnx-reference")
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1 and "6 of 6 differ, max abs error 1" in r.stdout, r.stdout
+    bundle = _bundle(tmp_path / "c", "onnx-reference", model, values, right)
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+
+
+def test_a_reference_the_evaluator_disagrees_with_gives_the_expected_values(
+    python, tmp_path
+) -> None:
+    """Where the evaluator does not give the comparison reference's outputs (planted off
+    here), the script reads those outputs, stored beside the inputs, and says whose."""
+    model = _unary("Sigmoid", TensorProto.FLOAT)
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "off")
+    bundle = _bundle(tmp_path / "b", "ort", model, values, np.zeros((2, 3), np.float32))
+    script = _plain(bundle, "ort")
+    assert "# expected: ort:opt=none's outputs" in script and "ReferenceEvaluator" not in script
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1 and "6 of 6 differ" in r.stdout, (r.stdout, r.stderr[-2000:])
+    # the same model, the reference's outputs as the evaluator computes them: expected
+    # values come from the evaluator, and ORT agrees
+    bundle = _bundle(tmp_path / "c", "ort", model, values)
+    assert "ReferenceEvaluator(model).run" in _plain(bundle, "ort")
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+
+
+def test_ort_cuda_reproduces_the_fusion_crash(python, tmp_path) -> None:
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("onnxruntime has no CUDAExecutionProvider here: ort-cuda cannot run")
+    bundle = _bundle(tmp_path / "b", "ort-cuda", _relu_clip(TensorProto.INT32), CRASH)
+    assert "CUDAExecutionProvider" in _plain(bundle, "ort")
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1 and "FuseReluClip" in r.stderr, (r.stdout, r.stderr[-2000:])
+
+
+@pytest.fixture
+def openvino_here() -> None:
+    if importlib.util.find_spec("openvino") is None:
+        pytest.skip("openvino is not installed (pip install -e '.[openvino]'): adapter unusable")
+
+
+def test_openvino_wrong_result_exits_1_and_a_right_one_exits_0(
+    python, tmp_path, openvino_here
+) -> None:
+    """OpenVINO's own API (read_model, compile_model on the CPU with the adapter's f32
+    precision hint); a reference whose stored outputs OpenVINO does not give (planted off by
+    one) is a bug, one it gives is none."""
+    model = _unary("Relu", TensorProto.FLOAT)
+    right = np.maximum(_inputs(model)["x"], 0)
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "6/6 elements off")
+    bundle = _bundle(tmp_path / "b", "openvino", model, values, right + 1)
+    script = _plain(bundle, "openvino")
+    assert "core.read_model(" in script and "core.compile_model(" in script, script
+    assert "{'INFERENCE_PRECISION_HINT': 'f32', 'INFERENCE_NUM_THREADS': 1}" in script, script
+    assert "# expected: ort:opt=none's outputs" in script, script
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1 and "6 of 6 differ, max abs error 1" in r.stdout, (
+        r.stdout,
+        r.stderr[-2000:],
+    )
+    bundle = _bundle(tmp_path / "c", "openvino", model, values, right)
+    assert "ReferenceEvaluator(model).run" in _plain(bundle, "openvino")
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 0 and "y: actual   float32 [2, 3]" in r.stdout, (
+        r.stdout,
+        r.stderr[-2000:],
+    )
+
+
+def test_openvino_script_honours_the_adapters_options(python, tmp_path, openvino_here) -> None:
+    """The options the bundle's label records reach compile_model as the adapter passes
+    them: a MatMul whose result cancels (1001 * -0.9 - 5005 * -0.18) is right in f32, the
+    adapter's default, and 1.4 off with precision=bf16 (inputs and weights rounded to 8
+    bits), in the adapter and in the script alike."""
+    import inspect
+
+    from onnxfuzz.backend import load_backend
+
+    defaults = inspect.signature(load_backend("openvino").__init__).parameters
+    assert (defaults["precision"].default, defaults["threads"].default) == ("f32", "1")
+    w = onnx.numpy_helper.from_array(np.array([[1001], [0], [-5005]], np.float32), "w")
+    model = _model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        (TensorProto.FLOAT, [2, 3]),
+        (TensorProto.FLOAT, [2, 1]),
+        [w],
+    )
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "off")
+    bundle = _bundle(tmp_path / "a", "openvino", model, values)
+    assert _run(python, bundle, tmp_path).returncode == 0
+    label = "openvino:precision=bf16,threads=2"
+    ours = load_backend(label)
+    got = ours.run(ours.compile(model), _inputs(model))["y"]
+    assert abs(got[0, 0]) > 1, got  # the adapter's own result with these options
+    bundle = _bundle(tmp_path / "b", label, model, values)
+    script = _plain(bundle, "openvino")
+    assert "{'INFERENCE_PRECISION_HINT': 'bf16', 'INFERENCE_NUM_THREADS': 2}" in script, script
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1 and "1 of 2 differ, max abs error 1.43" in r.stdout, (
+        r.stdout,
+        r.stderr[-2000:],
+    )
+
+
+def test_openvino_bfloat16_goes_in_and_out_as_raw_bits(python, tmp_path, openvino_here) -> None:
+    """bfloat16 as the adapter hands it over (openvino shows bf16 data as float16 bits)."""
+    import ml_dtypes
+
+    model = _unary("Neg", TensorProto.BFLOAT16)
+    right = -_inputs(model)["x"]
+    assert right.dtype == ml_dtypes.bfloat16
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "off")
+    bundle = _bundle(tmp_path / "b", "openvino", model, values, right)
+    _plain(bundle, "openvino")
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 0 and "y: actual   bfloat16 [2, 3]" in r.stdout, (
+        r.stdout,
+        r.stderr[-2000:],
+    )
+    bundle = _bundle(tmp_path / "c", "openvino", model, values, (right + 1).astype(right.dtype))
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1 and "6 of 6 differ" in r.stdout, (r.stdout, r.stderr[-2000:])
+
+
+def test_ort_culprit_names_the_rewrite_rule_and_its_workaround_passes(python, tmp_path) -> None:
+    """Both directions: the plain reproducer fails as written and with another optimizer
+    disabled, and passes with the named rule alone disabled."""
+    bundle = _bundle(tmp_path / "b", "ort", _relu_clip(TensorProto.INT32), CRASH)
+    culprit = annotate(bundle)
+    assert culprit is not None and culprit.component == "FuseReluClip", culprit
+    assert culprit.stage == "optimizer" and culprit.level == "ORT_ENABLE_BASIC", culprit
+    assert json.loads((bundle / "meta.json").read_text())["culprit"]["component"] == "FuseReluClip"
+    assert "workaround: disabled = ['FuseReluClip']" in (bundle / NAME).read_text()
+    assert _run(python, bundle, tmp_path).returncode == 1
+    other = _run(python, bundle, tmp_path, ("disabled = []", "disabled = ['EliminateIdentity']"))
+    assert other.returncode == 1, other.stdout
+    fixed = _run(python, bundle, tmp_path, ("disabled = []", "disabled = ['FuseReluClip']"))
+    assert fixed.returncode == 0, (fixed.stdout, fixed.stderr[-2000:])
+
+
+def test_ort_culprit_of_a_bug_optimizations_do_not_change_is_the_kernel(tmp_path) -> None:
+    """Float bounds fuse correctly: ORT optimized equals ORT unoptimized, so whatever the
+    bundle says is wrong is not an optimizer's doing, and no transformer is named."""
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "off")
+    bundle = _bundle(tmp_path / "b", "ort", _relu_clip(TensorProto.FLOAT), values)
+    culprit = find_culprit(bundle)
+    assert culprit is not None and culprit.stage == "kernel" and not culprit.component, culprit
+
+
+@pytest.mark.slow  # two TVM imports in child processes, a pass pipeline each
+def test_tvm_culprit_tells_the_importer_from_code_generation(tmp_path) -> None:
+    """float16 Acos imports and lowers, then LLVM code generation has no intrinsic for it;
+    float16 Elu fails in the importer's Elu converter (float32 constants in a float16
+    graph). Neither is the ONNX frontend's and the code generator's alike."""
+    codegen = _bundle(tmp_path / "a", "tvm", _unary("Acos", TensorProto.FLOAT16), CRASH)
+    culprit = find_culprit(codegen)
+    assert culprit is not None and culprit.stage == "codegen", culprit
+    assert "acos" in culprit.note and culprit.llvm, culprit
+    frontend = _bundle(tmp_path / "b", "tvm", _unary("Elu", TensorProto.FLOAT16), CRASH)
+    culprit = find_culprit(frontend)
+    assert culprit is not None and (culprit.stage, culprit.component) == ("import", "Elu"), culprit
+
+
+def test_torch_culprit_names_the_onnx2torch_converter(tmp_path) -> None:
+    bundle = _bundle(tmp_path / "b", "torch", _clip(TensorProto.INT32), DTYPE)
+    culprit = find_culprit(bundle)
+    assert culprit is not None and culprit.project == "onnx2torch", culprit
+    assert culprit.component == "onnx2torch.node_converters.clip.OnnxClip", culprit
+    # the same Clip in torch eager, bounds as tensors of x's dtype, gives int32 as ONNX
+    # says: the conversion (float() bounds) is at fault, not torch
+    assert "gives float32" in culprit.note and "so the conversion is at fault" in culprit.note
+    assert "torch.clamp" in culprit.note, culprit.note
+
+
+def test_torch_culprit_blames_torch_when_torch_eager_fails_the_same_way(tmp_path) -> None:
+    """uint32 Add: onnx2torch's module calls torch's add, and torch eager ``x + y`` on the
+    same tensors raises the same (no CPU kernel for UInt32), while the reference evaluator
+    computes it: torch's own fault, filed with PyTorch; Clip on uint8 stays onnx2torch's."""
+    c = [helper.make_tensor("c", TensorProto.UINT32, [], np.array([7], np.uint32))]
+    add = _model(
+        [helper.make_node("Add", ["x", "c"], ["y"])],
+        (TensorProto.UINT32, [2, 3]),
+        (TensorProto.UINT32, [2, 3]),
+        c,
+    )
+    bundle = _bundle(tmp_path / "a", "torch", add, CRASH)
+    culprit = annotate(bundle)
+    assert culprit is not None and culprit.project == "torch", culprit
+    assert "so torch's own op is at fault" in culprit.note, culprit.note
+    issue = (bundle / "issue.md").read_text()
+    assert "File with PyTorch" in issue and "### 🐛 Describe the bug" in issue
+    uint8 = _bundle(tmp_path / "b", "torch", _clip(TensorProto.UINT8), DTYPE)
+    culprit = annotate(uint8)
+    assert culprit is not None and culprit.project == "onnx2torch", culprit
+    issue = (uint8 / "issue.md").read_text()
+    assert "File with onnx2torch" in issue and "### Describe the bug" in issue
+    # expected values: the evaluator's and numpy's side by side, and Clip's schema text
+    expected = issue.split("### Expected behavior", 1)[1].split("### Actual", 1)[0]
+    assert "| output | ONNX reference evaluator | numpy |" in expected, expected
+    assert expected.count("uint8[2, 3]") == 2, expected
+    assert '"Constrain input and output types to all numeric tensors."' in expected, expected
+
+
+
+def test_torch_culprit_names_the_first_wrong_node_not_the_one_that_raised(tmp_path) -> None:
+    """From the campaign: onnx2torch's Clip turns int64 indices into float32 and the next
+    GatherElements raises on them; the culprit is the Clip's converter, checked in torch
+    eager, not GatherElements'."""
+    inits = [
+        helper.make_tensor("lo", TensorProto.INT64, [], np.array([-5], np.int64)),
+        helper.make_tensor("hi", TensorProto.INT64, [], np.array([1], np.int64)),
+        numpy_helper_from(np.ones((3, 1, 1), np.float32), "data"),
+    ]
+    nodes = [
+        helper.make_node("Clip", ["x", "lo", "hi"], ["i"]),
+        helper.make_node("GatherElements", ["data", "i"], ["y"]),
+    ]
+    model = _model(nodes, (TensorProto.INT64, [1, 1, 1]), (TensorProto.FLOAT, [1, 1, 1]), inits)
+    culprit = find_culprit(_bundle(tmp_path / "b", "torch", model, CRASH))
+    assert culprit is not None and culprit.project == "onnx2torch", culprit
+    assert culprit.component == "onnx2torch.node_converters.clip.OnnxClip", culprit
+    assert culprit.note.startswith("Clip on the same tensors"), culprit.note
+
+
+def test_torch_culprit_sees_a_tuple_where_onnx_has_one_tensor(tmp_path) -> None:
+    """From the campaign: onnx2torch's Split with one output gives a tuple, and the Div
+    after it raises on the tuple; the culprit is the Split's converter."""
+    nodes = [
+        helper.make_node("Split", ["x"], ["s"], axis=-2),
+        helper.make_node("Div", ["s", "x"], ["y"]),
+    ]
+    model = _model(nodes, (TensorProto.FLOAT, [1, 1]), (TensorProto.FLOAT, [1, 1]))
+    culprit = find_culprit(_bundle(tmp_path / "b", "torch", model, CRASH))
+    assert culprit is not None and culprit.project == "onnx2torch", culprit
+    assert culprit.component.startswith("onnx2torch.node_converters.split."), culprit
+    assert "first wrong node: Split" in culprit.note and "a tuple of 1" in culprit.note
+
+
+def numpy_helper_from(a: np.ndarray, name: str) -> onnx.TensorProto:
+    return onnx.numpy_helper.from_array(a, name)
+
+
+# A relax pass planted into tvm.compile's pipeline in the culprit search's child process (it
+# inherits PYTHONPATH): it doubles every constant, and like TVM's own optimizations it runs
+# only above opt_level 0 and obeys PassContext(disabled_pass=...).
+_PLANTED_PASS = '''
+import tvm
+from tvm import relax
+
+
+@relax.expr_functor.mutator
+class _Double(relax.PyExprMutator):
+    def visit_generic_const_(self, op):
+        return relax.const(op.value.numpy() * 2, str(op.value.dtype))
+
+
+@relax.transform.function_pass(opt_level=1, name="PlantedDoubleConstants")
+class _Planted:
+    def transform_function(self, func, mod, ctx):
+        return _Double(mod).visit_expr(func)
+
+
+_compile = tvm.compile
+
+
+def _wrapped(mod, *args, **kwargs):
+    return _compile(tvm.transform.Sequential([_Planted()])(mod), *args, **kwargs)
+
+
+tvm.compile = _wrapped
+'''
+VALUES = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "values differ")
+
+
+@pytest.mark.slow  # TVM compiles the model once per pass tried, in a child process
+def test_tvm_wrong_result_is_bisected_to_the_pass(tmp_path, monkeypatch) -> None:
+    """A wrong result that opt_level 0 does not show is bisected to the one pass whose
+    disabling alone fixes it, with that as the workaround; without the planted pass the
+    same bundle does not show the bug at all."""
+    c = [helper.make_tensor("c", TensorProto.FLOAT, [], np.array([1.5], np.float32))]
+    add = _model(
+        [helper.make_node("Add", ["x", "c"], ["y"])],
+        (TensorProto.FLOAT, [2, 3]),
+        (TensorProto.FLOAT, [2, 3]),
+        c,
+    )
+    bundle = _bundle(tmp_path / "b", "tvm", add, VALUES)
+    clean = find_culprit(bundle)
+    assert clean is not None and clean.stage == "run" and not clean.component, clean
+    plant = tmp_path / "plant"
+    plant.mkdir()
+    (plant / "sitecustomize.py").write_text(_PLANTED_PASS)
+    monkeypatch.setenv("PYTHONPATH", str(plant))
+    culprit = find_culprit(bundle)
+    assert culprit is not None and culprit.stage == "optimization", culprit
+    assert culprit.component == "PlantedDoubleConstants", culprit
+    assert "disabled_pass=['PlantedDoubleConstants']" in culprit.workaround, culprit

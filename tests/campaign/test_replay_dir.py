@@ -1,0 +1,127 @@
+"""``onnxfuzz replay DIR``: every bundle of a folder against the installed backends, as a
+table or JSON: still / fixed / different / damaged, and the exit code of the table
+(2 damaged, else 4 different, else 1 still, else 0). Real ONNX Runtime, a real bug (its
+FuseReluClip rewrite rule throws on int32 Clip bounds)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from onnxfuzz.cli.main import main
+from onnxfuzz.execute.sandbox import Outcome, Stage, Status
+from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, Judgement, Verdict
+from onnxfuzz.run.replay_all import current_form
+from onnxfuzz.store.bundle import Finding, write_bundle
+
+REFERENCE = "ort:opt=none"
+
+
+def _relu_clip(dtype: int) -> onnx.ModelProto:
+    np_type = helper.tensor_dtype_to_np_dtype(dtype)
+    bounds = [
+        helper.make_tensor("lo", dtype, [], np.array([-5], np_type)),
+        helper.make_tensor("hi", dtype, [], np.array([3], np_type)),
+    ]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Clip", ["r", "lo", "hi"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", dtype, [4])],
+        [helper.make_tensor_value_info("y", dtype, [4])],
+        bounds,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _bundle(root: Path, bug_id: str, dtype: int, signature: str) -> Path:
+    model = _relu_clip(dtype)
+    x = np.array([-3, 1, 5, -7], helper.tensor_dtype_to_np_dtype(dtype))
+    y = np.clip(np.maximum(x, 0), -5, 3)
+    j = Judgement(Verdict.CRASH, Stage.COMPILE, message="Fail: FuseReluClip")
+    f = Finding(
+        signature=signature,
+        bug_id=bug_id,
+        judgement=j,
+        backend="ort",
+        reference=REFERENCE,
+        seed=0,
+        opset=17,
+        ops=["Relu", "Clip"],
+        model=model,
+        inputs={"x": x},
+        outcomes={
+            REFERENCE: Outcome(Status.OK, outputs={"y": y}),
+            "ort": Outcome(Status.CRASH, Stage.COMPILE, message=j.message),
+        },
+        versions={},
+        tolerance=dict(DEFAULT_TOLERANCE),
+        timeout=60.0,
+    )
+    return write_bundle(root, f)
+
+
+def _replay(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["replay", *args])
+    return code, capsys.readouterr().out
+
+
+def test_replay_over_a_folder_gives_the_table_and_its_exit_code(tmp_path, capsys) -> None:
+    campaign = tmp_path / "run"
+    still = _bundle(campaign, "a-fusion", TensorProto.INT32, "ort|crash|compile|placeholder")
+    _bundle(campaign, "b-float", TensorProto.FLOAT, "ort|crash|compile|placeholder")
+    damaged = shutil.copytree(still, campaign / "bugs" / "c-damaged")
+    (damaged / "model.onnx").unlink()
+
+    code, out = _replay(capsys, str(campaign), "--format", "json")
+    rows = {r["bundle"]: r for r in json.loads(out)["bundles"]}
+    assert code == 2, out  # a damaged bundle: a set-up error, after the others ran
+    assert rows["a-fusion"]["status"] == "different"  # its stored signature is not this one
+    assert rows["b-float"]["status"] == "fixed"  # float bounds fuse fine
+    assert rows["c-damaged"]["status"] == "damaged"
+    assert "bundle damaged: " in rows["c-damaged"]["detail"] and "model.onnx" in out
+    assert json.loads(out)["counts"] == {"still": 0, "fixed": 1, "different": 1, "damaged": 1}
+
+    shutil.rmtree(damaged)  # nothing damaged: one that fails differently sets the code
+    assert _replay(capsys, str(campaign), "--format", "json")[0] == 4
+
+    # the signature ORT gives now, stored: the bug is still there
+    now = rows["a-fusion"]["detail"].removeprefix("fails differently: ")
+    meta = json.loads((still / "meta.json").read_text())
+    (still / "meta.json").write_text(json.dumps({**meta, "signature": now}))
+    code, out = _replay(capsys, str(campaign))  # the table
+    assert code == 1, out
+    assert "FuseReluClip" in now
+    lines = {ln.split()[0]: ln.split()[1] for ln in out.splitlines()[1:-1]}
+    assert lines == {"a-fusion": "still", "b-float": "fixed"}, out
+    assert out.splitlines()[-1] == "1 still, 1 fixed, 0 different, 0 damaged"
+
+    # a folder of bundles (not a campaign): the same; all fixed is 0
+    shutil.rmtree(still)
+    code, out = _replay(capsys, str(campaign / "bugs"))
+    assert code == 0 and "b-float" in out, out
+
+
+def test_a_folder_without_bundles_is_a_one_line_error(tmp_path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["replay", str(tmp_path / "empty")]) == 2
+    assert "no bug bundles here" in capsys.readouterr().err
+
+
+def test_old_signatures_are_read_under_todays_rules() -> None:
+    """A bundle written before TVM's empty argument list was read as a shape is the same
+    bug today; mismatch details and native frames are left as they are."""
+    old = "tvm|crash|compile|InternalError: unknown intrinsic ir.Op(arguments=(), name=S)"
+    assert current_form(old).endswith("arguments=(SHAPE), name=S)")
+    assert current_form(current_form(old)) == current_form(old)
+    kept = "ort|mismatch|run|values in Add1 output"
+    assert current_form(kept) == kept

@@ -1,0 +1,175 @@
+"""What a maintainer reads: short tensor names, float16/bfloat16 values as numbers, one
+precise sentence per kind of finding, value errors with ulps, and known upstream issues
+matched by family."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxfuzz.store.readable import (
+    doc_sentence,
+    model_text,
+    numpy_expected,
+    value_errors,
+    what_went_wrong,
+)
+from onnxfuzz.store.upstream import load_rows, matches
+
+
+def _half_model() -> onnx.ModelProto:
+    w = numpy_helper.from_array(np.array([0.5, 1.25], np.float16), "glue_w")
+    c = numpy_helper.from_array(np.array([-2.5], np.float16))
+    nodes = [
+        helper.make_node("Add", ["glue_sigmoid0_out", "glue_w"], ["add0_out"]),
+        helper.make_node("Constant", [], ["const0_out"], value=c),
+        helper.make_node("Mul", ["add0_out", "const0_out"], ["mul0_out"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("glue_sigmoid0_out", TensorProto.FLOAT16, [2])],
+        [helper.make_tensor_value_info("mul0_out", TensorProto.FLOAT16, [2])],
+        [w],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_model_text_has_short_names_and_decoded_halves() -> None:
+    text, names = model_text(_half_model())
+    assert names == {"glue_sigmoid0_out": "x", "mul0_out": "y", "glue_w": "w1"} | {
+        "add0_out": "t1",
+        "const0_out": "t2",
+    }
+    assert "t1 = Add (x, w1)" in text and "y = Mul (t1, t2)" in text, text
+    assert "{0.5, 1.25}" in text and "{-2.5}" in text, text  # not {14336,15616}
+    assert "glue_" not in text and "14336" not in text
+
+
+def test_bfloat16_values_are_decoded() -> None:
+    bits = (np.array([1.5, -3.0], np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    t = helper.make_tensor("b", TensorProto.BFLOAT16, [2], bits.tobytes(), raw=True)
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["b"], ["y"])],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2])],
+        [t],
+    )
+    text, _ = model_text(helper.make_model(graph))
+    assert "{1.5, -3}" in text, text
+
+
+def test_each_kind_of_finding_has_its_own_words() -> None:
+    ort = {"backend": "ort", "stage": "compile", "signature": "ort|crash|compile|Fail: x"}
+    assert what_went_wrong({**ort, "verdict": "crash"}) == (
+        "raises an exception at session creation (InferenceSession)"
+    )
+    signal = {**ort, "verdict": "crash", "signature": "ort|crash|run|killed by signal SIGSEGV"}
+    assert what_went_wrong({**signal, "stage": "run"}) == "crashes the process while running"
+    mismatch = {"backend": "torch", "stage": "run", "verdict": "mismatch"}
+    assert what_went_wrong({**mismatch, "kind": "dtype"}) == "returns an output of the wrong type"
+    assert what_went_wrong({**mismatch, "kind": "shape"}) == "returns an output of the wrong shape"
+    tvm = {"backend": "tvm", "stage": "compile", "verdict": "crash", "signature": ""}
+    assert "LLVM code generation" in what_went_wrong({**tvm, "culprit": {"stage": "codegen"}})
+    assert "from_onnx" in what_went_wrong({**tvm, "culprit": {"stage": "import"}})
+
+
+def test_value_errors_count_ulps() -> None:
+    e = np.array([1.0, 2.0, 4.0], np.float32)
+    a = e.copy()
+    a[1] = np.nextafter(np.nextafter(a[1], np.float32(9)), np.float32(9))  # 2 ulps up
+    said = value_errors(a, e)
+    assert "1 of 3 elements differ" in said and "up to 2 ulps" in said, said
+    assert value_errors(e, e).startswith("max abs error 0,")
+
+
+def _ort_clip_model(dtype: int) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Clip", ["x", "lo"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", dtype, [2])],
+        [helper.make_tensor_value_info("y", dtype, [2])],
+        [helper.make_tensor("lo", dtype, [], [0])],
+    )
+    return helper.make_model(graph)
+
+
+def test_upstream_rows_match_by_family_ops_and_types(tmp_path: Path) -> None:
+    rows = load_rows()
+    fusion = "ort|crash|compile|Fail: ... FuseReluClip::Apply ... Unexpected data type"
+    meta = {"backend": "ort", "verdict": "crash", "signature": fusion}
+    found = matches(meta, _ort_clip_model(TensorProto.INT32), rows)
+    assert [r["links"][0]["url"] for r in found] == [
+        "https://github.com/microsoft/onnxruntime/issues/10936"
+    ]
+    assert not matches({**meta, "backend": "tvm"}, _ort_clip_model(TensorProto.INT32), rows)
+    values = {"backend": "ort", "verdict": "mismatch", "signature": "ort|mismatch|run|values"}
+    assert matches(values, _ort_clip_model(TensorProto.INT64), rows)
+    assert not matches(values, _ort_clip_model(TensorProto.INT32), rows)  # int64 only
+    # a user's own row, beside the campaign's bugs/
+    mine = {"backend": "ort", "verdict": "mismatch", "match": "", "title": "ours", "links": []}
+    (tmp_path / "upstream.json").write_text(json.dumps({"rows": [mine]}))
+    found = matches(values, _ort_clip_model(TensorProto.INT32), load_rows(tmp_path))
+    assert [r["title"] for r in found] == ["ours"]
+
+
+def _one(op: str, dtype: int, bounds: tuple[int, int] | None = None, **attrs) -> onnx.ModelProto:
+    np_type = helper.tensor_dtype_to_np_dtype(dtype)
+    inits = [] if bounds is None else [
+        helper.make_tensor("lo", dtype, [], np.array([bounds[0]], np_type)),
+        helper.make_tensor("hi", dtype, [], np.array([bounds[1]], np_type)),
+    ]
+    ins = ["x", "lo", "hi"] if bounds else ["x"]
+    out_type = attrs.get("to", dtype)
+    graph = helper.make_graph(
+        [helper.make_node(op, ins, ["y"], **attrs)],
+        "g",
+        [helper.make_tensor_value_info("x", dtype, [7])],
+        [helper.make_tensor_value_info("y", out_type, [7])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_numpy_expected_agrees_with_the_reference_evaluator_on_simple_ops() -> None:
+    """numpy's values beside the evaluator's: same dtype and values for Clip (uint8, and
+    min > max), Relu, Neg, Cast; None where the op is not simple or there are two nodes."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(0)
+    cases = [
+        (_one("Clip", TensorProto.UINT8, (3, 200)), np.uint8),
+        (_one("Clip", TensorProto.FLOAT, (2, -1)), np.float32),  # min > max: all max
+        (_one("Relu", TensorProto.INT8), np.int8),
+        (_one("Neg", TensorProto.DOUBLE), np.float64),
+        (_one("Cast", TensorProto.FLOAT, to=TensorProto.INT32), np.float32),
+    ]
+    for model, np_type in cases:
+        x = (rng.uniform(-100, 250, 7) if np_type == np.uint8 else rng.uniform(-5, 5, 7))
+        x = x.astype(np_type)
+        want = ReferenceEvaluator(model).run(None, {"x": x})
+        got = numpy_expected(model, {"x": x})
+        assert got is not None, model.graph.node[0].op_type
+        assert got[0].dtype == want[0].dtype, (model.graph.node[0].op_type, got, want)
+        np.testing.assert_array_equal(got[0], want[0])
+    assert numpy_expected(_one("CumSum", TensorProto.FLOAT), {"x": np.ones(7, np.float32)}) is None
+    two = _half_model()
+    assert numpy_expected(two, {"glue_sigmoid0_out": np.ones(2, np.float16)}) is None
+
+
+def test_doc_sentence_quotes_the_schema() -> None:
+    """The sentence is the schema's own text: the type constraint Clip's output shares with
+    its input, the doc's first sentence for values; nothing for Cast's dtype (T1 -> T2)."""
+    schema = onnx.defs.get_schema("Clip", 17)
+    said = doc_sentence("Clip", 17, "dtype")
+    t = next(c for c in schema.type_constraints if c.type_param_str == schema.outputs[0].type_str)
+    assert f'"{t.description.strip()}"' in said and "(Clip-13)" in said, said
+    values = doc_sentence("Acos", 17, "values")
+    assert '"Calculates the arccosine' in values and values.endswith('element-wise."'), values
+    assert doc_sentence("Cast", 17, "dtype") == ""
+    assert doc_sentence("NoSuchOp", 17, "values") == ""

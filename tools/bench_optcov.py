@@ -1,0 +1,176 @@
+"""Optimization coverage of generated models (issue 24), per ``--op-mix``.
+
+For N models per mix (seeds SEED.., ``--nodes``), each generated as ``onnxfuzz generate``
+would:
+- the share of models holding an elementwise group of >= 3 ops that mixes arithmetic
+  (Add, Mul, Div, ...) and activations (Relu, Sigmoid, Tanh, Erf, ...): elementwise nodes
+  (those and Cast) joined producer -> consumer, one connected group; and the share holding
+  the chain
+  arithmetic -> activation -> arithmetic (x * sigmoid(x) + b, GELU's decomposition);
+- their diversity (op types, shape-attribute instances, op-type triples), so that a mix
+  that gains coverage is seen not to lose variety;
+- with ``--ort``: ONNX Runtime's transformers and rewrite rules that modified at least one
+  model (the ``optimizations`` feedback, in a worker process as in a campaign), and what
+  the feedback costs: the compile time with ``ort`` against ``ort:feedback=0`` on the
+  same models (session creation; its run is not affected);
+- with ``--tvm``: distinct fused-kernel patterns of ``tvm:pipeline=fuse`` per 1,000
+  models.
+
+    .venv/bin/python tools/bench_optcov.py --models 300 --mix uniform,layers --ort --tvm
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+import numpy as np
+import onnx
+
+from onnxfuzz.backend import parse_backend
+from onnxfuzz.execute.sandbox import Status, Worker
+from onnxfuzz.generate.build.generator import Generator
+from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.measure.metrics import Diversity
+
+ARITHMETIC = {
+    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Reciprocal", "Sqrt", "Exp", "Log", "Abs",
+    "Max", "Min", "Sum", "Mean",
+}  # fmt: skip
+ACTIVATIONS = {
+    "Relu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Elu",
+    "Selu", "Celu", "Softplus", "Softsign", "ThresholdedRelu", "Mish", "Gelu", "Clip", "Erf",
+}  # fmt: skip
+# Cast is elementwise too (TVM's FuseOps and ORT's elementwise fusions take it in a group);
+# glue often puts one between an integer Add and a Sigmoid.
+ELEMENTWISE = ARITHMETIC | ACTIVATIONS | {"Cast"}
+
+
+def elementwise_shapes(model: onnx.ModelProto) -> tuple[bool, bool]:
+    """(has a connected elementwise group of >= 3 ops with both arithmetic and an
+    activation, has an arithmetic -> activation -> arithmetic chain)."""
+    nodes = [n for n in model.graph.node if n.op_type in ELEMENTWISE]
+    made = {out: k for k, n in enumerate(nodes) for out in n.output}
+    parent = list(range(len(nodes)))
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    preds: dict[int, set[int]] = defaultdict(set)
+    for k, n in enumerate(nodes):
+        for i in n.input:
+            if i in made:
+                preds[k].add(made[i])
+                parent[root(k)] = root(made[i])
+    groups: dict[int, list[str]] = defaultdict(list)
+    for k, n in enumerate(nodes):
+        groups[root(k)].append(n.op_type)
+    group = any(
+        len(ops) >= 3 and ARITHMETIC & set(ops) and ACTIVATIONS & set(ops)
+        for ops in groups.values()
+    )
+    chain = any(
+        nodes[k].op_type in ARITHMETIC
+        and any(
+            nodes[a].op_type in ACTIVATIONS
+            and any(nodes[b].op_type in ARITHMETIC for b in preds[a])
+            for a in preds[k]
+        )
+        for k in range(len(nodes))
+    )
+    return bool(group), chain
+
+
+def run_all(label: str, cases: list, timeout: float = 30.0) -> tuple[list, float]:
+    """Each case's outcome on ``label`` (in a worker), and the compile seconds summed."""
+    worker = Worker(parse_backend(label), timeout=timeout)
+    worker.start()
+    outs, compile_s = [], 0.0
+    try:
+        for case in cases:
+            o = worker.execute(case.model.SerializeToString(), case.make_inputs(case.seed))
+            outs.append(o)
+            compile_s += o.compile_s
+    finally:
+        worker.close()
+    return outs, compile_s
+
+
+def bench(mix: str, args: argparse.Namespace) -> None:
+    lo, hi = (int(x) for x in args.nodes.split(":"))
+    gen = Generator(Config(min_nodes=lo, max_nodes=hi, op_mix=mix))
+    t0 = time.perf_counter()
+    cases = [gen.generate(args.seed + i) for i in range(args.models)]
+    rate = args.models / (time.perf_counter() - t0)
+    div = Diversity()
+    group = chain = 0
+    for case in cases:
+        div.add(case.model)
+        g, c = elementwise_shapes(case.model)
+        group += g
+        chain += c
+    s = div.summary()
+    n = args.models
+    print(
+        f"[{mix}] {n} models, {s['nodes']:.1f} mean nodes, {rate:.0f} models/s: elementwise "
+        f"group >= 3 mixing arithmetic and activations in {group / n:.1%}, "
+        f"arithmetic -> activation -> arithmetic in {chain / n:.1%}; "
+        f"{s['ops']} op types, {s['instances']} instances, {s['triples']} triples"
+    )
+    if args.ort:
+        outs, with_s = run_all("ort", cases)
+        _, without_s = run_all("ort:feedback=0", cases)
+        fired: dict[str, set[str]] = defaultdict(set)
+        known: set[str] = set()
+        ok = 0
+        for o in outs:
+            if o.status != Status.OK or o.optimizations is None:
+                continue
+            ok += 1
+            for kind in ("transformer", "rule"):
+                fired[kind].update(o.optimizations.get(kind, ()))
+            known.update(o.optimizations.get("known:transformer", ()))
+        hook_s = sum(o.feedback_s for o in outs)
+        print(
+            f"[{mix}] ort: {ok}/{n} compiled and ran; transformers that modified a graph: "
+            f"{len(fired['transformer'])} of {len(known)} that ran "
+            f"({', '.join(sorted(fired['transformer']))}); rewrite rules: "
+            f"{len(fired['rule'])} ({', '.join(sorted(fired['rule']))}); compile "
+            f"{with_s:.2f} s with feedback vs {without_s:.2f} s without "
+            f"({(with_s - without_s) / max(without_s, 1e-9):+.1%}; the hook itself "
+            f"{hook_s:.3f} s)"
+        )
+    if args.tvm:
+        outs, _ = run_all("tvm:pipeline=fuse", cases, timeout=60.0)
+        patterns: set[str] = set()
+        compiled = 0
+        for o in outs:
+            if o.optimizations is not None:
+                compiled += 1
+                patterns.update(o.optimizations.get("fused", ()))
+        print(
+            f"[{mix}] tvm:pipeline=fuse: {compiled}/{n} compiled; {len(patterns)} distinct "
+            f"fused patterns ({1000 * len(patterns) / n:.0f} per 1,000 models)"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=1000)
+    parser.add_argument("--nodes", default="1:10")
+    parser.add_argument("--mix", default="uniform,layers", help="op mixes, comma-separated")
+    parser.add_argument("--ort", action="store_true", help="ORT's transformers and cost")
+    parser.add_argument("--tvm", action="store_true", help="TVM's fused patterns")
+    args = parser.parse_args()
+    np.seterr(all="ignore")
+    for mix in args.mix.split(","):
+        bench(mix, args)
+
+
+if __name__ == "__main__":
+    main()
