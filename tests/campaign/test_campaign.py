@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from runs import finished
 
 from onnxfuzz.backend import load_backend
 from onnxfuzz.errors import BackendError
@@ -33,13 +34,7 @@ def _campaign(tmp: Path, backend: str, tests: int = 12, **kw) -> Campaign:
         generator={"min_nodes": 2, "max_nodes": 5, "ops": OPS, **kw.pop("generator", {})},
         **kw,
     )
-    c = Campaign(tmp / "camp", opts, resume=False)
-    c.start()
-    try:
-        c.run()
-    finally:
-        c.close()
-    return c
+    return finished(tmp / "camp", opts)
 
 
 def _verdicts(c: Campaign, label: str) -> dict[str, int]:
@@ -316,13 +311,7 @@ def _campaign3(tmp: Path, backends: list[str], tests: int = 12, **gen) -> Campai
         reduce_budget=20,
         generator={"min_nodes": 3, "max_nodes": 8, "ops": OPS, "dtypes": ["float32"], **gen},
     )
-    c = Campaign(tmp / "camp", opts, resume=False)
-    c.start()
-    try:
-        c.run()
-    finally:
-        c.close()
-    return c
+    return finished(tmp / "camp", opts)
 
 
 def test_three_backends_name_the_one_that_departs(tmp_path) -> None:

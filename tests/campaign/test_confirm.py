@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from runs import finished
+
 from onnxfuzz.execute.messages import Test as Ran
 from onnxfuzz.run.campaign import Campaign, CampaignOptions
 from onnxfuzz.run.confirm import bisect
@@ -35,13 +37,7 @@ def _campaign(tmp: Path, backends: list[str], tests: int, **kw) -> Campaign:
         generator={"min_nodes": 1, "max_nodes": 5, "ops": OPS},
         **kw,
     )
-    c = Campaign(tmp / "camp", opts, resume=False)
-    c.start()
-    try:
-        c.run()
-    finally:
-        c.close()
-    return c
+    return finished(tmp / "camp", opts)
 
 
 def _metas(folder: Path) -> list[dict]:

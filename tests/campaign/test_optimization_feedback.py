@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from runs import finished
 
 from onnxfuzz.backend import load_adapter, parse_backend
 from onnxfuzz.execute.sandbox import Status, Worker
@@ -148,13 +149,7 @@ def _campaign(tmp: Path, second: str, tests: int = 8) -> Campaign:
         generator={"min_nodes": 2, "max_nodes": 5, "ops": ["Add", "Relu", "Mul", "Clip"]},
         probe="off",
     )
-    c = Campaign(tmp / "camp", opts, resume=False)
-    c.start()
-    try:
-        c.run()
-    finally:
-        c.close()
-    return c
+    return finished(tmp / "camp", opts)
 
 
 def test_campaign_counts_feedback_and_warns_once_for_a_raising_hook(tmp_path: Path) -> None:
