@@ -25,19 +25,17 @@ import numpy as np
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError, SpecError
+from onnxfuzz.generate.build.control import Formal, Nest, Scope
+from onnxfuzz.generate.build.glue import Glue, Need, adapt, fits_values
+from onnxfuzz.generate.build.sequences import SeqBuilder, SeqCheck, register
 from onnxfuzz.generate.lang import features
 from onnxfuzz.generate.lang.choices import ChoiceStream
 from onnxfuzz.generate.lang.config import MAX_RANK, Config
-from onnxfuzz.generate.build.control import Formal, Nest, Scope
 from onnxfuzz.generate.lang.domains import Domain, Ints, OneOf
-from onnxfuzz.generate.build.glue import Glue, Need, adapt, fits_values
 from onnxfuzz.generate.lang.graph import Graph, Node, Tensor, Value
 from onnxfuzz.generate.lang.intervals import ANY, Interval, Values, rounding_room
-from onnxfuzz.generate.build.sequences import SeqBuilder, SeqCheck, register
 from onnxfuzz.generate.lang.spec import OpInfo, OpSpec, restricted_by_dtypes
 from onnxfuzz.generate.lang.spec_api import (
-    fits_dim,
-    fits_pattern,
     DATA,
     MISSING,
     WEIGHT,
@@ -45,6 +43,8 @@ from onnxfuzz.generate.lang.spec_api import (
     Dims,
     SpecBuilder,
     ValuesArg,
+    fits_dim,
+    fits_pattern,
 )
 from onnxfuzz.generate.lang.values import sample
 

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnxfuzz import dtypes as dt
+from onnxfuzz.generate.build.glue import Glue, Need, _inside, adapt, fits_values
 from onnxfuzz.generate.lang.choices import ChoiceStream
 from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.generate.lang.domains import Domain, Ints, OneOf
-from onnxfuzz.generate.build.glue import Glue, Need, _inside, adapt, fits_values
 from onnxfuzz.generate.lang.graph import Body, Graph, Node, Tensor
 from onnxfuzz.generate.lang.intervals import Interval, Values
 from onnxfuzz.generate.lang.spec_api import Formal, fits_dim

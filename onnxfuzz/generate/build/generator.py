@@ -21,14 +21,14 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.generate.build import blocks
 from onnxfuzz.generate.build.builder import GenBuilder
-from onnxfuzz.generate.lang.choices import ChoiceStream, Span
-from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.generate.build.control import BODY, BODY_OP, BODY_OP_TYPE, CONTROL_OPS, Nest, no_fill
 from onnxfuzz.generate.build.export import to_model
 from onnxfuzz.generate.build.glue import GLUE, GLUE_OPS, Glue
+from onnxfuzz.generate.build.sequences import MAKE, close
+from onnxfuzz.generate.lang.choices import ChoiceStream, Span
+from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.generate.lang.graph import Graph, Tensor
 from onnxfuzz.generate.lang.intervals import Values
-from onnxfuzz.generate.build.sequences import MAKE, close
 from onnxfuzz.generate.lang.spec import OpSpec, op_info, specs_for
 from onnxfuzz.generate.lang.values import inputs_for
 

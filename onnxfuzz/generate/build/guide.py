@@ -35,9 +35,9 @@ from typing import Any
 
 from onnxfuzz.generate.build import blocks
 from onnxfuzz.generate.build.blocks import Step
-from onnxfuzz.generate.lang.choices import OpStart
 from onnxfuzz.generate.build.generator import OP, Case, Generator
 from onnxfuzz.generate.build.mutate import mutate
+from onnxfuzz.generate.lang.choices import OpStart
 
 Decision = dict[str, Any] | None
 OP_ACTION, BLOCK_ACTION, CHAIN_ACTION = "op:", "block:", "chain:"

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import random
 
-from onnxfuzz.generate.lang.choices import OpReplay, Span, spans_by_label
 from onnxfuzz.generate.build.generator import NODE_COUNT, OP, OP_TYPE, Case, Generator, glue_per_op
+from onnxfuzz.generate.lang.choices import OpReplay, Span, spans_by_label
 
 MUTATIONS = ("insert-op", "replace-op", "delete-op", "redraw-choice", "insert-block")
 

@@ -28,8 +28,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
-from onnx import helper
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError, SpecError

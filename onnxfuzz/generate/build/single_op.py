@@ -17,10 +17,10 @@ import onnx.compose
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError
 from onnxfuzz.generate.build.builder import GenBuilder
+from onnxfuzz.generate.build.generator import Case, Generator
 from onnxfuzz.generate.lang.choices import ChoiceStream
 from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.generate.lang.features import model_features
-from onnxfuzz.generate.build.generator import Case, Generator
 from onnxfuzz.generate.lang.graph import Graph
 from onnxfuzz.generate.lang.spec import op_info, specs_for
 
