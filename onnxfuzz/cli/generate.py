@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from onnxfuzz.cli.options import generator_options, make_config, writable_folder
+from onnxfuzz.cli.options import generator_options, make_config
 
 
 @click.command()
@@ -29,9 +29,10 @@ def generate(count: int, out: Path, no_reference: bool, seed: int, **gen: object
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from onnxfuzz.generate.corpus.write import export_corpus
+    from onnxfuzz.store.folders import writable_folder
 
     cfg = make_config(**gen)
-    writable_folder(out)
+    writable_folder(out, keep=True)  # the corpus is written into it
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),

@@ -214,13 +214,6 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> f
     return seconds
 
 
-def writable_folder(path: Path, flag: str = "--out") -> Path:
-    """Create ``path`` (kept: the command writes into it) or refuse it, exit 2."""
-    from onnxfuzz.store.folders import writable_folder as check
-
-    return check(path, flag, keep=True)
-
-
 def resolvable_backend(text: str) -> str:
     """``--backend`` with an adapter file's path made absolute (``./mycc.py:Cc`` ->
     ``/home/me/mycc.py:Cc``): the spec is stored in campaign.db and in every bundle, and

@@ -19,9 +19,9 @@ def report(campaign_dir: Path, out: Path | None) -> None:
     """One HTML page for a campaign: verdicts per backend, tests/s and findings over time,
     coverage curves, what each backend supports, and every bug with its reduced model,
     repro command and versions. Opens offline; share the file."""
-    from onnxfuzz.cli.options import writable_folder
     from onnxfuzz.errors import UsageError
     from onnxfuzz.store.db import Store
+    from onnxfuzz.store.folders import writable_folder
     from onnxfuzz.store.html_report import write_report
 
     db = campaign_dir / "campaign.db"
@@ -30,7 +30,7 @@ def report(campaign_dir: Path, out: Path | None) -> None:
     out = out if out is not None else campaign_dir / "report.html"
     if not out.parent.is_dir():
         raise UsageError(f"--out: {out.parent} is not a folder")
-    writable_folder(out.parent, "--out")
+    writable_folder(out.parent, "--out", keep=True)
     store = Store.open_existing(db)
     try:
         if store.get_meta("options") is None:

@@ -56,7 +56,7 @@ import numpy as np
 import onnx
 
 from onnxfuzz.execute.sandbox import Outcome, Status
-from onnxfuzz.judge.localize import expose_all, single_node
+from onnxfuzz.judge.localize import expose_all, node_alone
 from onnxfuzz.judge.precision import has_half
 
 EPS32 = float(np.finfo(np.float32).eps)  # one float32 ulp, relative: 2**-23
@@ -277,16 +277,11 @@ def lone_op_error(
         outs = [t for t in node.output if t in want and t in have]
         if not outs or over_budget(node, _ins(node, want), want, have) is None:
             continue
-        one = single_node(model, node)
-        if one is None:
+        alone = node_alone(model, node, have, run_reference)
+        if alone is None:
             return None
-        fed = {i.name: have[i.name] for i in one.graph.input if i.name in have}
-        if len(fed) != len(one.graph.input):
-            return None
-        alone = run_reference(one.SerializeToString(), fed)
-        if alone.status != Status.OK or alone.outputs is None:
-            return None
-        why = over_budget(node, fed, alone.outputs, have)
+        fed, outputs = alone
+        why = over_budget(node, fed, outputs, have)
         return (node, why) if why is not None else None
     return None
 

@@ -116,19 +116,34 @@ def _explained_by_inputs(
     cfg: OracleConfig,
     tol_dtypes: dict[str, str] | None,
 ) -> bool:
-    one = single_node(model, node)
-    if one is None:
+    alone = node_alone(model, node, {**feeds, **have}, run_reference)
+    if alone is None:
         return False  # not shown to be explained: the mismatch stands
-    values = {**feeds, **have}
-    inputs = {i.name: values[i.name] for i in one.graph.input if i.name in values}
-    if len(inputs) != len(one.graph.input):
-        return False
-    again = run_reference(one.SerializeToString(), inputs)
-    if again.status != Status.OK or again.outputs is None:
-        return False
-    names = [t for t in node.output if t in again.outputs and t in have]
+    outputs = alone[1]
+    names = [t for t in node.output if t in outputs and t in have]
     return (
         bool(names)
-        and compare(reference, again.outputs, backend, have, names, cfg, tol_dtypes).verdict
+        and compare(reference, outputs, backend, have, names, cfg, tol_dtypes).verdict
         == Verdict.OK
     )
+
+
+def node_alone(
+    model: onnx.ModelProto,
+    node: onnx.NodeProto,
+    values: dict[str, np.ndarray],
+    run_reference: Callable[[bytes, dict], Outcome],
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
+    """``node`` as a one-node model (``single_node``) run on the reference with its inputs
+    taken from ``values``: (the inputs fed, its outputs), or None where the model cannot be
+    made, an input has no value, or the run fails."""
+    one = single_node(model, node)
+    if one is None:
+        return None
+    fed = {i.name: values[i.name] for i in one.graph.input if i.name in values}
+    if len(fed) != len(one.graph.input):
+        return None
+    again = run_reference(one.SerializeToString(), fed)
+    if again.status != Status.OK or again.outputs is None:
+        return None
+    return fed, again.outputs

@@ -60,19 +60,28 @@ class Culprit:
     llvm: str = ""  # TVM: the LLVM it was built with
 
 
+# Every driver reads the bundle's inputs (the backend-test layout) the same way: this
+# function is put before each driver's own code (``_child``).
+_READ_INPUTS = r"""
+def read_inputs(folder):
+    import os, onnx
+    from onnx import numpy_helper
+    data, inputs, k = os.path.join(folder, "test_data_set_0"), {}, 0
+    while os.path.exists(os.path.join(data, f"input_{k}.pb")):
+        t = onnx.load_tensor(os.path.join(data, f"input_{k}.pb"))
+        inputs[t.name] = numpy_helper.to_array(t)
+        k += 1
+    return inputs
+"""
+
 _ORT_DRIVER = r"""
 import json, os, re, sys, tempfile
-import numpy as np, onnx, onnxruntime as ort
-from onnx import numpy_helper
+import numpy as np, onnxruntime as ort
 
 folder, provider = sys.argv[1], sys.argv[2]
 tolerance, rules = json.loads(sys.argv[3]), json.loads(sys.argv[4])
 model = open(os.path.join(folder, "model.onnx"), "rb").read()
-inputs, k = {}, 0
-while os.path.exists(os.path.join(folder, "test_data_set_0", f"input_{k}.pb")):
-    t = onnx.load_tensor(os.path.join(folder, "test_data_set_0", f"input_{k}.pb"))
-    inputs[t.name] = numpy_helper.to_array(t)
-    k += 1
+inputs = read_inputs(folder)
 L = ort.GraphOptimizationLevel
 
 def run(level, disabled=(), verbose=False):
@@ -151,11 +160,7 @@ tolerance, budget = json.loads(sys.argv[4]), float(sys.argv[5])
 start = time.monotonic()
 model = onnx.load(os.path.join(folder, "model.onnx"))
 data = os.path.join(folder, "test_data_set_0")
-inputs, k = {}, 0
-while os.path.exists(os.path.join(data, f"input_{k}.pb")):
-    t = onnx.load_tensor(os.path.join(data, f"input_{k}.pb"))
-    inputs[t.name] = numpy_helper.to_array(t)
-    k += 1
+inputs = read_inputs(folder)
 args = [inputs[i.name] for i in model.graph.input if i.name in inputs]
 try:
     llvm = f"{tvm.target.codegen.llvm_version_major()} (major)"
@@ -268,12 +273,7 @@ from onnx import numpy_helper
 
 folder, tolerance = sys.argv[1], json.loads(sys.argv[2])
 model = onnx.load(os.path.join(folder, "model.onnx"))
-data = os.path.join(folder, "test_data_set_0")
-inputs, k = {}, 0
-while os.path.exists(os.path.join(data, f"input_{k}.pb")):
-    t = onnx.load_tensor(os.path.join(data, f"input_{k}.pb"))
-    inputs[t.name] = numpy_helper.to_array(t)
-    k += 1
+inputs = read_inputs(folder)
 args = [torch.from_numpy(inputs[i.name].copy()) for i in model.graph.input if i.name in inputs]
 declared = {}
 for vi in onnx.shape_inference.infer_shapes(model).graph.value_info:
@@ -512,7 +512,10 @@ def _child(args: list[str], timeout: float) -> dict:
     """Run a driver in a child process; its last ``CULPRIT {...}`` line, or a note."""
     try:
         r = subprocess.run(
-            [sys.executable, "-c", *args], capture_output=True, text=True, timeout=timeout
+            [sys.executable, "-c", _READ_INPUTS + args[0], *args[1:]],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         return {"note": f"the culprit search ran past {timeout:.0f} s"}
