@@ -4,16 +4,23 @@ optimized vs unoptimized ORT is itself a differential pair) and CUDA (``ort-cuda
 Optimization feedback (the ``optimizations`` hook): which graph transformers modified the
 model, read from the session's own log ("GraphTransformer X modified: 1", INFO level,
 ``core/optimizer/graph_transformer.cc``), and which rewrite rules of the rule-based
-transformers fired. Rules are not logged one by one: a rule counts as fired when its
-transformer modified the graph and it is the only rule registered for an op type the model
-holds, or, among several such candidates, when the transformer still modifies the graph
-with every other candidate disabled (one extra session a candidate, only then).
+transformers fired. Rules are not logged one by one (``rule_based_graph_transformer.cc``
+logs nothing per rule): a rule counts as fired when its transformer modified the graph and
+it is the only rule registered for an op type the model holds; among several such
+candidates, by halving: the candidates split in two, one half left enabled (the other
+disabled) in an extra session, and the halves that still modify the graph split again, a
+half whose sibling did not modify it taken as modifying without a session of its own (one
+fired rule among k candidates costs about log2(k) sessions). Only when the
+transformer-level log says a rule-based transformer modified the graph, and the hook asks;
+the answer is kept per model (a model compiled again, as confirmation and reduction do,
+costs no session).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import stat
@@ -25,18 +32,30 @@ from typing import Any
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 _LEVELS = ("none", "basic", "extended", "layout", "all")
 _UNSUPPORTED = re.compile(
     r"NOT_IMPLEMENTED|Could not find an implementation|not supported", re.IGNORECASE
 )
-_MODIFIED = re.compile(r"GraphTransformer (\S+) modified: 1\b")
-_RAN = re.compile(r"GraphTransformer (\S+) modified: [01]\b")
+# One pass over the log: every transformer that ran, and whether it modified the graph.
+_TRANSFORMER_LINE = re.compile(r"GraphTransformer (\S+) modified: ([01])\b")
 # A line of ORT's own log below FATAL (what the feedback turns on; an ERROR line comes
 # coloured, its colour reset on a line of its own): taken off stderr again after the
 # session is made, so a test's stderr holds what it held with the log off.
-_LOG_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)?(?:\S+ \S+ \[[IVWE]:onnxruntime:|\s*$)")
+# (one substitution over the whole text drops them: no loop over lines in Python)
+_LOG_LINES = re.compile(
+    r"^(?:\x1b\[[0-9;]*m)?(?:\S+ \S+ \[[IVWE]:onnxruntime:[^\n]*|[ \t\r\f\v]*)(?:\n|\Z)", re.M
+)
 _RULE_TRANSFORMER = re.compile(r"Level\d_RuleBasedTransformer")
+# What NoopElimination (noop_elimination.cc: x + 0, x - 0, x * 1, x / 1) needs: an Add,
+# Sub, Mul or Div operand that is a constant of zeros or of ones (found by ``_op_types``;
+# most models hold those ops, few such a constant: no attribution session for it).
+NOOP_OPERAND = "Add/Sub/Mul/Div by a constant 0 or 1"
+# UnsqueezeElimination (unsqueeze_elimination.cc) folds an Unsqueeze of a constant;
+# DivMulFusion (div_mul_fusion.cc) rewrites Div(1, x) -> Mul, its dividend a constant 1.
+UNSQUEEZE_CONSTANT = "Unsqueeze of a constant"
+ONE_OVER_MUL = "Div of a constant 1 -> Mul"
 # The rewrite rules of ORT 1.31's rule-based transformers (graph_transformer_utils.cc,
 # GenerateRewriteRules) by name (RewriteRule's name, what disabled_optimizers takes), each
 # with what its SatisfyCondition needs at least: an op type (its TargetOpTypes()) or an
@@ -44,13 +63,13 @@ _RULE_TRANSFORMER = re.compile(r"Level\d_RuleBasedTransformer")
 RULES: dict[str, tuple[str | tuple[str, str], ...]] = {
     "EliminateIdentity": ("Identity",),
     "EliminateSlice": ("Slice",),
-    "UnsqueezeElimination": ("Unsqueeze",),
+    "UnsqueezeElimination": (UNSQUEEZE_CONSTANT,),
     "EliminateDropout": ("Dropout",),
     "ExpandElimination": ("Expand",),
     "CastElimination": ("Cast",),
     "PreShapeNodeElimination": (("Cast", "Shape"),),
-    "NoopElimination": ("Add", "Sub", "Mul", "Div"),
-    "DivMulFusion": (("Div", "Mul"),),
+    "NoopElimination": (NOOP_OPERAND,),
+    "DivMulFusion": (ONE_OVER_MUL,),
     "FuseReluClip": (("Relu", "Clip"),),
     "GemmSumFusion": (("Gemm", "Sum"),),
     "GemmTransposeFusion": (("Transpose", "Gemm"), ("Gemm", "Transpose")),
@@ -69,6 +88,7 @@ RULES: dict[str, tuple[str | tuple[str, str], ...]] = {
 
 # The rules registered at level 2 only (GemmTransposeFusion is at both levels).
 LEVEL2_RULES = {"ClipQuantRewrite", "ReluQuantRewrite"}
+RULES_KEPT = 4096  # models whose rules fired are remembered (then forgotten all at once)
 
 
 @dataclass
@@ -106,7 +126,7 @@ def _native_stderr() -> Iterator[list[str]]:
             end = os.fstat(2).st_size
             text = os.pread(2, max(0, end - start), start).decode(errors="replace")
             got.append(text)
-            kept = "".join(ln for ln in text.splitlines(True) if not _LOG_LINE.match(ln))
+            kept = _LOG_LINES.sub("", text)
             os.ftruncate(2, start)
             os.lseek(2, start, os.SEEK_SET)
             if kept:
@@ -123,7 +143,7 @@ def _native_stderr() -> Iterator[list[str]]:
             tmp.seek(0)
             text = tmp.read().decode(errors="replace")
             got.append(text)
-            kept = "".join(ln for ln in text.splitlines(True) if not _LOG_LINE.match(ln))
+            kept = _LOG_LINES.sub("", text)
             if kept:
                 sys.stderr.write(kept)
 
@@ -166,6 +186,7 @@ class OrtBackend:
         self._last: _Compiled | None = None
         self._run_opts: Any = None
         self._basic: Any = None  # SessionOptions at the basic level (rule attribution)
+        self._rules_seen: dict[bytes, tuple[str, ...]] = {}  # model digest -> rules fired
 
     def available(self) -> str | None:
         import onnxruntime as ort
@@ -216,8 +237,8 @@ class OrtBackend:
         self._last = None
         with _native_stderr() as log:
             session = self._session(data, self.disabled)
-        ran = tuple(sorted(set(_RAN.findall(log[0]))))
-        self._last = _Compiled(session, _fired(log[0]), ran, data=data)
+        fired, ran = _transformers(log[0])
+        self._last = _Compiled(session, fired, ran, data=data)
         return session
 
     def _session(self, data: bytes, disabled: tuple[str, ...], opts: Any = None) -> Any:
@@ -244,7 +265,13 @@ class OrtBackend:
         if last is None or last.session is not executable:
             return None
         if any(_RULE_TRANSFORMER.fullmatch(t) for t in last.transformers) and not last.rules:
-            last.rules = self._rules_fired(last)
+            key = hashlib.blake2b(last.data, digest_size=16).digest()
+            rules = self._rules_seen.get(key)
+            if rules is None:
+                if len(self._rules_seen) >= RULES_KEPT:
+                    self._rules_seen.clear()
+                rules = self._rules_seen[key] = self._rules_fired(last)
+            last.rules = rules
         rules = [r for r in RULES if r not in self.disabled]
         return {
             "transformer": list(last.transformers),
@@ -264,17 +291,31 @@ class OrtBackend:
         # Level-1 rules fire in the basic level's sessions too, which skip the costlier
         # level-2 and layout transformers.
         opts = self._opts if set(candidates) & LEVEL2_RULES else self._basic_options()
-        fired = []
-        for rule in candidates:
-            others = tuple(c for c in candidates if c != rule)
+
+        def modifies(enabled: list[str]) -> bool:
+            """Does a rule-based transformer modify the graph with only ``enabled`` of
+            the candidates on?"""
+            off = tuple(c for c in candidates if c not in enabled)
             with _native_stderr() as log:
                 try:
-                    self._session(last.data, self.disabled + others, opts)
-                except Exception:  # noqa: BLE001 - it compiled with them all: not this rule's
-                    continue
-            if any(_RULE_TRANSFORMER.fullmatch(t) for t in _fired(log[0])):
-                fired.append(rule)
-        return tuple(fired)
+                    self._session(last.data, self.disabled + off, opts)
+                except Exception:  # noqa: BLE001 - it compiled with them all: not these rules'
+                    return False
+            return any(_RULE_TRANSFORMER.fullmatch(t) for t in _transformers(log[0])[0])
+
+        def fired(group: list[str]) -> list[str]:
+            """The rules of ``group`` that fire (``group`` known to modify the graph)."""
+            if len(group) == 1:
+                return group
+            half = len(group) // 2
+            first, second = group[:half], group[half:]
+            first_fires = modifies(first)
+            if not first_fires:  # the group modifies it: the second half does
+                return fired(second)
+            return fired(first) + (fired(second) if modifies(second) else [])
+
+        found = set(fired(candidates))
+        return tuple(r for r in candidates if r in found)  # in RULES' order, as before
 
     def _providers(self) -> list[Any]:
         return [self.provider]
@@ -355,25 +396,67 @@ def _differs(got: np.ndarray, want: np.ndarray) -> str:
     )
 
 
-def _fired(log: str) -> tuple[str, ...]:
-    return tuple(sorted(set(_MODIFIED.findall(log))))
+def _transformers(log: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the transformers that modified the graph, every transformer that ran)."""
+    ran: set[str] = set()
+    modified: set[str] = set()
+    for name, flag in _TRANSFORMER_LINE.findall(log):
+        ran.add(name)
+        if flag == "1":
+            modified.add(name)
+    return tuple(sorted(modified)), tuple(sorted(ran))
 
 
 def _op_types(data: bytes) -> set[str | tuple[str, str]]:
     """The op types of a serialized model and its edges producer -> consumer by op type,
-    its subgraphs' included."""
+    its subgraphs' included; and the tokens of the rules whose constants the model holds
+    (an initializer or a Constant's output): ``NOOP_OPERAND`` (an Add, Sub, Mul or Div
+    operand of all zeros or all ones), ``UNSQUEEZE_CONSTANT``, ``ONE_OVER_MUL``."""
     model = onnx.load_from_string(data)
     found: set[str | tuple[str, str]] = set()
     graphs = [model.graph]
+    consts: dict[str, onnx.TensorProto] = {}
+    arithmetic: set[str] = set()  # what Add, Sub, Mul and Div take
+    unsqueezed: set[str] = set()  # what Unsqueeze takes
+    dividends: set[str] = set()  # the dividends of Divs that feed a Mul
     while graphs:
         graph = graphs.pop()
+        consts.update((t.name, t) for t in graph.initializer)
         made = {out: node.op_type for node in graph.node for out in node.output}
+        into_mul = {i for node in graph.node if node.op_type == "Mul" for i in node.input}
         for node in graph.node:
             found.add(node.op_type)
             found.update((made[i], node.op_type) for i in node.input if i in made)
+            if node.op_type in ("Add", "Sub", "Mul", "Div"):
+                arithmetic.update(node.input)
+            if node.op_type == "Unsqueeze" and node.input:
+                unsqueezed.add(node.input[0])
+            if node.op_type == "Div" and node.input and set(node.output) & into_mul:
+                dividends.add(node.input[0])
             for attr in node.attribute:
+                if node.op_type == "Constant" and attr.name == "value":
+                    consts[node.output[0]] = attr.t
                 graphs.extend([attr.g] if attr.HasField("g") else list(attr.graphs))
+    if unsqueezed & consts.keys():
+        found.add(UNSQUEEZE_CONSTANT)
+    if _all_of(consts, dividends, (1,)):
+        found.add(ONE_OVER_MUL)
+    if _all_of(consts, arithmetic, (0, 1)):
+        found.add(NOOP_OPERAND)
     return found
+
+
+def _all_of(consts: dict[str, onnx.TensorProto], names: set[str], values: tuple) -> bool:
+    """Is one of ``names`` a constant whose every element is one of ``values`` (all the
+    same one)? An unreadable constant (external data) may be."""
+    for name in names & consts.keys():
+        try:
+            array = numpy_helper.to_array(consts[name])
+        except Exception:  # noqa: BLE001 - unreadable: assume it may be
+            return True
+        if array.size and any((array == v).all() for v in values):
+            return True
+    return False
 
 
 class OrtCudaBackend(OrtBackend):

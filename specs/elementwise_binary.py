@@ -70,8 +70,27 @@ def div(b: SpecBuilder, p: None) -> None:
 
 @op("Pow")
 def pow_(b: SpecBuilder, p: None) -> None:
-    x = b.input("X", values=lambda d: Values(0, 8) if d in dt.INTS else Values(0.1, 10))
+    # A block's whole exponent (LayerNorm's x^2, blocks.Const): a base of any sign.
+    e = b.pinned("Y")
+    whole = e is not None and e == int(e) and 1 <= e <= 4
+
+    def base(d: int) -> Values:
+        if d in dt.INTS:
+            return Values(0, 8)
+        if whole:
+            assert e is not None
+            r = min(10.0, 0.99 * dt.value_range(d)[1] ** (1 / e))
+            return Values(-r, r)
+        return Values(0.1, 10)
+
+    x = b.input("X", values=base)
     out_bound = dt.value_range(x.dtype)[1]
+    if whole and x.dtype not in dt.INTS:
+        assert e is not None
+        y = b.input("Y", dims=broadcastable(x.shape), values=Values(e, e))
+        m = x.interval.mag**e
+        b.output(broadcast(x.shape, y.shape), interval=Interval(0 if e % 2 == 0 else -m, m))
+        return
     if x.dtype in dt.INTS:
         # Integer base: integer exponent only (a fractional one truncates at ties).
         k = max(0, math.floor(math.log(out_bound) / math.log(max(x.interval.hi, 2))))

@@ -4,19 +4,25 @@ For N models per mix (seeds SEED.., ``--nodes``), each generated as ``onnxfuzz g
 would:
 - the share of models holding an elementwise group of >= 3 ops that mixes arithmetic
   (Add, Mul, Div, ...) and activations (Relu, Sigmoid, Tanh, Erf, ...): elementwise nodes
-  (those and Cast) joined producer -> consumer, one connected group; and the share holding
-  the chain
-  arithmetic -> activation -> arithmetic (x * sigmoid(x) + b, GELU's decomposition);
+  (those and Cast) joined producer -> consumer, one connected group; the share holding
+  the chain arithmetic -> activation -> arithmetic (x * sigmoid(x) + b, GELU's
+  decomposition); and the share of nodes that are arithmetic ops or activations (about 40 %
+  in real models: onnxfuzz/data/op_mix_layers.json);
 - their diversity (op types, shape-attribute instances, op-type triples), so that a mix
-  that gains coverage is seen not to lose variety;
+  that gains coverage is seen not to lose variety; and for every mix after the first, the
+  same figures "at matched nodes": over its models from SEED on until their nodes add up
+  to the first mix's (a mix that makes smaller models is not judged on fewer nodes);
 - with ``--ort``: ONNX Runtime's transformers and rewrite rules that modified at least one
   model (the ``optimizations`` feedback, in a worker process as in a campaign), and what
   the feedback costs: the compile time with ``ort`` against ``ort:feedback=0`` on the
-  same models (session creation; its run is not affected);
+  same models (session creation; its run is not affected), and the same as a share of
+  backend time in CPU seconds (compile + run, the worker's own clock: load elsewhere on
+  the machine does not count; best of two passes each);
 - with ``--tvm``: distinct fused-kernel patterns of ``tvm:pipeline=fuse`` per 1,000
   models.
 
     .venv/bin/python tools/bench_optcov.py --models 300 --mix uniform,layers --ort --tvm
+    .venv/bin/python tools/bench_optcov.py --models 2000 --mix uniform,chains,layers
 """
 
 from __future__ import annotations
@@ -100,30 +106,64 @@ def run_all(label: str, cases: list, timeout: float = 30.0) -> tuple[list, float
     return outs, compile_s
 
 
-def bench(mix: str, args: argparse.Namespace) -> None:
+def matched(gen: Generator, seed: int, nodes: int) -> dict:
+    """The diversity of ``gen``'s models from ``seed`` on until their nodes add up to
+    ``nodes`` or more."""
+    div = Diversity()
+    i = 0
+    while div.nodes < nodes:
+        div.add(gen.generate(seed + i).model)
+        i += 1
+    return div.summary()
+
+
+def bench(mix: str, args: argparse.Namespace, first_nodes: int | None) -> int:
+    """Prints the figures of ``mix``; returns its models' nodes in all. ``first_nodes``:
+    the first mix's (None: this is the first)."""
     lo, hi = (int(x) for x in args.nodes.split(":"))
     gen = Generator(Config(min_nodes=lo, max_nodes=hi, op_mix=mix))
     t0 = time.perf_counter()
     cases = [gen.generate(args.seed + i) for i in range(args.models)]
     rate = args.models / (time.perf_counter() - t0)
     div = Diversity()
-    group = chain = 0
+    group = chain = nodes = arith_act = 0
     for case in cases:
         div.add(case.model)
         g, c = elementwise_shapes(case.model)
         group += g
         chain += c
+        nodes += len(case.model.graph.node)
+        arith_act += sum(n.op_type in ARITHMETIC | ACTIVATIONS for n in case.model.graph.node)
     s = div.summary()
     n = args.models
     print(
         f"[{mix}] {n} models, {s['nodes']:.1f} mean nodes, {rate:.0f} models/s: elementwise "
         f"group >= 3 mixing arithmetic and activations in {group / n:.1%}, "
-        f"arithmetic -> activation -> arithmetic in {chain / n:.1%}; "
+        f"arithmetic -> activation -> arithmetic in {chain / n:.1%}, arithmetic ops and "
+        f"activations {arith_act / max(nodes, 1):.1%} of the nodes; "
         f"{s['ops']} op types, {s['instances']} instances, {s['triples']} triples"
     )
+    if first_nodes is not None:
+        m = matched(gen, args.seed, first_nodes)
+        print(
+            f"[{mix}] at matched nodes ({m['models']} models, {m['nodes'] * m['models']:.0f} "
+            f"nodes): {m['ops']} op types, {m['instances']} instances, {m['triples']} triples"
+        )
     if args.ort:
         outs, with_s = run_all("ort", cases)
-        _, without_s = run_all("ort:feedback=0", cases)
+        outs0, without_s = run_all("ort:feedback=0", cases)
+        # The cost as a share of backend time, in CPU seconds (the worker's clock over
+        # compile + run: other work on the machine does not count), on the models both
+        # runs compiled and ran; each side's best of two passes.
+        both = [
+            k
+            for k, (a, b) in enumerate(zip(outs, outs0, strict=True))
+            if a.status == b.status == Status.OK
+        ]
+        again, _ = run_all("ort", cases)
+        again0, _ = run_all("ort:feedback=0", cases)
+        cpu_with = min(sum(r[k].cpu_s for k in both) for r in (outs, again))
+        cpu_without = min(sum(r[k].cpu_s for k in both) for r in (outs0, again0))
         fired: dict[str, set[str]] = defaultdict(set)
         known: set[str] = set()
         ok = 0
@@ -142,7 +182,9 @@ def bench(mix: str, args: argparse.Namespace) -> None:
             f"{len(fired['rule'])} ({', '.join(sorted(fired['rule']))}); compile "
             f"{with_s:.2f} s with feedback vs {without_s:.2f} s without "
             f"({(with_s - without_s) / max(without_s, 1e-9):+.1%}; the hook itself "
-            f"{hook_s:.3f} s)"
+            f"{hook_s:.3f} s); feedback cost in CPU time: {cpu_with:.2f} s vs "
+            f"{cpu_without:.2f} s of compile + run on {len(both)} models "
+            f"({(cpu_with - cpu_without) / max(cpu_without, 1e-9):+.1%} of backend time)"
         )
     if args.tvm:
         outs, _ = run_all("tvm:pipeline=fuse", cases, timeout=60.0)
@@ -156,6 +198,7 @@ def bench(mix: str, args: argparse.Namespace) -> None:
             f"[{mix}] tvm:pipeline=fuse: {compiled}/{n} compiled; {len(patterns)} distinct "
             f"fused patterns ({1000 * len(patterns) / n:.0f} per 1,000 models)"
         )
+    return div.nodes
 
 
 def main() -> None:
@@ -168,8 +211,10 @@ def main() -> None:
     parser.add_argument("--tvm", action="store_true", help="TVM's fused patterns")
     args = parser.parse_args()
     np.seterr(all="ignore")
+    first_nodes = None
     for mix in args.mix.split(","):
-        bench(mix, args)
+        nodes = bench(mix, args, first_nodes)
+        first_nodes = nodes if first_nodes is None else first_nodes
 
 
 if __name__ == "__main__":

@@ -23,30 +23,37 @@ from onnxfuzz import dtypes as dt
 
 GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "quality" / "data" / "golden_corpus.json"
 
+# The rows recorded before issue 24 made "chains" the default op mix pin "uniform" (their
+# digests are unchanged); the "chains-" rows pin the new default's bytes.
+UNIFORM = {"op_mix": "uniform"}
+CHAINS = {"op_mix": "chains"}
+CONTROL_OPS = frozenset({"If", "Loop", "Scan", "Add", "Relu", "MatMul", "Reshape"})
+
 # name -> (Config keyword arguments, first seed, count)
 ROWS: dict[str, tuple[dict[str, Any], int, int]] = {
-    "default": ({}, 0, 60),
-    "nodes-5-20": ({"min_nodes": 5, "max_nodes": 20}, 1000, 30),
-    "opset-13": ({"opset": 13}, 0, 25),
-    "opset-28": ({"opset": 28}, 0, 25),
-    "contrib": ({"domains": frozenset({"ai.onnx", "com.microsoft"})}, 0, 25),
-    "before-glue": ({"connectivity": 0.0, "block_rate": 0.0}, 0, 25),
-    "control-flow": (
-        {"ops": frozenset({"If", "Loop", "Scan", "Add", "Relu", "MatMul", "Reshape"})},
-        0,
-        25,
-    ),
+    "default": (UNIFORM, 0, 60),
+    "nodes-5-20": ({"min_nodes": 5, "max_nodes": 20, **UNIFORM}, 1000, 30),
+    "opset-13": ({"opset": 13, **UNIFORM}, 0, 25),
+    "opset-28": ({"opset": 28, **UNIFORM}, 0, 25),
+    "contrib": ({"domains": frozenset({"ai.onnx", "com.microsoft"}), **UNIFORM}, 0, 25),
+    "before-glue": ({"connectivity": 0.0, "block_rate": 0.0, **UNIFORM}, 0, 25),
+    "control-flow": ({"ops": CONTROL_OPS, **UNIFORM}, 0, 25),
     "sequences": (
         {
             "ops": frozenset(
                 {"SequenceConstruct", "SequenceAt", "SplitToSequence", "ConcatFromSequence",
                  "SequenceInsert", "Optional", "OptionalGetElement", "Add", "Concat"}
-            )
+            ),
+            **UNIFORM,
         },
         0,
         25,
     ),
-    "float16": ({"dtypes": frozenset({dt.FLOAT16})}, 0, 25),
+    "float16": ({"dtypes": frozenset({dt.FLOAT16}), **UNIFORM}, 0, 25),
+    "chains-default": (CHAINS, 0, 60),
+    "chains-nodes-5-20": ({"min_nodes": 5, "max_nodes": 20, **CHAINS}, 1000, 30),
+    "chains-control-flow": ({"ops": CONTROL_OPS, **CHAINS}, 0, 25),
+    "chains-float16": ({"dtypes": frozenset({dt.FLOAT16}), **CHAINS}, 0, 25),
 }
 
 

@@ -265,10 +265,11 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "new op-type triples, shape-attribute instances and failure signatures per backend; "
     "frontier: half the tests start with a chain of op types walked over the links the "
     "campaign has made, toward op-type triples it has not (and again over chains that "
-    "found a new failure), the other half as under mcts; optcov: as mcts, rewarded by "
-    "what fired first in the backends' optimizers (ORT transformers and rules, TVM passes "
-    "and fused patterns: use --op-mix layers for the optimizers' patterns as blocks) and "
-    "new failure signatures. "
+    "found a new failure), the other half as under mcts; optcov: a bandit over ops and "
+    "blocks (half the tests start with a fusable chain, MatMul/Conv/Gemm then elementwise "
+    "ops, half with two blocks), rewarded by what fired first in the backends' optimizers "
+    "(ORT transformers and rules, TVM passes and fused patterns: use --op-mix layers for "
+    "the optimizers' patterns as blocks) and new failure signatures. "
     "Neither is the default: in equal ORT vs TVM campaigns neither has beaten random on "
     "both op-type triples and failure signatures (see README).",
 )
@@ -306,8 +307,9 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     default=5,
     show_default=True,
     metavar="K",
-    help="With --known: avoid generating the trigger (op, type, attribute values) of a known "
-    "family hit K times or more; 0: never.",
+    help="With --known: avoid generating the trigger (op and type, or attribute value) of a "
+    "bug hit K times or more: a known family from the start (the file's hits), and any bug "
+    "as soon as this campaign brings it to K hits; 0: never.",
 )
 @click.option(
     "--executor",
@@ -429,6 +431,9 @@ def fuzz(
 
             campaign.run(tick)
         campaign.print_summary()
+        if campaign.avoidance is not None:
+            for line in campaign.avoidance.describe():
+                click.echo(line)
         found = bool(campaign.store is not None and campaign.store.bugs())
     finally:
         campaign.close()

@@ -9,6 +9,7 @@ import click
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.lang.config import (
+    DEFAULT_OP_MIX,
     DEFAULT_OPSET,
     MAX_DEPTH,
     MAX_DIM,
@@ -120,10 +121,14 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
         click.option(
             "--op-mix",
             type=click.Choice(OP_MIXES),
-            default="uniform",
+            default=DEFAULT_OP_MIX,
             show_default=True,
-            help="How ops are drawn: uniform, or layers (70 % by how often torchvision's "
-            "models use each op, 30 % uniform; with the optimizers' own patterns as blocks).",
+            help="How ops are drawn: chains (uniform, and an arithmetic op, activation, "
+            "Conv/MatMul/Gemm or normalization goes on into an arithmetic/activation chain "
+            "of real layers such as bias-act-scale or x*sigmoid(x)+b, its members drawn "
+            "uniformly; at most one per 20 nodes), uniform (every op alike: the default "
+            "before chains), or layers (70 % by how often torchvision's models use each op, "
+            "30 % uniform; with the optimizers' own patterns as blocks).",
         ),
         click.option(
             "--domains",
@@ -172,7 +177,7 @@ def generator_fields(
     domains: str = "ai.onnx",
     max_depth: int = 2,
     body_nodes: int = 3,
-    op_mix: str = "uniform",
+    op_mix: str = DEFAULT_OP_MIX,
 ) -> dict:
     """The generator flags as ``Config.to_record`` data (None: the default, or for the
     opset, the one every backend of a campaign supports)."""

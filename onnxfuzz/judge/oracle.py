@@ -238,7 +238,7 @@ def precision_dtypes(model: onnx.ModelProto) -> dict[str, str]:
         if dt.NAMES.get(t) in _LOOSENESS:
             out[name] = dt.NAMES[t]
     for node in model.graph.node:
-        upstream = loosest([out[i] for i in node.input if i in out])
+        upstream = loosest([out[i] for i in node.input if i in out] + _inside(node, out))
         stash = _stash_type(node)
         if stash and upstream:  # the op computes its statistics in this type, whatever X is
             upstream = loosest([upstream, stash])
@@ -248,6 +248,26 @@ def precision_dtypes(model: onnx.ModelProto) -> dict[str, str]:
             if best:
                 out[t] = best
     return out
+
+
+def _inside(node: onnx.NodeProto, outer: dict[str, str]) -> list[str]:
+    """The float types a node's subgraphs (If branches, Loop and Scan bodies) compute in,
+    and those of the outer tensors they read (in ``outer``): its outputs carry their
+    rounding (a Loop body that casts a float64 value to float16 and back)."""
+    from onnxfuzz import dtypes as dt
+    from onnxfuzz.judge.precision import graphs, tensor_types
+
+    found: list[str] = []
+    subs = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+    subs += [g for a in node.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
+    for g in (inner for sub in subs for inner in graphs(sub)):
+        infos = list(g.input) + list(g.value_info) + list(g.output)
+        kinds = [tt.elem_type for vi in infos for tt in tensor_types(vi.type)]
+        kinds += [i.data_type for i in g.initializer]
+        kinds += [a.i for n in g.node for a in n.attribute if a.name == "to" and a.type == a.INT]
+        found += [dt.NAMES[k] for k in kinds if dt.NAMES.get(k) in _LOOSENESS]
+        found += [outer[t] for n in g.node for t in n.input if t in outer]
+    return found
 
 
 # Ops whose "stage one" (mean, variance) the standard computes in ``stash_type``

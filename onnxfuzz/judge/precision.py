@@ -43,12 +43,52 @@ NUDGE_DRAWS = 3
 _TYPE_ATTRS = ("to", "dtype")  # attributes that name an element type (Cast, EyeLike, ...)
 
 
+def graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``g`` and every subgraph inside it (If branches, Loop and Scan bodies), depth first."""
+    yield g
+    for node in g.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from graphs(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    yield from graphs(sub)
+
+
+def tensor_types(tp: onnx.TypeProto) -> Iterator[onnx.TypeProto.Tensor]:
+    """The tensor types a value's type holds: a tensor's own; a sequence's or optional's
+    element's; a map's value's."""
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        yield tp.tensor_type
+    elif which == "sequence_type":
+        yield from tensor_types(tp.sequence_type.elem_type)
+    elif which == "optional_type":
+        yield from tensor_types(tp.optional_type.elem_type)
+    elif which == "map_type":
+        yield from tensor_types(tp.map_type.value_type)
+
+
+def _value_infos(g: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    return list(g.input) + list(g.value_info) + list(g.output)
+
+
 def has_half(model: onnx.ModelProto) -> bool:
-    g = model.graph
-    infos = list(g.input) + list(g.value_info) + list(g.output)
-    return any(vi.type.tensor_type.elem_type == _HALF for vi in infos) or any(
-        i.data_type == _HALF for i in g.initializer
-    )
+    """Whether float16 appears anywhere: a tensor, a sequence's or optional's element, an
+    initializer, a constant or a type argument, in the graph or any subgraph (a Loop body
+    that computes in float16 rounds its float32 or float64 results there)."""
+    for g in graphs(model.graph):
+        if any(tt.elem_type == _HALF for vi in _value_infos(g) for tt in tensor_types(vi.type)):
+            return True
+        if any(i.data_type == _HALF for i in g.initializer):
+            return True
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.INT and a.name in _TYPE_ATTRS and a.i == _HALF:
+                    return True
+                if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == _HALF:
+                    return True
+    return False
 
 
 def _upcast_tensor(t: TensorProto) -> TensorProto:
@@ -56,23 +96,25 @@ def _upcast_tensor(t: TensorProto) -> TensorProto:
 
 
 def upcast(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` with every float16 tensor, attribute and type argument made float32."""
+    """``model`` with every float16 tensor, attribute and type argument made float32, in
+    the graph and every subgraph, sequence and optional element types included (a
+    sequence of float16 left as it was makes the upcast model invalid)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    g = m.graph
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        tt = vi.type.tensor_type
-        if tt.elem_type == _HALF:
-            tt.elem_type = TensorProto.FLOAT
-    for i, init in enumerate(g.initializer):
-        if init.data_type == _HALF:
-            g.initializer[i].CopyFrom(_upcast_tensor(init))
-    for node in g.node:
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.INT and a.name in _TYPE_ATTRS and a.i == _HALF:
-                a.i = TensorProto.FLOAT
-            elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == _HALF:
-                a.t.CopyFrom(_upcast_tensor(a.t))
+    for g in graphs(m.graph):
+        for vi in _value_infos(g):
+            for tt in tensor_types(vi.type):
+                if tt.elem_type == _HALF:
+                    tt.elem_type = TensorProto.FLOAT
+        for i, init in enumerate(g.initializer):
+            if init.data_type == _HALF:
+                g.initializer[i].CopyFrom(_upcast_tensor(init))
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.INT and a.name in _TYPE_ATTRS and a.i == _HALF:
+                    a.i = TensorProto.FLOAT
+                elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == _HALF:
+                    a.t.CopyFrom(_upcast_tensor(a.t))
     return m
 
 
@@ -189,6 +231,24 @@ def _nudged(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return (x + sign * step).astype(np.float16)
 
 
+def nudge_reach(
+    draws: Iterable[Outcome], names: list[str], want: dict[str, np.ndarray]
+) -> dict[str, np.ndarray] | None:
+    """Per output in ``names``: the farthest, element by element, the nudged reference runs
+    ``draws`` moved ``want`` (None as soon as a draw fails or changes an output's shape)."""
+    reach = {k: np.zeros(want[k].shape) for k in names}
+    for o in draws:
+        if o.status != Status.OK or o.outputs is None:
+            return None
+        for k in names:
+            moved = o.outputs.get(k)
+            if moved is None or moved.shape != want[k].shape:
+                return None
+            delta = np.abs(moved.astype(np.float64) - want[k].astype(np.float64))
+            reach[k] = np.maximum(reach[k], np.nan_to_num(delta, nan=np.inf))
+    return reach
+
+
 def _within_reach(
     draws: Iterable[Outcome],
     names: list[str],
@@ -199,16 +259,9 @@ def _within_reach(
     """Whether ``got`` lies within the tolerance of ``want`` widened, element by element,
     by the farthest the nudged reference runs ``draws`` moved ``want`` (False as soon as a
     draw fails or changes an output's shape)."""
-    reach = {k: np.zeros(want[k].shape) for k in names}
-    for o in draws:
-        if o.status != Status.OK or o.outputs is None:
-            return False
-        for k in names:
-            moved = o.outputs.get(k)
-            if moved is None or moved.shape != want[k].shape:
-                return False
-            delta = np.abs(moved.astype(np.float64) - want[k].astype(np.float64))
-            reach[k] = np.maximum(reach[k], np.nan_to_num(delta, nan=np.inf))
+    reach = nudge_reach(draws, names, want)
+    if reach is None:
+        return False
     for k in names:
         w, g = want[k].astype(np.float64), got[k].astype(np.float64)
         if w.shape != g.shape:

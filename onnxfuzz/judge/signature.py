@@ -85,6 +85,9 @@ def signature(
 # ONNX op types.
 _FAMILY_RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bR\.const\([^()]*\)"), "T"),  # a constant operand is an operand
+    # a Relax tensor's shape, symbolic dims too (TVM names NonZero's count nonzero_numbers):
+    # R.Tensor((N, nonzero_numbers, N), ...) is a shape as R.Tensor((N, N, N), ...) is
+    (re.compile(r"\bR\.Tensor\(\([^()]*\)"), "R.Tensor((SHAPE)"),
     (re.compile(r"\btensor\((\w+)\)"), "DT"),
     (re.compile(r"\b(float|double|half|bool|string|T)\b"), "DT"),
     (re.compile(r"\bR\.[a-z_][\w.]*"), "R.OP"),
@@ -99,6 +102,24 @@ def _op_types() -> re.Pattern[str]:
     return re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
 
 
+def root_kind(kind: str) -> str:
+    """A mismatch's kind as a root cause: "precision" (an error beyond the op's own budget,
+    within the end-to-end tolerance: ``judge.budget``) is "values". One wrong kernel's error
+    lands on either side of the end-to-end tolerance from run to run and input to input (a
+    flaky kernel, a 1e-3 error on values near the tolerance), so the two kinds split one bug."""
+    return "values" if kind == "precision" else kind
+
+
+def root_signature(sig: str) -> str:
+    """``sig`` with a precision mismatch's kind as a wrong value's (``root_kind``): the
+    signature one op's wrong value has whichever side of the tolerance it fell."""
+    backend, verdict, stage, detail = (sig.split("|", 3) + ["", "", ""])[:4]
+    if verdict != Verdict.MISMATCH:
+        return sig
+    kind, sep, rest = detail.partition(" in ")
+    return f"{backend}|{verdict}|{stage}|{root_kind(kind)}{sep}{rest}"
+
+
 def family(sig: str) -> str:
     """The root-cause family of a bug signature (``signature``): the same signature without
     op names, shapes, element types and numbers, so that one bug that shows through many
@@ -106,10 +127,10 @@ def family(sig: str) -> str:
     blamed on whichever node it hit) is one family. A crash with native frames is told by
     its signal or exit and those frames alone: where it died is the root cause, whatever
     its last words named. A wrong value carries no words: its family is its backend, stage
-    and kind (values, shape, dtype)."""
+    and kind (values, shape, dtype); a precision finding is a wrong value (``root_kind``)."""
     backend, verdict, stage, detail = (sig.split("|", 3) + ["", "", ""])[:4]
     if verdict == Verdict.MISMATCH:
-        detail = detail.split(" in ", 1)[0]
+        detail = root_kind(detail.split(" in ", 1)[0])
     elif " | at " in detail:
         head, _, frames = detail.partition(" | at ")
         detail = head.split(" | ", 1)[0] + " | at " + frames

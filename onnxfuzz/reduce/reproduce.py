@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 
+from onnxfuzz.execute.messages import Test
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Outcome, Status
 from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.localize import expose_all
 from onnxfuzz.judge.oracle import OracleConfig
 from onnxfuzz.judge.signature import family
+
+# A state-dependent finding's candidate runs in a fresh process of its own (after the
+# earlier models): one to two seconds each. The reduction keeps its time budget and tries
+# no candidate once this many processes have started (localizing a candidate's mismatch
+# may start a few more: at most one candidate's worth past it).
+STATE_PROCESSES = 48
 
 
 @dataclass
@@ -31,6 +39,37 @@ class Target:
     signature: str | None = None
     match: re.Pattern[str] | None = None
     attempts: int = 1
+    # A failure that shows only after earlier models in the same process (a stale compile
+    # cache; ``onnxfuzz.run.confirm``): each candidate runs on ``backend`` in a fresh
+    # process after these, so that neither the campaign's worker nor an earlier candidate
+    # leaves state behind that makes a candidate fail.
+    earlier: Sequence[Test] = ()
+
+
+@dataclass
+class AfterEarlier:
+    """A runner (``judge.judge.Runner``) whose ``backend`` runs each model in a new process
+    after the ``earlier`` models; every other backend runs in ``pool``'s workers."""
+
+    pool: BackendPool
+    backend: str
+    earlier: Sequence[Test]
+    processes: int = 0  # fresh processes started
+
+    def run_one(self, label: str, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome:
+        if label != self.backend:
+            return self.pool.run_one(label, model_bytes, inputs)
+        self.processes += 1
+        return self.pool.fresh_runs(label, model_bytes, inputs, 1, self.earlier)[0]
+
+    def run_all(
+        self,
+        model_bytes: bytes,
+        inputs: dict[str, np.ndarray],
+        only: Iterable[str] | None = None,
+    ) -> dict[str, Outcome]:
+        labels = self.pool.labels if only is None else list(dict.fromkeys(only))
+        return {label: self.run_one(label, model_bytes, inputs) for label in labels}
 
 
 @dataclass
@@ -40,13 +79,24 @@ class Reproducer:
     cfg: OracleConfig = field(default_factory=OracleConfig)
     runs: int = 0
     seconds: float = 0.0
+    fresh: AfterEarlier | None = None  # the target's runner when it has earlier models
+
+    def __post_init__(self) -> None:
+        if self.target.earlier:
+            self.fresh = AfterEarlier(self.pool, self.target.backend, self.target.earlier)
 
     @property
     def judge(self) -> Judge:
-        return Judge(self.target.reference, self.cfg, self.pool)
+        return Judge(self.target.reference, self.cfg, self.fresh or self.pool)
+
+    @property
+    def spent(self) -> bool:
+        """Whether a state-dependent target has used up its fresh processes."""
+        return self.fresh is not None and self.fresh.processes >= STATE_PROCESSES
 
     def run_all(self, data: bytes, inputs: dict[str, np.ndarray]) -> dict[str, Outcome]:
-        return self.pool.run_all(data, inputs, only=(self.target.reference, self.target.backend))
+        runner = self.fresh or self.pool
+        return runner.run_all(data, inputs, only=(self.target.reference, self.target.backend))
 
     def assess(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Assessed:
         return self.run(model, inputs)[0]
@@ -63,7 +113,10 @@ class Reproducer:
         return a, outcomes
 
     def __call__(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
-        """Whether the model shows the target's failure (at least once in its attempts)."""
+        """Whether the model shows the target's failure (at least once in its attempts);
+        False, untried, once a state-dependent target's fresh processes are spent."""
+        if self.spent:
+            return False
         return any(self.matches(self.assess(model, inputs)) for _ in range(self.target.attempts))
 
     def matches(self, a: Assessed) -> bool:

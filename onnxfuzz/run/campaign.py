@@ -12,7 +12,7 @@ import threading
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -23,6 +23,7 @@ import onnx
 from onnxfuzz import dtypes as dt
 from onnxfuzz.backend import display_names, parse_backend
 from onnxfuzz.errors import UsageError
+from onnxfuzz.execute.messages import Test
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
 from onnxfuzz.generate.build.generator import Case, Generator
@@ -39,6 +40,7 @@ from onnxfuzz.judge.second_opinion import needed, second_opinion
 from onnxfuzz.judge.signature import bug_id, family
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import Reproducer, Target
+from onnxfuzz.run.avoidance import Avoidance, AvoidSet, StoredTest
 from onnxfuzz.run.confirm import (
     CONFIRM_RUNS,
     EARLIER_MAX,
@@ -48,7 +50,7 @@ from onnxfuzz.run.confirm import (
 )
 from onnxfuzz.run.culprit import annotate
 from onnxfuzz.run.optcov import OptimizationCoverage, fired_keys, stderr_and_log
-from onnxfuzz.run.pregen import Made, Pregenerator, make
+from onnxfuzz.run.pregen import Made, Makers, Pregenerator, make
 from onnxfuzz.run.probe import (
     Support,
     fully_unsupported,
@@ -68,7 +70,14 @@ from onnxfuzz.store.db import (
     Store,
 )
 from onnxfuzz.store.folders import writable_folder
-from onnxfuzz.store.known import AVOID_AFTER, KnownFile
+from onnxfuzz.store.known import (
+    AVOID_AFTER,
+    KnownFile,
+    Trigger,
+    bundle_trigger,
+    named_triggers,
+    trigger_of,
+)
 from onnxfuzz.store.report import print_summary
 
 # Verdicts of a backend that did not compile and run the test: its model is no coverage.
@@ -91,6 +100,7 @@ MADE_AHEAD = AHEAD + 2
 # most these: not counted, they run again on resume, as a test in flight does).
 COMMIT_EVERY = 0.2
 WAIT = "wait"  # the guide needs rewards of tests still running (onnxfuzz.run.steer)
+AVOIDANCE = "avoidance"  # campaign.db meta: the triggers avoided, from which test on
 PROBE_SHARE = 0.5  # the most of --time the support probe may take
 
 
@@ -386,6 +396,8 @@ class Campaign:
         self.oracle = OracleConfig.load(Path(o.config) if o.config else None, o.atol, o.rtol)
         self.known = self._known_file()
         self.known_notes: list[str] = []  # what differs between the known file and this run
+        self.avoidance: Avoidance | None = None  # triggers avoided as the campaign goes
+        self._avoidance_saved = 0  # its updates written to campaign.db
         self.progress = Progress()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -421,6 +433,30 @@ class Campaign:
         known.check_backends(self.labels)
         return known
 
+    def _avoidance(self, fresh: bool) -> Avoidance | None:
+        """With ``--known`` and ``--avoid-after`` K: the triggers of bugs hit K times are
+        avoided during the campaign too (``onnxfuzz.run.avoidance``), counting the tests
+        campaign.db holds. A campaign stored before that existed resumes without (its tests
+        did not avoid)."""
+        assert self.store is not None and self.known is not None
+        o = self.opts
+        stored = self.store.get_meta(AVOIDANCE)
+        if o.avoid_after <= 0 or (not fresh and stored is None):
+            return None
+        avoidance = Avoidance(self.known, o.avoid_after)
+        if stored is None:
+            self.store.set_meta(AVOIDANCE, avoidance.record())
+        learned = avoidance.load(stored)  # the triggers each stored test taught
+        hits: dict[int, list[str]] = {i: [] for i in self.store.done_ids()}
+        rows = self.store.db.execute(
+            "SELECT test_id, backend, verdict, signature FROM results WHERE signature IS NOT NULL"
+        )
+        for i, backend, verdict, sig in rows:
+            hits.setdefault(i, []).append(avoidance.unit_of(backend, verdict, sig))
+        for i in sorted(hits):
+            avoidance.report(i, StoredTest(hits[i], learned.get(i, {})))
+        return avoidance
+
     def start(self, on_probe: Callable[[str, int, int], None] | None = None) -> None:
         """Start the lanes, probe what each backend supports (``on_probe(label, done,
         total)`` as it goes: a slow compiler's probe takes minutes), open campaign.db."""
@@ -433,6 +469,7 @@ class Campaign:
         opset = negotiate_opset(list(self.infos.values()), o.generator.get("opset"))
         self.cfg = Config.from_record(o.generator, opset=opset)
         self.generator = Generator(self.cfg)  # checks the options against the specs
+        fresh = self.store is None
         if self.store is None:  # every option is valid and every backend runs: write
             self.out.mkdir(parents=True, exist_ok=True)
             self.lock = CampaignLock(self.out)
@@ -499,6 +536,7 @@ class Campaign:
             known_pairs, known_forms = self.known.avoided(o.avoid_after)
             avoid |= known_pairs
             avoid_features |= known_forms
+            self.avoidance = self._avoidance(fresh)
         self.excluded = excluded
         if excluded or avoid or avoid_features:
             self.cfg = replace(
@@ -510,6 +548,7 @@ class Campaign:
             self.generator = Generator(self.cfg)
         seed_blocks = self._seed_blocks()
         self.guided = Guided(self.generator, blocks_from_record(seed_blocks))
+        self.makers = Makers(self.guided, seed_blocks)
         if o.guide not in MODES:
             raise UsageError(f"--guide: one of {', '.join(MODES)}, got {o.guide!r}")
         steering = Steering(
@@ -574,7 +613,8 @@ class Campaign:
             if len(missing) <= CATCH_UP_MAX and Verdict.GENERATOR_ERROR not in verdicts.values():
                 try:
                     d = self.store.decision_of(i)
-                    f = features(self.guided.case(self.opts.seed + i, d).model)
+                    avoid = self.avoidance.for_test(i) if self.avoidance is not None else None
+                    f = features(self.makers.get(avoid).case(self.opts.seed + i, d).model)
                 except Exception:  # noqa: BLE001 - it failed when it ran: count no model
                     f = None
             self.diversity.add(i, f, verdicts)
@@ -647,14 +687,16 @@ class Campaign:
         ids = self._ids()
         ids_lock = threading.Lock()
         steer = self.steering
+        avoidance = self.avoidance
         peeked: list[int | None] = [None]  # the next id, taken from ids but not handed out
 
         def over() -> bool:
             return self._stop.is_set() or bool(deadline and time.perf_counter() >= deadline)
 
-        def next_id() -> tuple[int, Decision] | str | None:
-            """The next test and the guide's decision for it; WAIT: the guide needs
-            rewards not in yet (onnxfuzz.run.steer); None: no more tests."""
+        def next_id() -> tuple[int, Decision, AvoidSet | None] | str | None:
+            """The next test, the guide's decision for it and what its generation avoids;
+            WAIT: the guide or the avoidance needs results not in yet
+            (onnxfuzz.run.steer, onnxfuzz.run.avoidance); None: no more tests."""
             if over():
                 return None
             with ids_lock:
@@ -663,13 +705,16 @@ class Campaign:
                 i = peeked[0]
                 if i is None:
                     return None
+                if avoidance is not None and not avoidance.ready(i):
+                    return WAIT
+                avoid = avoidance.for_test(i) if avoidance is not None else None
                 if steer is None:
                     peeked[0] = None
-                    return i, None
+                    return i, None, avoid
                 if not steer.ready(i):
                     return WAIT
                 peeked[0] = None
-                return i, steer.decide(i)
+                return i, steer.decide(i), avoid
 
         def next_test(pregen: Pregenerator | None) -> Made | str | None:
             # With a generator process per lane (onnxfuzz.run.pregen) a lane's tests are
@@ -681,7 +726,7 @@ class Campaign:
                 return self.prepare(*got) if isinstance(got, tuple) else got
             got = None
             while len(pregen.owed) < MADE_AHEAD and isinstance(got := next_id(), tuple):
-                pregen.request(got[0], o.seed + got[0], got[1])
+                pregen.request(got[0], o.seed + got[0], got[1], got[2])
             if over():
                 return None
             if not pregen.owed:
@@ -723,8 +768,11 @@ class Campaign:
             waiting = fill()
             while started or waiting:
                 if not started:
-                    if steer is not None and (i := peeked[0]) is not None:
-                        steer.wait(i, self._stop)
+                    if (i := peeked[0]) is not None:
+                        if avoidance is not None:
+                            avoidance.wait(i, self._stop)
+                        if steer is not None:
+                            steer.wait(i, self._stop)
                     waiting = fill()
                     continue
                 current = started.popleft()
@@ -776,8 +824,8 @@ class Campaign:
             raise errors[0]
         return self.progress
 
-    def prepare(self, i: int, decision: Decision = None) -> Made:
-        return make(self.guided, i, self.opts.seed + i, decision)
+    def prepare(self, i: int, decision: Decision = None, avoid: AvoidSet | None = None) -> Made:
+        return make(self.makers.get(avoid), i, self.opts.seed + i, decision, avoid)
 
     def _guide_record(
         self, t: Made, results: list[Result], outcomes: dict[str, Outcome] | None = None
@@ -810,6 +858,8 @@ class Campaign:
             )
             if guide is not None and self.steering is not None:
                 self.steering.report(t.index, guide[1])
+            if self.avoidance is not None:
+                self._report_avoidance(t, [], {}, StoredTest())
             self._count_diversity(t.index, None, {})
             self.progress.tests += 1
             self.progress.verdicts[Verdict.GENERATOR_ERROR] += 1
@@ -839,13 +889,15 @@ class Campaign:
         reducing = 0.0  # reduction is its own phase, not fuzz-loop time
         for f in findings:
             t_red = time.perf_counter()
-            key, reduced = self.bug_key(f, lane, self.guided.generator_for(t.decision))
+            maker = self.makers.get(t.avoid)  # what made the test: its reductions replay it
+            key, reduced = self.bug_key(f, lane, maker.generator_for(t.decision))
             t_end = time.perf_counter()
             reducing += t_end - t_red
             keyed.append((f, key, reduced))
             with self._lock:
                 self.progress.reduced(t_red, t_end)
         filed: list[Path] = []  # bundles written for this test
+        avoid_report = StoredTest()  # what the test tells the avoidance, if any
         with self._lock:
             # Read the known bugs again: another lane may have filed one of these meanwhile.
             known = self.store.bug_keys() if findings else set()
@@ -862,6 +914,12 @@ class Campaign:
                     # before the commit: a kill re-runs it
                     filed.append(write_bundle(self.out, f, reduced, where))
                     known.add(key)
+                    if self.avoidance is not None and where == "bugs":
+                        # the reduced model's trigger (with its attribute values)
+                        t_bundle = bundle_trigger(filed[-1], f.signature)
+                        if t_bundle is not None:
+                            unit = self.avoidance.unit_of(r.backend, r.verdict, f.signature)
+                            avoid_report.triggers.setdefault(unit, []).append(t_bundle)
             now = time.perf_counter()
             # A test's wall time runs from the end of the previous one (pipelined lanes
             # overlap preparation with the backends' work).
@@ -874,6 +932,8 @@ class Campaign:
             )
             if guide is not None and self.steering is not None:
                 self.steering.report(t.index, guide[1])
+            if self.avoidance is not None:
+                self._report_avoidance(t, results, outcomes, avoid_report)
             if self.optcov is not None:  # with the test's record: they commit together
                 self.optcov.add(self.store, t.index, outcomes)
             self._count_diversity(t.index, feats, {r.backend: r.verdict for r in results})
@@ -889,6 +949,38 @@ class Campaign:
             p.last = ", ".join(t.case.ops[:6])
         for folder in filed:  # outside the lock: a child process runs the backend again
             annotate(folder, cheap_only=True)  # ORT's; onnxfuzz triage looks for the rest
+
+    def _report_avoidance(
+        self,
+        t: Made,
+        results: list[Result],
+        outcomes: dict[str, Outcome],
+        report: StoredTest,
+    ) -> None:
+        """Tell the avoidance what a stored test hit and which node each hit points at
+        (under ``self._lock``, after it is recorded; ``report`` holds the triggers of the
+        bundles it filed). What it taught goes to campaign.db with the test."""
+        avoidance = self.avoidance
+        assert avoidance is not None and self.store is not None
+        model = t.case.model if t.case is not None else None
+        for r in results:
+            if not r.signature:
+                continue
+            unit = avoidance.unit_of(r.backend, r.verdict, r.signature)
+            report.hits.append(unit)
+            if model is None:  # a Ray shard's test without findings: no model came back
+                continue
+            if r.signature.split("|", 2)[1] == Verdict.MISMATCH:
+                named = trigger_of(model, r.signature)
+                found = [Trigger(named.op, named.dtype, [])] if named and named.dtype else []
+            else:
+                o = outcomes.get(r.backend)
+                found = named_triggers(model, f"{o.message}\n{o.trace}") if o else []
+            report.triggers.setdefault(unit, []).extend(found)
+        taught = avoidance.report(t.index, report)
+        if taught or len(avoidance.updates) != self._avoidance_saved:
+            self._avoidance_saved = len(avoidance.updates)
+            self.store.set_meta(AVOIDANCE, avoidance.record())
 
     def _count_diversity(self, test_id: int, f: Features | None, verdicts: dict[str, str]) -> None:
         """Count a stored test (under ``self._lock``, after it is recorded); written every
@@ -1026,8 +1118,10 @@ class Campaign:
                 with self._lock:
                     filed = key in self.store.bug_keys()
                 f.runs = conf.repro_runs  # what its repro.py runs
-                if filed or conf.kind == Reproducibility.STATE or not reduce:
+                if filed or not reduce:
                     return key, None
+                if conf.kind == Reproducibility.STATE:  # each candidate after the earlier ones
+                    return key, self._reduce(f, lane, gen, 1, 1, conf.earlier)
                 return key, self._reduce(f, lane, gen, conf.attempts, f.runs)
         if alone:
             return f"{f.signature}|{REFERENCE_ONLY}", None
@@ -1076,14 +1170,17 @@ class Campaign:
         gen: Generator | None,
         attempts: int,
         check_runs: int = 1,
+        earlier: Sequence[Test] = (),
     ) -> Reduced | None:
         """Reduce ``f`` (``attempts`` > 1: an intermittent one, kept while it shows at least
-        once in that many runs); None when reduction failed (logged) or the reduced model
-        does not fail in a fresh process in ``check_runs`` runs (every one of them, for a
-        deterministic finding): the bundle keeps the original model."""
+        once in that many runs; ``earlier``: a state-dependent one, each candidate run in a
+        fresh process after these); None when reduction failed (logged) or the reduced
+        model does not fail in a fresh process in ``check_runs`` runs (every one of them,
+        for a deterministic finding; after ``earlier`` and not without, for a
+        state-dependent one): the bundle keeps the original model."""
         assert lane is not None and f.case is not None
         lane.settle()  # the reduction uses the workers
-        target = Target(f.backend, f.reference, f.signature, attempts=attempts)
+        target = Target(f.backend, f.reference, f.signature, attempts=attempts, earlier=earlier)
         rep = Reproducer(lane, target, self.oracle)
         try:
             with lane.time_limit(reduction_timeout(f)):
@@ -1099,7 +1196,9 @@ class Campaign:
                 failed.setdefault(f.signature, why)
                 self.store.set_meta(REDUCTION_FAILURES, failed)
             return None
-        if self.opts.confirm and not self._reduced_fails(f, reduced, lane, attempts, check_runs):
+        if self.opts.confirm and not self._reduced_fails(
+            f, reduced, lane, attempts, check_runs, earlier
+        ):
             f.extra["reduction_dropped"] = (
                 "the reduced model did not fail in a fresh process (it needed the state of "
                 "the worker that reduced it): the bundle keeps the original model"
@@ -1109,10 +1208,17 @@ class Campaign:
         return reduced
 
     def _reduced_fails(
-        self, f: Finding, reduced: Reduced, lane: BackendPool, attempts: int, runs: int
+        self,
+        f: Finding,
+        reduced: Reduced,
+        lane: BackendPool,
+        attempts: int,
+        runs: int,
+        earlier: Sequence[Test] = (),
     ) -> bool:
         """Whether the reduced model fails as ``f`` did in ``runs`` fresh runs: every one
-        for a deterministic finding (``attempts`` 1), at least one for an intermittent one."""
+        for a deterministic finding (``attempts`` 1), at least one for an intermittent one;
+        with ``earlier``, not alone but after them (confirmed as ``f`` was)."""
         if f.reference not in reduced.outcomes:
             return False
         outputs = {o.name for o in reduced.model.graph.output}
@@ -1127,10 +1233,13 @@ class Campaign:
             judgement=want,
         )
         t0 = time.perf_counter()
-        conf = Confirmer(lane, self.oracle, runs).confirm(small, (), reduction_timeout(f))
+        conf = Confirmer(lane, self.oracle, runs).confirm(small, earlier, reduction_timeout(f))
         with self._lock:
             self.progress.confirming += time.perf_counter() - t0
         f.extra["reduced_confirmed"] = {"runs": conf.runs, "failed": conf.failed}
+        if earlier:
+            f.extra["reduced_confirmed"]["reproducibility"] = str(conf.kind)
+            return conf.kind == Reproducibility.STATE
         return conf.failed == conf.runs if attempts == 1 else conf.failed > 0
 
     def _second_opinion(self, f: Finding, reduced: Reduced) -> None:

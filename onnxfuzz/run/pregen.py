@@ -6,8 +6,10 @@ backends wait; with several lanes, their threads would take turns generating und
 GIL. Each lane has a spawned generator process (``python -m onnxfuzz.run.pregen FD``) that
 builds its next tests (model, serialized bytes, inputs, diversity features) from their
 seeds while the campaign process judges and the backends run, and hands them over in
-request order: only (index, seed) goes in, and the guide's decision for the test
-(``onnxfuzz.run.steer``; None when unguided), which the model is a function of too.
+request order: only (index, seed) goes in, the guide's decision for the test
+(``onnxfuzz.run.steer``; None when unguided) and what generation avoids for it
+(``onnxfuzz.run.avoidance``; None: nothing beyond the campaign's configuration), which the
+model is a function of too.
 
 Generation is deterministic in (options, seed): a test made here is byte-identical to one
 made in the campaign process, which still regenerates a case when it reduces a bug. If the
@@ -19,7 +21,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -34,6 +36,7 @@ from onnxfuzz.generate.build.guide import Decision, Guided
 from onnxfuzz.generate.build.seeds import blocks_from_record
 from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.generate.measure.metrics import Features, features
+from onnxfuzz.run.avoidance import AvoidSet
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Request:
     index: int
     seed: int
     decision: Decision = None
+    avoid: AvoidSet | None = None
 
 
 @dataclass
@@ -66,6 +70,7 @@ class Made:
     started: float = 0.0
     features: Features | None = None
     decision: Decision = None  # the guide's (onnxfuzz.generate.build.guide), made with it
+    avoid: AvoidSet | None = None  # what its generation avoided (onnxfuzz.run.avoidance)
 
 
 def counted(f: Features) -> Features:
@@ -75,23 +80,58 @@ def counted(f: Features) -> Features:
     return Features(f.ops, {}, f.nodes, f.connectivity, f.longest, f.digests())
 
 
-def make(gen: Generator | Guided, index: int, seed: int, decision: Decision = None) -> Made:
+def make(
+    gen: Generator | Guided,
+    index: int,
+    seed: int,
+    decision: Decision = None,
+    avoid: AvoidSet | None = None,
+) -> Made:
     """One test: the model, its serialized bytes (what the backends take), inputs and
-    diversity features."""
+    diversity features. ``avoid``: what ``gen`` avoids beyond the campaign's configuration
+    (recorded with the test; ``Makers.get`` gives the generator)."""
     started = time.perf_counter()
     try:
         case = gen.case(seed, decision) if isinstance(gen, Guided) else gen.generate(seed)
         inputs = case.make_inputs(seed)
         data = case.model.SerializeToString()
     except Exception as e:  # noqa: BLE001 - a spec bug must not end the campaign
-        return Made(
-            index, seed, None, b"", {}, f"{type(e).__name__}: {e}", started, decision=decision
-        )
+        err = f"{type(e).__name__}: {e}"
+        return Made(index, seed, None, b"", {}, err, started, decision=decision, avoid=avoid)
     try:
         feats: Features | None = counted(features(case.model))
     except Exception:  # noqa: BLE001 - metrics are no reason to lose a test
         feats = None
-    return Made(index, seed, case, data, inputs, None, started, feats, decision)
+    return Made(index, seed, case, data, inputs, None, started, feats, decision, avoid)
+
+
+class Makers:
+    """The test maker (a ``Guided`` generator) of each avoid set: the campaign's own for
+    none, else its configuration with the set added, each built once (avoid sets only grow
+    during a campaign: a few dozen at most)."""
+
+    def __init__(self, base: Guided, seed_blocks: dict | None = None) -> None:
+        self.base = base
+        self.seed_blocks = seed_blocks or {}
+        self._made: dict[AvoidSet, Guided] = {}
+
+    def get(self, avoid: AvoidSet | None) -> Guided:
+        if not avoid:
+            return self.base
+        got = self._made.get(avoid)
+        if got is None:
+            cfg = self.base.gen.cfg
+            cfg = replace(
+                cfg,
+                avoid=cfg.avoid | avoid.pairs,
+                avoid_features=cfg.avoid_features | avoid.forms,
+            )
+            if cfg == self.base.gen.cfg:  # nothing new: the same tests as without
+                got = self.base
+            else:
+                got = Guided(Generator(cfg), blocks_from_record(self.seed_blocks))
+            self._made[avoid] = got
+        return got
 
 
 def serve(conn: Connection) -> None:
@@ -99,7 +139,7 @@ def serve(conn: Connection) -> None:
     then ``Request``s (None: leave)."""
     try:
         cfg, seed_blocks = conn.recv()
-        gen = Guided(Generator(cfg), blocks_from_record(seed_blocks))
+        makers = Makers(Guided(Generator(cfg), blocks_from_record(seed_blocks)), seed_blocks)
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         conn.send(LoadError(f"{type(e).__name__}: {e}"))
         return
@@ -113,7 +153,7 @@ def serve(conn: Connection) -> None:
             return
         if req is None:
             return
-        made = make(gen, req.index, req.seed, req.decision)
+        made = make(makers.get(req.avoid), req.index, req.seed, req.decision, req.avoid)
         if made.case is not None:
             # The case travels without its model: the bytes go anyway (parsed on arrival).
             made.case.model = None  # type: ignore[assignment]
@@ -164,8 +204,10 @@ class Pregenerator:
         for req in self.owed:  # after a restart: ask again for what the last one owed
             self._conn.send(req)
 
-    def request(self, index: int, seed: int, decision: Decision = None) -> None:
-        req = Request(index, seed, decision)
+    def request(
+        self, index: int, seed: int, decision: Decision = None, avoid: AvoidSet | None = None
+    ) -> None:
+        req = Request(index, seed, decision, avoid)
         self.owed.append(req)
         try:
             self._conn.send(req)
@@ -182,7 +224,7 @@ class Pregenerator:
             except (EOFError, OSError):
                 self._restart()
         want = self.owed.popleft()
-        got = Request(made.index, made.seed, made.decision)
+        got = Request(made.index, made.seed, made.decision, made.avoid)
         assert got == want, f"generator answered {got} for {want}"
         if made.case is not None:
             made.case.model = onnx.load_from_string(made.model_bytes)

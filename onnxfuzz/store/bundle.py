@@ -9,6 +9,8 @@ repro.py                                     standalone: 1 REPRODUCES, 0 FIXED, 
                                              2 SETUP ERROR (see the template)
 earlier/<k>/{model.onnx,test_data_set_0/}    a bug that depends on an earlier model: the
                                              models to run first, in order, in one process
+reduced/{model.onnx,test_data_set_0/,repro.py[,earlier/<k>/]}   the reduced model (with the
+                                             earlier models again, for a state-dependent one)
 
 An intermittent bundle's repro.py runs the model ``confirmed.attempts`` times in one process
 and reports the rate; a state-dependent one runs the earlier models first.
@@ -271,7 +273,12 @@ def write_bundle(
         meta["earlier"] = earlier
     if reduced is not None:
         write_test(tmp / "reduced", reduced.model, reduced.inputs)
-        _write_repro(tmp / "reduced", f, reduced.model, None)
+        # A state-dependent bug's reduced model needs the same earlier models first: copied
+        # in, so that reduced/ works alone, wherever it is copied.
+        for k, t in enumerate(f.earlier):
+            model = onnx.load_from_string(t.model_bytes)
+            write_test(tmp / "reduced" / "earlier" / str(k), model, t.inputs)
+        _write_repro(tmp / "reduced", f, reduced.model, None, earlier)
         _write_plain(tmp / "reduced", f, reduced.model, reduced.inputs, reduced.outcomes)
         meta.update(
             reduced_ops=reduced.ops,

@@ -287,9 +287,12 @@ def _optimizations(d: ReportData) -> str:
         hook = f"{feedback_s / backend_s:.1%}" if backend_s > 0 else "-"
         for kind, (fired, never) in sorted(d.optimizations.get(label, {}).items()):
             shown = ", ".join(f"{escape(n)}&nbsp;({k})" for n, k in fired)
+            count = f"{len(fired)}/{len(fired) + len(never)}"
+            if kind == "fused" and d.n_tests:  # distinct patterns: no list of all possible
+                count = f"{len(fired)} ({1000 * len(fired) / d.n_tests:.0f} per 1,000 tests)"
             rows.append(
                 f"<tr><td>{escape(d.name_of(label))}</td><td>{escape(kind)}</td>"
-                f"<td>{len(fired)}/{len(fired) + len(never)}</td><td>{shown}</td>"
+                f"<td>{count}</td><td>{shown}</td>"
                 f"<td>{escape(', '.join(sorted(never)))}</td><td>{hook}"
                 f"{f' ({errors} hook errors)' if errors else ''}</td></tr>"
             )

@@ -28,6 +28,7 @@ The file is JSON::
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,9 @@ import onnx
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import UsageError
 from onnxfuzz.generate.lang.features import node_features
+from onnxfuzz.generate.lang.spec import op_info
 from onnxfuzz.judge.oracle import Verdict
-from onnxfuzz.judge.signature import family, family_id
+from onnxfuzz.judge.signature import family, family_id, root_signature
 
 FORMAT = "onnxfuzz-known/1"
 AVOID_AFTER = 5  # hits of a family after which generation avoids its trigger
@@ -62,7 +64,14 @@ class KnownFamily:
     hits: int
     signatures: list[str]
     bundles: list[str] = field(default_factory=list)
-    trigger: Trigger | None = None
+    trigger: Trigger | None = None  # its first bundle's (files before "triggers" had one)
+    # every bundle's trigger: one root cause reached through several ops or types (a TVM
+    # converter's float16 constants through Sub, Mul and Elu) is avoided in each of them
+    triggers: list[Trigger] = field(default_factory=list)
+
+    def all_triggers(self) -> list[Trigger]:
+        seen = [*([self.trigger] if self.trigger is not None else []), *self.triggers]
+        return [t for k, t in enumerate(seen) if t not in seen[:k]]
 
 
 @dataclass
@@ -110,11 +119,8 @@ class KnownFile:
                     hits=int(f["hits"]),
                     signatures=[str(s) for s in f["signatures"]],
                     bundles=[str(b) for b in f.get("bundles", [])],
-                    trigger=(
-                        Trigger(str(t["op"]), t.get("dtype"), [str(x) for x in t["features"]])
-                        if t
-                        else None
-                    ),
+                    trigger=trigger_from(t) if t else None,
+                    triggers=[trigger_from(x) for x in f.get("triggers", [])],
                 )
             )
         versions = doc["versions"]
@@ -158,10 +164,11 @@ class KnownFile:
     def match(self, backend: str, signature: str) -> KnownFamily | None:
         """The entry a finding of ``backend`` with ``signature`` is known as, if any."""
         fam: str | None = None
+        root = root_signature(signature)  # a precision finding is its op's wrong value
         for f in self.families:
             if f.backend != backend:
                 continue
-            if signature in f.signatures:
+            if root in {root_signature(s) for s in f.signatures}:
                 return f
             if f.verdict != Verdict.MISMATCH:
                 fam = fam or family(signature)
@@ -180,14 +187,28 @@ class KnownFile:
         if avoid_after <= 0:
             return frozenset(), frozenset()
         for f in self.families:
-            t = f.trigger
-            if t is None or f.hits < avoid_after:
-                continue
-            if t.features:
-                feats.update((t.op, x) for x in t.features)
-            elif t.dtype in dt.BY_NAME:
-                pairs.add((t.op, dt.BY_NAME[t.dtype]))
+            if f.hits >= avoid_after:
+                avoid_triggers(f.all_triggers(), pairs, feats)
         return frozenset(pairs), frozenset(feats)
+
+
+def avoid_triggers(
+    triggers: list[Trigger], pairs: set[tuple[str, int]], feats: set[tuple[str, str]]
+) -> None:
+    """Add what generation avoids for ``triggers`` to ``pairs`` ((op, element type):
+    ``Config.avoid``) and ``feats`` ((op, attribute value): ``Config.avoid_features``). A
+    trigger with categorical attribute values avoids those forms of the op in every type;
+    one without avoids the op in its element type, never the whole op."""
+    for t in triggers:
+        if t.features:
+            feats.update((t.op, x) for x in t.features)
+        elif t.dtype in dt.BY_NAME:
+            pairs.add((t.op, dt.BY_NAME[t.dtype]))
+
+
+def trigger_from(t: dict[str, Any]) -> Trigger:
+    """A trigger from its record (``dataclasses.asdict``)."""
+    return Trigger(str(t["op"]), t.get("dtype"), [str(x) for x in t["features"]])
 
 
 def trigger_of(model: onnx.ModelProto, signature: str) -> Trigger | None:
@@ -202,21 +223,69 @@ def trigger_of(model: onnx.ModelProto, signature: str) -> Trigger | None:
     if len(parts) == 4 and parts[1] == Verdict.MISMATCH:
         named = parts[3].split(" in ", 1)[-1].removesuffix(" output")
         node = next((n for n in reversed(nodes) if n.op_type == named), node)
+    return node_trigger(model, node)
+
+
+# How backends name the node they failed on: ONNX Runtime ("... while running Conv node.
+# Name:'conv3' ...": the node's own name, matched below) and TVM's Relax importer ("Error
+# converting operator ThresholdedRelu, with inputs: [lv1]", in the traceback's last line).
+_NAMED_OP = re.compile(r"Error converting operator (\w+)|while running (\w+) node")
+
+
+def named_triggers(model: onnx.ModelProto, text: str) -> list[Trigger]:
+    """The triggers of the nodes a backend's error ``text`` (message and traceback) names:
+    by the node's name, else by its op type (TVM names the op only: each node of that op).
+    What a crash points at without reducing it: the op and its element type, not its
+    attribute values (an unreduced model's attributes are whatever was drawn)."""
+    nodes = [n for n in model.graph.node if n.op_type != "Constant"]
+    named = [n for n in nodes if n.name and re.search(rf"(?<![\w.]){re.escape(n.name)}\b", text)]
+    if not named:
+        ops = {a or b for a, b in _NAMED_OP.findall(text)}
+        named = [n for n in nodes if n.op_type in ops]
+    out: list[Trigger] = []
+    for n in named:
+        t = node_trigger(model, n)
+        t = Trigger(t.op, t.dtype, [])
+        if t.dtype is not None and t not in out:
+            out.append(t)
+    return out
+
+
+def node_trigger(model: onnx.ModelProto, node: onnx.NodeProto) -> Trigger:
+    """``node`` of ``model`` as a trigger: its op, main element type and categorical
+    attribute values."""
     g = model.graph
     types = {
         vi.name: vi.type.tensor_type.elem_type
         for vi in list(g.input) + list(g.value_info) + list(g.output)
     }
     types.update({i.name: i.data_type for i in g.initializer})
-    elem = next((types[t] for t in [*node.input, *node.output] if t and types.get(t)), None)
     constants = {i.name for i in g.initializer} | {
         t for n in g.node if n.op_type == "Constant" for t in n.output
     }
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    elem = _main_type(node, types, opset)
     valued = sorted(
         x for x in node_features(node, constants, opset) if x.startswith("attr:") and "=" in x
     )
     return Trigger(node.op_type, dt.NAMES.get(elem) if elem else None, valued)
+
+
+def _main_type(node: onnx.NodeProto, types: dict[str, int], opset: int) -> int | None:
+    """The element type of the node's main type variable (``OpInfo.main_type_var``: the one
+    generation's (op, type) avoidance acts on; Where's is its X, not its bool condition),
+    else of its first typed input or output."""
+    info = op_info(node.op_type, opset) if not node.domain else None
+    if info is not None and info.main_type_var is not None:
+        for formal, k in info.input_pos.items():
+            if info.input_type[formal] != info.main_type_var or k >= len(node.input):
+                continue
+            if types.get(node.input[k]):
+                return types[node.input[k]]
+        for k, tv in enumerate(info.output_type):
+            if tv == info.main_type_var and k < len(node.output) and types.get(node.output[k]):
+                return types[node.output[k]]
+    return next((types[t] for t in [*node.input, *node.output] if t and types.get(t)), None)
 
 
 def export(
@@ -234,7 +303,9 @@ def export(
     if previous is not None:
         for f in previous.families:
             hits = f.hits + known_hits.get((f.backend, f.id), 0)
-            fams[(f.backend, f.family)] = replace(f, hits=hits, signatures=list(f.signatures))
+            fams[(f.backend, f.family)] = replace(
+                f, hits=hits, signatures=list(f.signatures), triggers=list(f.triggers)
+            )
     for b in bugs:
         fam = family(b["signature"])
         key = (b["backend"], fam)
@@ -247,13 +318,16 @@ def export(
             k.signatures.append(b["signature"])
         if b["id"] not in k.bundles:
             k.bundles.append(b["id"])
+        t = bundle_trigger(campaign_dir / "bugs" / b["id"], b["signature"])
         if k.trigger is None:
-            k.trigger = _bundle_trigger(campaign_dir / "bugs" / b["id"], b["signature"])
+            k.trigger = t
+        if t is not None and t not in k.all_triggers():
+            k.triggers.append(t)
     merged = {**(previous.versions if previous is not None else {}), **versions}
     return KnownFile(merged, list(fams.values()))
 
 
-def _bundle_trigger(bundle: Path, signature: str) -> Trigger | None:
+def bundle_trigger(bundle: Path, signature: str) -> Trigger | None:
     """The trigger of a bundle's reduced model, or of its model for a value mismatch (its
     signature names the op); None otherwise (an unreduced crash's failing node is not
     known) and when the model is unreadable."""

@@ -17,7 +17,7 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.cli.main import main
 from onnxfuzz.errors import UsageError
 from onnxfuzz.judge.signature import family
-from onnxfuzz.store.known import FORMAT, KnownFamily, KnownFile, Trigger, trigger_of
+from onnxfuzz.store.known import FORMAT, KnownFamily, KnownFile, Trigger, named_triggers, trigger_of
 
 SEGFAULT_RELU = "tests/campaign/adapters.py:Segfault:op=Relu"
 CRASH = "tvm|crash|compile|TypeError: R.add(lv, S) uses datatype T | R.Tensor((SHAPE))"
@@ -129,7 +129,17 @@ def test_bad_known_files_stop_fuzz_before_it_writes_anything(tmp_path: Path, cap
     _file().write(other)
     assert main([*base, "--out", str(out), "--known", str(other)]) == 2
     assert "none of them" in capsys.readouterr().err
-    assert not (out / "campaign.db").exists()
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"format": "onnxfuzz-known/1", "versions": {}, "fam')  # cut short
+    assert main([*base, "--out", str(out), "--known", str(corrupt)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "corrupt.json is not JSON" in err and len(err.splitlines()) == 1
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text('{"format": "sanitizer-suppressions/2", "versions": {}, "families": []}')
+    assert main([*base, "--out", str(out), "--known", str(foreign)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "sanitizer-suppressions/2" in err and FORMAT in err and len(err.splitlines()) == 1
+    assert not out.exists() or not any(out.iterdir())  # nothing written
 
 
 @pytest.mark.slow
@@ -173,11 +183,51 @@ def test_a_second_campaign_counts_known_findings_and_files_none(tmp_path: Path, 
 
 
 def test_an_unreadable_model_has_no_trigger(tmp_path: Path) -> None:
-    from onnxfuzz.store.known import _bundle_trigger
+    from onnxfuzz.store.known import bundle_trigger
 
     bundle = tmp_path / "b"
     (bundle / "reduced").mkdir(parents=True)
     (bundle / "reduced" / "model.onnx").write_bytes(b"not a model")
-    assert _bundle_trigger(bundle, CRASH) is None
+    assert bundle_trigger(bundle, CRASH) is None
     onnx.save(onnx.ModelProto(), str(bundle / "reduced" / "model.onnx"))
-    assert _bundle_trigger(bundle, CRASH) is None
+    assert bundle_trigger(bundle, CRASH) is None
+
+
+def test_a_precision_finding_of_a_known_wrong_value_is_known() -> None:
+    k = _file()
+    assert k.match("tvm", "tvm|mismatch|run|precision in Relu output").id == "tvm-mismatch-Fdef"
+    assert k.match("tvm", "tvm|mismatch|run|precision in Exp output") is None
+
+
+def _model(nodes: list, dtype: int = TensorProto.FLOAT16) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", dtype, [2, 3])
+    y = helper.make_tensor_value_info("y", dtype, [2, 3])
+    inner = [helper.make_tensor_value_info(t, dtype, [2, 3]) for t in ("r", "t")]
+    return helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], value_info=inner),
+        opset_imports=[helper.make_opsetid("", 21)],
+    )
+
+
+def test_a_crash_points_at_the_node_its_error_names() -> None:
+    m = _model(
+        [
+            helper.make_node("Relu", ["x"], ["r"], name="relu0"),
+            helper.make_node("ThresholdedRelu", ["r"], ["t"], name="thresholdedrelu0"),
+            helper.make_node("Relu", ["t"], ["y"], name="relu1"),
+        ]
+    )
+    tvm = "TypeError: Binary operators ...\nError converting operator ThresholdedRelu, with inputs"
+    assert named_triggers(m, tvm) == [Trigger("ThresholdedRelu", "float16", [])]
+    ort = "Non-zero status code returned while running Relu node. Name:'relu1' Status Message"
+    assert named_triggers(m, ort) == [Trigger("Relu", "float16", [])]
+    # an error that names nothing of the model points at nothing (a prefix is not a name)
+    assert named_triggers(m, "Segmentation fault in relu10 at 0x0") == []
+
+
+def test_the_trigger_type_is_the_main_type_variables_not_a_condition() -> None:
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [2, 3])
+    m = _model([helper.make_node("Where", ["c", "x", "x"], ["y"], name="where0")])
+    m.graph.input.insert(0, cond)
+    (t,) = named_triggers(m, "Error converting operator Where")
+    assert t == Trigger("Where", "float16", [])  # X's type: what generation avoids

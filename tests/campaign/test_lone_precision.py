@@ -81,7 +81,9 @@ def test_a_lone_op_off_by_1e3_relative_is_a_precision_bug(workers) -> None:
     assert v.output == "e"  # blamed on Exp, the op that is off, not on its consumers
     assert "Exp" in v.message and "math budget" in v.message
     assert got.signature == signature(OFF_1E3, v, "Exp")
-    assert family(got.signature).endswith("|mismatch|run|precision")
+    # one root cause: a precision finding is the family of its op's wrong values
+    # (judge.signature.root_kind), so a flaky kernel on both sides of the tolerance is one bug
+    assert family(got.signature).endswith("|mismatch|run|values")
 
 
 def test_an_op_off_by_three_ulps_is_not_a_bug(workers) -> None:

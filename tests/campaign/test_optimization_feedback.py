@@ -206,7 +206,7 @@ def test_reported_rule_names_are_what_disabled_optimizers_takes() -> None:
     """MatMul -> BatchNormalization: the rule's name is MatMul_BatchNormalization_Fusion
     (its class, MatmulBNFusion, is a name ORT ignores); disabling the name reported
     stops the rule-based transformer from modifying the graph."""
-    from onnxfuzz.backends.ort import OrtBackend, _fired, _native_stderr
+    from onnxfuzz.backends.ort import OrtBackend, _native_stderr, _transformers
 
     ones = [
         helper.make_tensor(n, TensorProto.FLOAT, s, [1.0] * (s[0] * (s[1] if s[1:] else 1)))
@@ -225,7 +225,7 @@ def test_reported_rule_names_are_what_disabled_optimizers_takes() -> None:
     assert rules == ["MatMul_BatchNormalization_Fusion"]
     with _native_stderr() as log:
         ort._session(model, tuple(rules))
-    assert not any("RuleBased" in t for t in _fired(log[0]))
+    assert not any("RuleBased" in t for t in _transformers(log[0])[0])
 
 
 def test_optcov_guide_is_rewarded_by_what_fired(tmp_path: Path) -> None:
@@ -233,7 +233,7 @@ def test_optcov_guide_is_rewarded_by_what_fired(tmp_path: Path) -> None:
     what the optimizers did (the reward), and starts models with the optimizers' blocks."""
     from array import array
 
-    from onnxfuzz.run.steer import optimization_keys
+    from onnxfuzz.run.steer import OPT_REWRITE, SIGNATURE, optimization_keys
 
     opts = CampaignOptions(
         backends=["ort", "ort:opt=none"],
@@ -254,12 +254,15 @@ def test_optcov_guide_is_rewarded_by_what_fired(tmp_path: Path) -> None:
     try:
         rows = store.guide_rows()
         assert len(rows) == 24
-        assert all(d and d.get("path") for d, _ in rows.values())
+        # a path of ops, blocks or a chain; or a mutant of an earlier test's decision
+        for i, (d, _) in rows.items():
+            assert d and (d.get("path") or d["of"][1] == rows[d["of"][0] - 11][0]), (i, d)
         keys = [array("I", k) for _, k in rows.values()]
         assert sum(len(k) > 0 for k in keys) >= 12  # something fired on most tests
-        # only optimization keys (packed in the triples' slot) and failure signatures: no
-        # shape-attribute instances or edges, which --guide mcts and frontier reward
-        assert {key >> 30 for k in keys for key in k} <= {0, 2}
+        # ORT's transformers and rules (the rewrites' slot) and failure signatures only: no
+        # fused patterns, passes, nor the triples and instances --guide mcts rewards
+        slots = {key >> 30 for k in keys for key in k}
+        assert OPT_REWRITE in slots and slots <= {OPT_REWRITE, SIGNATURE}
         assert optimization_keys([], []) == b""
     finally:
         store.close()

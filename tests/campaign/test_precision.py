@@ -218,3 +218,170 @@ def test_a_wrong_fusion_hidden_by_exposing_is_still_a_mismatch(fusing) -> None:
     assert a is not None
     assert a.judgement.verdict == Verdict.MISMATCH, a.judgement.message
     assert a.signature is not None
+
+
+# Three false alarms of a 30-minute ORT vs ORT:opt=none campaign (seed 5678), each the
+# reduced model of its bundle with the bundle's inputs. ORT with its optimizer keeps some
+# float16 intermediates in float32 (#22866) and ORT:opt=none rounds them: both legitimate.
+# The float16 checks missed them: a sequence of float16 left in the upcast model made it
+# invalid (no float32 evaluation), and float16 inside a Loop body was not seen at all.
+def _half_bits(bits: list[int], shape: tuple[int, ...]) -> np.ndarray:
+    return np.array(bits, np.uint16).view(np.float16).reshape(shape)
+
+
+def _v(name: str, elem: int, shape: list[int]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _opset21(graph: onnx.GraphProto) -> onnx.ModelProto:
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+def sequence_self_less() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Less(SequenceAt(SequenceConstruct(e, e, e)), e), e = Expand(Softsign(x)): x < x."""
+    h, s = TensorProto.FLOAT16, [1, 1, 2, 2, 2]
+    nodes = [
+        helper.make_node("Softsign", ["x"], ["s"]),
+        helper.make_node("Expand", ["s", "shape"], ["e"]),
+        helper.make_node("SequenceConstruct", ["e", "e", "e"], ["q"]),
+        helper.make_node("SequenceAt", ["q", "pos"], ["a"]),
+        helper.make_node("Less", ["a", "e"], ["y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([2], np.int64), "shape"),
+        numpy_helper.from_array(np.array(-3, np.int32), "pos"),
+    ]
+    seq = helper.make_tensor_sequence_value_info("q", h, s)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [_v("x", h, s)],
+        [_v("y", TensorProto.BOOL, s)],
+        inits,
+        value_info=[_v("s", h, s), _v("e", h, s), seq, _v("a", h, s)],
+    )
+    bits = [47600, 46842, 16099, 48496, 48509, 17288, 50133, 46608]
+    return _opset21(graph), {"x": _half_bits(bits, tuple(s))}
+
+
+def if_self_less_or_equal() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """If(true) -> LessOrEqual(Squeeze(p), p), p = GlobalAveragePool(x), beside an empty
+    float16 sequence: p <= p."""
+    h, b = TensorProto.FLOAT16, TensorProto.BOOL
+    then = helper.make_graph(
+        [helper.make_node("LessOrEqual", ["q", "p"], ["t"])], "then", [], [_v("t", b, [2, 2, 2, 2])]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["zeros"], ["f"])], "else", [], [_v("f", b, [2, 2, 2, 2])]
+    )
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["x"], ["p"]),
+        helper.make_node("Squeeze", ["p", "axes"], ["q"]),
+        helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other),
+        helper.make_node("SequenceEmpty", [], ["e"], dtype=h),
+        helper.make_node("SequenceLength", ["e"], ["n"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([-2, -1], np.int64), "axes"),
+        numpy_helper.from_array(np.array(True), "cond"),
+        numpy_helper.from_array(np.zeros((2, 2, 2, 2), bool), "zeros"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [_v("x", h, [2, 2, 2, 1])],
+        [_v("y", b, [2, 2, 2, 2]), _v("n", TensorProto.INT64, []), _v("q", h, [2, 2])],
+        inits,
+        value_info=[_v("p", h, [2, 2, 1, 1]), helper.make_tensor_sequence_value_info("e", h, None)],
+    )
+    bits = [48864, 49749, 16217, 47264, 16597, 48714, 47657, 16575]
+    return _opset21(graph), {"x": _half_bits(bits, (2, 2, 2, 1))}
+
+
+def loop_float16_body() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A float64 Loop whose body computes Sinh in float16 from an outer constant (which
+    the optimizer folds): Tanh(Cast(Sinh(Cast(v0, f16))))."""
+    d, h = TensorProto.DOUBLE, TensorProto.FLOAT16
+    body = helper.make_graph(
+        [
+            helper.make_node("Cast", ["v0"], ["c"], to=h),
+            helper.make_node("Sinh", ["c"], ["s"]),
+            helper.make_node("Cast", ["s"], ["w"], to=d),
+            helper.make_node("Tanh", ["w"], ["out"]),
+            helper.make_node("Identity", ["cond"], ["go"]),
+        ],
+        "body",
+        [_v("i", TensorProto.INT64, []), _v("cond", TensorProto.BOOL, []), _v("v", d, [2, 2])],
+        [_v("go", TensorProto.BOOL, []), _v("out", d, [2, 2])],
+        value_info=[_v("c", h, [2, 2]), _v("s", h, [2, 2]), _v("w", d, [2, 2])],
+    )
+    inits = [
+        numpy_helper.from_array(np.array(1, np.int64), "M"),
+        numpy_helper.from_array(np.array([[0, 0], [1.3678794411714423, 0]]), "v0"),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "v0"], ["y"], body=body)],
+        "g",
+        [],
+        [_v("y", d, [2, 2])],
+        inits,
+    )
+    return _opset21(graph), {}
+
+
+FOUND = {"sequence": sequence_self_less, "if": if_self_less_or_equal, "loop": loop_float16_body}
+WRONG_SOFTSIGN = f"{ADAPTERS}:WrongOp:op=Softsign,dtype=float16"
+OFF_BY_ONE = f"{ADAPTERS}:OffByOne"
+
+
+@pytest.fixture(scope="module")
+def both_orts() -> Iterator[BackendPool]:
+    with BackendPool(["ort", "ort:opt=none", WRONG_SOFTSIGN, OFF_BY_ONE]) as pool:
+        yield pool
+
+
+@pytest.mark.parametrize("case", sorted(FOUND))
+def test_float16_in_sequences_and_subgraphs_is_excess_precision(both_orts, case) -> None:
+    model, inputs = FOUND[case]()
+    onnx.checker.check_model(model, full_check=True)
+    raw, a = _assess(both_orts, model, inputs, "ort", "ort:opt=none")
+    assert raw.verdict == Verdict.MISMATCH, "ORT's two levels no longer differ: the test is moot"
+    assert a.judgement.verdict in (Verdict.OK, Verdict.UNSTABLE), a.judgement.message
+    assert a.signature is None
+
+
+@pytest.mark.parametrize("case", sorted(FOUND))
+def test_upcast_reaches_sequences_and_subgraphs(case) -> None:
+    from onnxfuzz.judge.precision import has_half
+
+    model, _ = FOUND[case]()
+    assert has_half(model)
+    up = upcast(model)
+    onnx.checker.check_model(up, full_check=True)
+    onnx.shape_inference.infer_shapes(up, check_type=True, strict_mode=True)
+    assert not has_half(up)
+
+
+def test_a_wrong_value_through_a_sequence_or_a_loop_is_still_a_mismatch(both_orts) -> None:
+    # Softsign + 0.5 in float16, through a sequence to the output: beyond any rounding
+    h, s = TensorProto.FLOAT16, [8]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Softsign", ["x"], ["s"]),
+            helper.make_node("SequenceConstruct", ["s", "s"], ["q"]),
+            helper.make_node("SequenceAt", ["q", "pos"], ["y"]),
+        ],
+        "g",
+        [_v("x", h, s)],
+        [_v("y", h, s)],
+        [numpy_helper.from_array(np.array(0, np.int64), "pos")],
+        value_info=[_v("s", h, s), helper.make_tensor_sequence_value_info("q", h, s)],
+    )
+    x = np.linspace(-3, 3, 8).astype(np.float16)
+    _, a = _assess(both_orts, _opset21(graph), {"x": x}, "ort", WRONG_SOFTSIGN)
+    assert a.judgement.verdict == Verdict.MISMATCH, a.judgement.message
+    assert a.signature is not None
+    # the float64 Loop with a float16 body, 1 off: float16's tolerance does not cover it
+    model, inputs = loop_float16_body()
+    _, a = _assess(both_orts, model, inputs, "ort", OFF_BY_ONE)
+    assert a.judgement.verdict == Verdict.MISMATCH, a.judgement.message

@@ -198,6 +198,69 @@ def test_a_long_reduction_on_the_driver_kills_no_healthy_worker(tmp_path, cluste
     assert _state(c.out) == _state(local)
 
 
+def _confirmed(out: Path) -> list[tuple]:
+    """Per bundle: how its finding was confirmed, its rate and its reduced ops."""
+    metas = [json.loads(m.read_text()) for m in sorted(out.glob("bugs/*/meta.json"))]
+    return sorted(
+        (
+            m["reproducibility"],
+            m["confirmed"]["runs"],
+            m["confirmed"]["failed"],
+            m["confirmed"]["repro_runs"],
+            tuple(m.get("reduced_ops") or ()),
+            len(m.get("earlier", [])),
+        )
+        for m in metas
+    )
+
+
+@pytest.mark.parametrize(
+    ("planted", "kind"),
+    [
+        # 30 % of runs wrong, evenly spread (any 5 runs in a row hold 1 or 2 wrong ones)
+        ("Flaky:op=Add,p=0.3,draw=sequence", "intermittent"),
+        # wrong only after the process compiled a model with Mul
+        ("StaleCache:op=Add,other=Mul", "depends on an earlier model"),
+    ],
+)
+def test_a_finding_from_a_ray_node_is_confirmed_as_the_local_executor_s(
+    tmp_path, cluster, planted, kind
+) -> None:
+    """Confirmation on the Ray path: a node finds it, the driver re-runs it in fresh
+    processes of its own (an intermittent one's rate; a state-dependent one's earlier
+    models, shipped from the node) and files it as the local executor does."""
+    label = f"{ADAPTERS}:{planted}"
+    opts = {
+        "backends": ["ort", label],
+        "tests": TESTS,
+        "probe": "off",
+        "reduce_budget": 20.0,
+        "generator": GENERATOR,
+    }
+    here = tmp_path / "local"
+    _run(Campaign(here, CampaignOptions(**opts), resume=False))
+    c = RayCampaign(tmp_path / "ray", CampaignOptions(**opts), address=cluster.address, shard=8)
+    _run(c)
+    assert c.progress.confirmed >= 1
+    local, remote = _confirmed(here), _confirmed(c.out)
+    assert local and [r[0] for r in local] == [kind] * len(local), local
+    assert remote and [r[0] for r in remote] == [kind] * len(remote), remote
+    for _, runs, failed, repro_runs, _, earlier in remote:
+        if kind == "intermittent":  # the rate stored; repro.py runs the model many times
+            assert 0 < failed < runs and repro_runs > 1 and earlier == 0
+        else:  # not alone, after the earlier model(s) the node's worker had run
+            assert failed == 0 and repro_runs == 1 and earlier >= 1
+    # the same rates and reductions (which test hits it first differs: the nodes' workers
+    # ran other tests before it; the fresh runs are the driver's, as locally)
+    assert {r[1:5] for r in remote} == {r[1:5] for r in local}, (remote, local)
+    bundle = next((c.out / "bugs").iterdir())
+    p = subprocess.run(
+        [sys.executable, str(bundle / "repro.py")], capture_output=True, text=True, timeout=300
+    )
+    line = p.stdout.strip().splitlines()[-1]
+    assert p.returncode == 1 and line.startswith("REPRODUCES"), p.stdout + p.stderr
+
+
 def test_a_lost_node_s_shards_run_on_the_nodes_left(tmp_path, cluster, local) -> None:
     # The module's last use of the cluster: its worker node is not brought back (starting
     # a node again costs more than the rest of the test).

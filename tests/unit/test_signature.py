@@ -4,7 +4,7 @@ signature names where it died (the innermost frames of the crashing thread), nor
 from onnxfuzz.execute.crashdump import FRAMES_HEAD, SHOWN, TAIL_HEAD, dump_of, evidence, read_dump
 from onnxfuzz.execute.sandbox import Stage
 from onnxfuzz.judge.oracle import Judgement, Verdict
-from onnxfuzz.judge.signature import family, family_id, normalize, signature
+from onnxfuzz.judge.signature import family, family_id, normalize, root_signature, signature
 
 
 def test_colors_timestamps_addresses_and_paths_do_not_split_a_bug() -> None:
@@ -276,3 +276,30 @@ def test_a_wrong_value_family_is_its_kind_whatever_the_op() -> None:
     assert family(shape) != family(exp)
     assert family_id(family(relu)) != family_id(family(shape))
     assert family_id(family(relu), {"tvm": "TVM 0.27"}).startswith("TVM-0-27-mismatch-F")
+
+
+def test_a_precision_finding_is_in_the_family_of_its_ops_wrong_values() -> None:
+    """One flaky kernel's error lands above the end-to-end tolerance in one run ("values")
+    and only beyond its op's budget in another ("precision"): one root cause, one family
+    (an intermittent finding gets one bundle per family)."""
+    values = signature("tvm", Judgement(Verdict.MISMATCH, Stage.RUN, kind="values"), "Exp")
+    precise = signature("tvm", Judgement(Verdict.MISMATCH, Stage.RUN, kind="precision"), "Exp")
+    assert values != precise  # the bundle still says which
+    assert family(values) == family(precise) == "tvm|mismatch|run|values"
+    assert root_signature(precise) == values and root_signature(values) == values
+    # two root causes stay two: a wrong shape, another backend's wrong value, a crash
+    shape = signature("tvm", Judgement(Verdict.MISMATCH, Stage.RUN, kind="shape"), "Exp")
+    ort = signature("ort", Judgement(Verdict.MISMATCH, Stage.RUN, kind="precision"), "Exp")
+    crash = signature("tvm", Judgement(Verdict.CRASH, Stage.RUN, message="precision in Exp"))
+    assert len({family(s) for s in (values, shape, ort, crash)}) == 4
+    assert root_signature(crash) == crash
+
+
+def test_a_symbolic_dim_in_a_relax_shape_does_not_split_a_family() -> None:
+    """TVM names a data-dependent dim (NonZero's count) in the shape it prints: one
+    float16-constant bug, one family, whatever the shape."""
+    shaped = _tvm_type_error("R.multiply", "float32", "float16", "(4, 2)")
+    symbolic = shaped.replace("R.Tensor((SHAPE)", "R.Tensor((N, nonzero_numbers, N)")
+    assert symbolic != shaped and family(symbolic) == family(shaped)
+    other = signature("tvm", Judgement(Verdict.CRASH, Stage.COMPILE, message="Only constant axes"))
+    assert family(other) != family(symbolic)

@@ -17,6 +17,7 @@ back to the ordinary choice for that input.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,33 @@ class Ref:
 
 
 @dataclass(frozen=True)
+class Const:
+    """A constant input of a fixed value: an initializer of ``shape`` (() a scalar) filled
+    with ``value``, in the element type the input takes (the one its type variable is bound
+    to by the op's other inputs). The optimizers' patterns check such values (GeluFusion's
+    Div by sqrt(2), LayerNormFusion's Pow by 2.0); the builder uses it only where the input
+    admits it (rank, dims pattern, value domain, a type that holds ``value`` exactly), else
+    the input is chosen as any other, so a block stays valid by construction."""
+
+    value: float
+    shape: tuple[int, ...] = ()
+    # an element type (onnx.TensorProto's number) where the pattern names one (ORT's
+    # Gather fusions take int64 indices only); used only where the input may take it
+    dtype: int | None = None
+
+
+@dataclass(frozen=True)
 class Step:
     op: str
-    links: dict[int, Ref] = field(default_factory=dict)  # input position -> tensor
+    links: dict[int, Ref | Const] = field(default_factory=dict)  # input position -> tensor
     # ops that may stand in for ``op`` (an activation slot: compilers fuse Conv and
     # MatMul with Relu, Clip, LeakyRelu, Sigmoid, ... alike); drawn now and then
     alts: tuple[str, ...] = ()
+    # the op's variables fixed by the names its spec draws them under (an attribute such
+    # as LayerNormalization's axis, a derived constant such as ReduceMean's axes; an
+    # optional input so named is present), each used only where the domain the spec
+    # offers then holds it (else drawn as ever): valid by construction
+    fixed: dict[str, Any] = field(default_factory=dict)
 
 
 # Unary float activations with no domain of their own, as fused after Conv/MatMul/Gemm.
@@ -58,7 +80,7 @@ ACTIVATIONS = (
 )
 
 
-def act(op: str, links: dict[int, Ref] | None = None) -> Step:
+def act(op: str, links: dict[int, Ref | Const] | None = None) -> Step:
     """An activation slot: ``op``, or now and then another of ``ACTIVATIONS``."""
     return Step(op, links or {}, tuple(a for a in ACTIVATIONS if a != op))
 
@@ -72,6 +94,33 @@ def chain(*ops: str | Step) -> tuple[Step, ...]:
         else Step(op.op, {0: Ref(i - 1)} if i else {}, op.alts)
         for i, op in enumerate(ops)
     )
+
+
+# --- the values the optimizer blocks spell (``Const`` and ``Step.fixed``) ---
+SQRT2 = 1.4142135623730951
+FLOAT, INT8, INT64 = 1, 3, 7  # onnx.TensorProto's numbers
+# per-tensor quantization; a QuantizeLinear's scale (one of its spec's powers of two)
+PER_TENSOR = {"block_size": 0}
+QSCALE = {"y_scale": 0.25, **PER_TENSOR}
+REST = {"starts": [2], "ends": [2**63 - 1]}  # a Slice of what two Gathers (0, 1) leave
+LAST_AXIS = {"axes": [-1], "keepdims": 1}  # a reduction over the last axis, kept
+# A normalization's epsilon (any value fuses): 0.25 keeps sqrt(var + eps) >= 0.5, the
+# smallest divisor Div's spec takes as it is (a smaller one gets glue, which breaks the
+# pattern).
+EPSILON = 0.25
+
+
+def _focus(h: int, w: int) -> dict[str, Any]:
+    """A Slice of an NCHW tensor's every second row and column from (h, w)."""
+    end = 2**63 - 1
+    return {
+        "data.dims": [1, 3, 4, 6],  # even H and W: four equal quarters
+        "data.dtype": FLOAT,
+        "axes": [2, 3],
+        "starts": [h, w],
+        "ends": [end, end],
+        "steps": [2, 2],
+    }
 
 
 def _x(step: int) -> Ref:
@@ -154,9 +203,11 @@ BLOCKS: dict[str, tuple[Step, ...]] = {
 # were), each from the source of the pass that matches it: ONNX Runtime's
 # onnxruntime/core/optimizer (the rewrite rules and graph transformers named), TVM's
 # FuseOps (an elementwise or injective chain fuses into the kernel of the Conv/MatMul it
-# follows, or into a reduction it feeds). Only structural conditions are met by
-# construction; a transformer that also checks constant values (GeluFusion's sqrt(2),
-# LayerNormFusion's Pow exponent 2) fires only where the drawn values happen to match.
+# follows, or into a reduction it feeds). A step's ``Const`` inputs and ``fixed``
+# variables spell the values a pass checks (GeluFusion's sqrt(2), LayerNormFusion's Pow
+# exponent 2 and last-axis means), each where the spec's domain admits it; the rest of
+# the pattern is drawn as ever. What each block makes fire was checked against ORT
+# 1.31's own log (tests/backends/test_optimizer_blocks.py).
 OPTIMIZER_BLOCKS: dict[str, tuple[Step, ...]] = {
     "ort-transpose-matmul": chain("Transpose", "MatMul"),  # MatmulTransposeFusion
     "ort-transpose-gemm": chain("Transpose", "Gemm"),  # GemmTransposeFusion (rule)
@@ -169,11 +220,28 @@ OPTIMIZER_BLOCKS: dict[str, tuple[Step, ...]] = {
     "ort-matmul-bn": chain("MatMul", "BatchNormalization"),  # MatmulBNFusion (rule)
     "ort-div-mul": chain("Div", "Mul"),  # DivMulFusion (rule)
     "ort-cast-cast": chain("Cast", "Cast"),  # CastChainElimination, RemoveDuplicateCast
-    "ort-add-layernorm": chain("Add", "LayerNormalization"),  # SkipLayerNormFusion
+    # SkipLayerNormFusion (skip_layer_norm_fusion.cc): Add of two [B, S, H] -> LayerNorm
+    # over the last axis
+    "ort-add-layernorm": (
+        Step("Add", fixed={"A.rank": 3, "A.dtype": FLOAT}),
+        Step("LayerNormalization", {0: Ref(0)}, fixed={"axis": -1}),
+    ),
     "ort-add-softmax": chain("Add", "Softmax"),  # BiasSoftmaxFusion
-    "ort-matmul-scale": chain("MatMul", "Mul"),  # MatMulScaleFusion
-    "ort-scale-matmul": chain("Div", "MatMul"),  # MatMulScaleFusion (scale before)
-    "ort-matmul-add": chain("MatMul", "Add"),  # MatMulAddFusion
+    # MatMulScaleFusion (matmul_scale_fusion.cc): a Mul or Div by a scalar constant
+    # before or after a MatMul
+    "ort-matmul-scale": (
+        Step("MatMul", fixed={"A.dtype": FLOAT}),
+        Step("Mul", {0: Ref(0), 1: Const(0.125)}),
+    ),
+    "ort-scale-matmul": (
+        Step("Div", {1: Const(8.0)}, fixed={"A.dtype": FLOAT}),
+        Step("MatMul", {0: Ref(0)}),
+    ),
+    # MatMulAddFusion (matmul_add_fusion.cc): MatMul by a 2-D B -> Add of a bias
+    "ort-matmul-add": (
+        Step("MatMul", fixed={"A.dtype": FLOAT, "B.rank": 2}),
+        Step("Add", {0: Ref(0), 1: Const(0.25, (1,))}),
+    ),
     "ort-gemm-act": chain("Gemm", act("Relu")),  # GemmActivationFusion
     "ort-conv-add-act": (  # ConvAddActivationFusion (NCHWc)
         Step("Conv"),
@@ -186,6 +254,121 @@ OPTIMIZER_BLOCKS: dict[str, tuple[Step, ...]] = {
         Step("Mul", {0: _x(0), 1: Ref(1)}),
     ),
     "ort-gather-slice": chain("Shape", "Gather"),  # GatherToSliceFusion, ReshapeFusion
+    # --- patterns that check constant values (``Const``), from ORT's sources ---
+    # GeluFusion (gelu_fusion.cc): Div(x, sqrt(2)) -> Erf -> Add(1) -> Mul by Mul(x, 0.5)
+    "ort-gelu-erf": (
+        Step("Div", {1: Const(SQRT2)}, fixed={"A.dtype": FLOAT}),
+        Step("Erf", {0: Ref(0)}),
+        Step("Add", {0: Ref(1), 1: Const(1.0)}),
+        Step("Mul", {0: _x(0), 1: Const(0.5)}),
+        Step("Mul", {0: Ref(2), 1: Ref(3)}),
+    ),
+    # LayerNormFusion (layer_norm_fusion.cc): X -> ReduceMean -> Sub -> Pow(2) ->
+    # ReduceMean -> Add(epsilon) -> Sqrt -> Div(Sub's output, ...) -> Mul(scale) ->
+    # Add(bias), both means over the last axis, scale and bias 1-D
+    "ort-layernorm": (
+        Step("ReduceMean", fixed={**LAST_AXIS, "data.dtype": FLOAT}),
+        Step("Sub", {0: _x(0), 1: Ref(0)}),
+        Step("Pow", {0: Ref(1), 1: Const(2.0)}),
+        Step("ReduceMean", {0: Ref(2)}, fixed=LAST_AXIS),
+        Step("Add", {0: Ref(3), 1: Const(EPSILON)}),
+        Step("Sqrt", {0: Ref(4)}),
+        Step("Div", {0: Ref(1), 1: Ref(5)}),
+        Step("Mul", {0: Ref(6), 1: Const(0.5, (1,))}),
+        Step("Add", {0: Ref(7), 1: Const(0.25, (1,))}),
+    ),
+    # SimplifiedLayerNormFusion (layer_norm_fusion.cc, RMSNorm): X -> Pow(2) ->
+    # ReduceMean (last axis) -> Add(epsilon) -> Sqrt -> Div(X, ...) -> Mul(scale)
+    "ort-rmsnorm": (
+        Step("Pow", {1: Const(2.0)}, fixed={"X.dtype": FLOAT}),
+        Step("ReduceMean", {0: Ref(0)}, fixed=LAST_AXIS),
+        Step("Add", {0: Ref(1), 1: Const(EPSILON)}),
+        Step("Sqrt", {0: Ref(2)}),
+        Step("Div", {0: _x(0), 1: Ref(3)}),
+        Step("Mul", {0: Ref(4), 1: Const(0.5, (1,))}),
+    ),
+    # FastGeluFusion (fast_gelu_fusion.cc, float32 on the CPU), its first formula:
+    # 0.5x * (1 + tanh(0.7978845834732056x * (1 + 0.044715x * x)))
+    "ort-fast-gelu": (
+        Step("Mul", {1: Const(0.044715)}, fixed={"A.dtype": FLOAT}),
+        Step("Mul", {0: Ref(0), 1: _x(0)}),
+        Step("Add", {0: Ref(1), 1: Const(1.0)}),
+        Step("Mul", {0: _x(0), 1: Const(0.7978845834732056)}),
+        Step("Mul", {0: Ref(3), 1: Ref(2)}),
+        Step("Tanh", {0: Ref(4)}),
+        Step("Add", {0: Ref(5), 1: Const(1.0)}),
+        Step("Mul", {0: _x(0), 1: Const(0.5)}),
+        Step("Mul", {0: Ref(6), 1: Ref(7)}),
+    ),
+    # its second formula: 0.5x * (1 + tanh(0.7978845834732056 * (x + 0.044715 * x^3)))
+    "ort-fast-gelu-pow": (
+        Step("Pow", {1: Const(3.0)}, fixed={"X.dtype": FLOAT}),
+        Step("Mul", {0: Ref(0), 1: Const(0.044715)}),
+        Step("Add", {0: Ref(1), 1: _x(0)}),
+        Step("Mul", {0: Ref(2), 1: Const(0.7978845834732056)}),
+        Step("Tanh", {0: Ref(3)}),
+        Step("Add", {0: Ref(4), 1: Const(1.0)}),
+        Step("Mul", {0: _x(0), 1: Const(0.5)}),
+        Step("Mul", {0: Ref(5), 1: Ref(6)}),
+    ),
+    # ReshapeFusion (reshape_fusion.cc): contiguous Reshapes become one
+    "ort-reshape-reshape": chain("Reshape", "Reshape"),
+    # (GatherToSliceFusion, gather_fusion.cc, wants a Range of computed bounds as Gather's
+    # indices: Range's spec makes its bounds constants, which ConstantFolding folds first)
+    # GatherSliceToSplitFusion (gather_slice_fusion.cc): a Reshape read by exactly two
+    # Gathers of int64 scalar constant indices < 3 and a Slice of constant starts, ends,
+    # axes and unit steps, all on one axis (ORT 1.31 also wants the Slice to take the
+    # rest: measured)
+    "ort-gather-slice-split": (
+        Step("Reshape"),
+        Step("Gather", {0: Ref(0), 1: Const(0, dtype=INT64)}, fixed={"axis": 0}),
+        Step("Gather", {0: Ref(0), 1: Const(1, dtype=INT64)}, fixed={"axis": 0}),
+        Step("Slice", {0: Ref(0)}, fixed={"axes": [0], "steps": [1], **REST}),
+    ),
+    # --- QDQ (core/optimizer/qdq_transformer), each checked against ORT 1.31's log ---
+    # QDQS8ToU8Transformer (qdq_s8_to_u8.cc): an int8 Q -> DQ pair becomes uint8
+    # (Q -> DQ -> Q -> DQ for DoubleQDQPairsRemover, DQ -> Q for QDQFinalCleanup, Relu -> Q
+    # for ReluQuantRewrite, Where(DQ) -> Q for WhereDummyDq: not drawn, a QuantizeLinear
+    # takes fresh inputs only, see "dq-matmul-add"; DynamicQuantizeLinear -> MatMulInteger
+    # -> Cast -> Mul for DynamicQuantizeMatMulFusion: MatMulInteger's B must be a constant
+    # of the drawn inner dim, which a block cannot spell)
+    "ort-qdq-s8": (
+        Step(
+            "QuantizeLinear",
+            {2: Const(0, dtype=INT8)},
+            # output_dtype left out: with it, ORT 1.31's S8ToU8 retyping fails the session
+            fixed={**QSCALE, "x.dtype": FLOAT, "y_zero_point": True, "output_dtype": 0},
+        ),
+        Step(
+            "DequantizeLinear",
+            {0: Ref(0), 1: Const(0.25), 2: Const(0, dtype=INT8)},
+            fixed={**PER_TENSOR, "x_zero_point": True},
+        ),
+    ),
+    # QDQPropagationTransformer (qdq_propagation.cc): a DQ's Q/DQ carried over a
+    # Transpose (or Reshape, MaxPool, ...) that no Q follows
+    "ort-dq-transpose": chain("DequantizeLinear", "Transpose"),
+    # NhwcTransformer (nhwc_transformer.cc): QLinearConv runs channels-last
+    "ort-qlinearconv": (Step("QLinearConv"),),
+    # SliceConcatToSpaceToDepthFusion (slice_concat_to_space_to_depth_fusion.cc, YOLOv5's
+    # Focus layer): four Slices of one NCHW x by steps of 2 on H and W, from (0, 0),
+    # (1, 0), (0, 1), (1, 1), concatenated on the channels
+    "ort-space-to-depth": (
+        Step("Slice", fixed=_focus(0, 0)),
+        Step("Slice", {0: _x(0)}, fixed=_focus(1, 0)),
+        Step("Slice", {0: _x(0)}, fixed=_focus(0, 1)),
+        Step("Slice", {0: _x(0)}, fixed=_focus(1, 1)),
+        Step(
+            "Concat",
+            {0: Ref(0), 1: Ref(1), 2: Ref(2), 3: Ref(3)},
+            fixed={"inputs.count": 4, "axis": 1},
+        ),
+    ),
+    # BiasGeluFusion (bias_gelu_fusion.cc): Add of a 1-D bias -> Gelu
+    "ort-bias-gelu": (
+        Step("Add", {1: Const(0.25, (1,))}, fixed={"A.dtype": FLOAT}),
+        Step("Gelu", {0: Ref(0)}),
+    ),
     # TVM FuseOps: elementwise chains that mix arithmetic and activations, after an
     # anchor (MatMul/Conv) or before a reduction
     "tvm-bias-swish-scale": (
@@ -263,3 +446,73 @@ def layer_mix(ops: list[str]) -> list[int]:
     for k, op in enumerate(ops):
         table.extend([k] * round(freq.get(op, 0.0) * MIX_RESOLUTION))
     return table
+
+
+# --op-mix chains (the default): ops are drawn as with ``uniform``, and an arithmetic op,
+# an activation, an anchor (Conv, MatMul, Gemm) or a normalization drawn outside a block
+# goes on (CHAIN_RATE: always; a choice that shrinks to no chain) into the short elementwise
+# chain real layers are made of and compilers fuse first (ORT's Conv/MatMul/Gemm +
+# activation and elementwise fusions, TVM's FuseOps groups such as
+# fused_matmul_add_relu_multiply). Its further members are drawn uniformly among the run's
+# ops of their kind, so a chain adds op pairs and triples rather than repeating one. A
+# chain goes on only from a tensor of rank >= 1 (layers act on feature maps; on a scalar it
+# would repeat a few instances). Arithmetic ops and activations then make 33 % of the
+# nodes (uniform: 22 %; seven torchvision models: 42 %, onnxfuzz/data/op_mix_layers.json;
+# tools/bench_optcov.py prints all three), 33 % of the models hold an elementwise group
+# of >= 3 ops mixing arithmetic and activations (uniform: 10 %), with as many op types and
+# 0.99-1.01x the instances and 1.02-1.18x the triples at matched nodes, but 0.94-0.97x
+# the distinct op pairs (README, "Op mix", has the figures and where they fall short).
+CHAIN_RATE = 1.0
+# At most one chain per CHAIN_NODES nodes of a model (at least one): one chain is what a
+# model needs for the fusions; more repeat the few elementwise op pairs (distinct edges
+# fell to 0.90x uniform's at --nodes 15:47 with no bound, 0.96x with this one) and crowd
+# out the other ops' instances.
+CHAIN_NODES = 20
+ARITHMETIC = (
+    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Reciprocal", "Sqrt", "Exp", "Log", "Abs",
+    "Max", "Min", "Sum", "Mean",
+)  # fmt: skip
+CHAIN_ACTIVATIONS = (*ACTIVATIONS, "PRelu", "Erf")
+ANCHORS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+NORMALIZATIONS = (
+    "BatchNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization",
+)  # fmt: skip
+# a chain's arithmetic members: a bias, a scale, a gate (binary, as in real layers; a
+# unary one would repeat its input's instance)
+BINARY_ARITHMETIC = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean")
+CHAIN_KINDS = {
+    "arithmetic": ARITHMETIC,
+    "binary": BINARY_ARITHMETIC,
+    "activation": CHAIN_ACTIVATIONS,
+    "anchor": ANCHORS,
+    "normalization": NORMALIZATIONS,
+}
+# The chains, by the kind of their first op (the drawn one, with links of its own): the
+# kind each further step draws from, and its links.
+# - arithmetic -> activation -> arithmetic(act, x): a bias, an activation, then a scale or
+#   the gating product x * act(x) (SiLU, GELU's x * Phi(x)) where the op is binary;
+# - activation -> arithmetic(act, x) -> arithmetic: SiLU's x * sigmoid(x), then a bias;
+# - anchor -> arithmetic -> activation -> arithmetic: Conv/MatMul with a bias, an
+#   activation and a scale (or a residual add);
+# - normalization -> activation -> arithmetic(act, x) -> arithmetic: BatchNorm-Relu,
+#   GroupNorm-SiLU (diffusion UNets), then a bias or a residual add.
+CHAINS: dict[str, tuple[tuple[str, Step], ...]] = {
+    "arithmetic": (
+        ("activation", Step("", {0: Ref(0)})),
+        ("binary", Step("", {0: Ref(1), 1: _x(1)})),
+    ),
+    "activation": (
+        ("binary", Step("", {0: Ref(0), 1: _x(0)})),
+        ("binary", Step("", {0: Ref(1)})),
+    ),
+    "anchor": (
+        ("binary", Step("", {0: Ref(0)})),
+        ("activation", Step("", {0: Ref(1)})),
+        ("binary", Step("", {0: Ref(2)})),
+    ),
+    "normalization": (
+        ("activation", Step("", {0: Ref(0)})),
+        ("binary", Step("", {0: Ref(1), 1: _x(1)})),
+        ("binary", Step("", {0: Ref(2)})),
+    ),
+}

@@ -25,6 +25,7 @@ import numpy as np
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError, SpecError
+from onnxfuzz.generate.build.blocks import Const
 from onnxfuzz.generate.build.control import Formal, Nest, Scope
 from onnxfuzz.generate.build.glue import Glue, Need, adapt, fits_values
 from onnxfuzz.generate.build.sequences import SeqBuilder, SeqCheck, register
@@ -46,7 +47,7 @@ from onnxfuzz.generate.lang.spec_api import (
     fits_dim,
     fits_pattern,
 )
-from onnxfuzz.generate.lang.values import sample
+from onnxfuzz.generate.lang.values import interval_of, sample
 
 FRESH_FLOAT = 4.0  # fresh float tensors are drawn inside [-4, 4] where the domain allows
 FRESH_INT = 8  # fresh integer tensors inside [-8, 8]
@@ -158,6 +159,13 @@ class Builder:
             )
         return pos + index
 
+    def pinned(self, name: str | int) -> float | None:
+        links = getattr(self, "links", None)  # a block's (GenBuilder only)
+        if not links:
+            return None
+        link = links.get(self._position(self._formal(name), 0))
+        return link.value if isinstance(link, Const) else None
+
     def _allowed(self, name: str, dtype: int | Iterable[int] | None) -> tuple[int, ...]:
         allowed = self.types(self.info.input_type[name])
         if dtype is not None:
@@ -216,7 +224,7 @@ class Builder:
         self, shape: tuple[int, ...], dtype: int, interval: Interval | None
     ) -> Interval:
         k = len(self.outs)
-        if any(d < 1 for d in shape):
+        if shape and min(shape) < 1:
             raise SpecError(self.op, f"output {k}", f"shape {shape} has a dim < 1")
         if interval is None:
             if dtype != dt.BOOL:
@@ -262,7 +270,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         stream: ChoiceStream,
         glue: Glue | None = None,
         budget: int = 0,
-        links: dict[int, Tensor] | None = None,
+        links: dict[int, Tensor | Const] | None = None,
         nest: Nest | None = None,
     ) -> None:
         """``glue``: the glue ops this builder may emit to adapt a node's output to an
@@ -275,6 +283,9 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         self.glue = glue
         self.budget = budget
         self.links = links or {}
+        # a block step's variables fixed by name (``blocks.Step.fixed``), where the domain
+        # the spec offers holds the value (else drawn as ever); set by the generator
+        self.fixed: dict[str, Any] = {}
         self.taken: dict[int, Tensor] = {}  # input position -> the tensor it took
         self.data_taken = 0  # data (not weight) inputs: 2 or more merge branches
         self.nest = nest
@@ -290,12 +301,16 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
     def arity(self, lo: int, hi: int, name: str | int = 0) -> int:
         if hi < lo:
             raise SpecError(self.op, f"{name}.count", f"empty domain {lo}..{hi}")
+        if self.fixed and lo <= self.fixed.get(f"{self._formal(name)}.count", -1) <= hi:
+            return self.fixed[f"{self._formal(name)}.count"]  # a block's input count
         return self.s.integer(lo, hi)
 
     def optional(self, name: str | int, p: float = 0.5) -> bool:
         """Is the optional input ``name`` present? (Shrinks toward absent.)"""
         formal = self._formal(name)
         self._position(formal, 0)
+        if self.fixed and formal in self.fixed:
+            return True  # a fixed value for the input: it is there
         if self.probing or self.steered or self.offered is not None:
             left_out = (self.op, features.omitted(formal))
             if self.offered is not None:
@@ -315,9 +330,20 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
     def draw(self, name: str, domain: Domain) -> Any:
         if domain.empty():
             raise SpecError(self.op, name, f"empty domain {domain!r}")
+        if self.fixed and name in self.fixed and domain.contains(self.fixed[name]):
+            v = self.fixed[name]
+            return list(v) if isinstance(v, (list, tuple)) else v
         return domain.draw(self.s)
 
     def attr(self, name: str, domain: Domain, default: Any = MISSING) -> Any:
+        if self.fixed and name in self.fixed:
+            v = self.fixed[name]
+            if default is not MISSING and v == default:
+                return default  # left out: always valid
+            if domain.contains(v):
+                v = self.draw(name, domain)
+                self.attrs[name] = v
+                return v
         if not (self.probing or self.steered or self.offered is not None):
             if default is not MISSING and self.s.chance(0.5):
                 return default
@@ -374,6 +400,20 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         pos = self._position(name, index)
         allowed = self._allowed(name, dtype)
         lo, hi = self._rank_range(name, rank, dims)
+        if self.fixed:  # a block's rank, dims or element type for this input, where allowed
+            if lo <= self.fixed.get(f"{name}.rank", -1) <= hi:
+                lo = hi = self.fixed[f"{name}.rank"]
+            shape = self.fixed.get(f"{name}.dims")
+            if (
+                dims is None
+                and shape
+                and lo <= len(shape) <= hi
+                and all(1 <= n <= self.cfg.max_dim for n in shape)
+            ):
+                lo = hi = len(shape)
+                dims = list(shape)
+            if self.fixed.get(f"{name}.dtype") in allowed:
+                allowed = (self.fixed[f"{name}.dtype"],)
         t = None
         if kind == WEIGHT and (self.probing or self.steered or self.offered is not None):
             # A weight computed or fed in is a feature a backend may lack (onnx2torch's
@@ -387,8 +427,17 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
                 self.probing or feature in self.cfg.avoid_features
             ):
                 t = self._fresh(name, index, allowed, lo, hi, dims, values, kind)
+        if t is None and self.links and not isinstance(self.links.get(pos), Const):
+            # an op with a block's constant: its other inputs in a type that holds it (the
+            # constant follows their type), where the input may take one
+            consts = [c.value for c in self.links.values() if isinstance(c, Const)]
+            allowed = tuple(d for d in allowed if all(_holds(d, v) for v in consts)) or allowed
         if t is None and pos in self.links:
-            t = self._linked(self.links[pos], allowed, lo, hi, dims, values)
+            link = self.links[pos]
+            if isinstance(link, Const):
+                t = self._pinned(f"{name}{index or ''}", link, allowed, lo, hi, dims, values)
+            else:
+                t = self._linked(link, allowed, lo, hi, dims, values)
         if t is None:
             t = self._reuse(allowed, lo, hi, dims, values, kind, inferable_shape)
         if t is None:
@@ -435,22 +484,78 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         self.budget -= emitted
         return t
 
+    def _pinned(
+        self,
+        label: str,
+        c: Const,
+        allowed: tuple[int, ...],
+        lo: int,
+        hi: int,
+        dims: Dims,
+        values_arg: ValuesArg,
+    ) -> Tensor | None:
+        """A block's constant of a fixed value (``blocks.Const``) as an initializer, where
+        this input admits it: its rank, dims pattern and value domain, in a type that holds
+        the value exactly (the type of a tensor this op took already, where it may be, so
+        the constant follows the link); None where it does not (the input is then chosen as
+        any other). It draws no choice: a block's constants go when its choice shrinks."""
+        shape = tuple(c.shape)
+        if not lo <= len(shape) <= hi:
+            return None
+        pattern = self._dims_at(dims, len(shape))
+        if pattern and not (len(pattern) == len(shape) and fits_pattern(shape, pattern)):
+            return None
+        kept = []
+        for d in allowed if c.dtype is None else [d for d in allowed if d == c.dtype]:
+            values = values_arg(d) if callable(values_arg) else values_arg
+            vlo, vhi = values.bounds(d)
+            if d == dt.BOOL or values.fresh_only(d) or not vlo <= c.value <= vhi:
+                continue
+            if abs(c.value) >= values.min_abs and _holds(d, c.value):
+                kept.append(d)
+        if not kept:
+            return None
+        taken = [t.dtype for t in self.taken.values() if t.dtype in kept]
+        dtype = taken[0] if taken else kept[0]
+        arr = np.full(shape, c.value, dtype=dt.np_dtype(dtype))
+        held = float(np.asarray(c.value, dtype=arr.dtype))  # as the type rounds it
+        t = Tensor(f"{self.name}_{label}", dtype, shape, Interval(held, held), "init")
+        self.g.initializers.append((t, arr))
+        return t
+
     def _need(
         self, allowed: tuple[int, ...], lo: int, hi: int, dims: Dims, values_arg: ValuesArg
     ) -> Need:
+        # Glue asks for the pattern of each source's rank and the domain of each type,
+        # once per source: the spec's callables are pure, so each is computed once.
+        patterns: dict[int, Sequence[DimEntry] | None] = {}
+        domains: dict[int, Values] = {}
+
+        def pattern(r: int) -> Sequence[DimEntry] | None:
+            if r in patterns:
+                return patterns[r]
+            p = patterns[r] = self._dims_at(dims, r)
+            return p
+
         def values(d: int) -> Values:
-            return values_arg(d) if callable(values_arg) else values_arg
+            if not callable(values_arg):
+                return values_arg
+            v = domains.get(d)
+            if v is None:
+                v = domains[d] = values_arg(d)
+            return v
 
         return Need(
             allowed=allowed,
             lo=lo,
             hi=hi,
-            pattern=lambda r: self._dims_at(dims, r),
+            pattern=pattern,
             values=values,
             fits=fits_dim,
             draw_dim=lambda axis, e: self._draw_dim("glue", axis, e),
             max_dim=self.cfg.max_dim,
             cap=self.cfg.max_reuse_dim,
+            domain=None if callable(values_arg) else values_arg,
         )
 
     def _reuse(
@@ -483,11 +588,18 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
                 continue
             vlo, vhi = values.bounds(d)
             m = values.min_abs
+            fitted: dict[tuple[int, ...], bool] = {}  # the bucket's tensors share shapes
             for t in bucket:
                 iv = t.interval
                 if iv.lo < vlo or iv.hi > vhi or iv.min_abs < m:
                     continue
-                if not pattern or fits_pattern(t.shape, pattern):
+                if not pattern:
+                    cands.append(t)
+                    continue
+                ok = fitted.get(t.shape)
+                if ok is None:
+                    ok = fitted[t.shape] = fits_pattern(t.shape, pattern)
+                if ok:
                     cands.append(t)
         if shaped and self.g.unshaped:
             cands = [t for t in cands if t.name not in self.g.unshaped]
@@ -527,7 +639,8 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
             if dangling and len(dangling) < len(produced) and s.chance(p_dangling):
                 produced = dangling
             if len(produced) > 1 and s.chance(MERGED_FIRST):
-                fan = [self.g.fan_in(t.name) for t in produced]
+                made_by = self.g.made_by  # ``Graph.fan_in``, inlined (one per output)
+                fan = [m[1] if (m := made_by.get(t.name)) else 0 for t in produced]
                 top = max(fan)
                 merged = [t for t, f in zip(produced, fan, strict=True) if f == top]
                 if len(merged) < len(produced):
@@ -573,7 +686,8 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         label = name if index == 0 else f"{name}{index}"
         if kind == WEIGHT and self.cfg.weights_as_initializers:
             t = Tensor(f"{self.name}_{label}", dtype, shape, iv, "init")
-            rng = np.random.default_rng(self.s.seed32())
+            # default_rng(seed), without its argument checks
+            rng = np.random.Generator(np.random.PCG64(self.s.seed32()))
             self.g.initializers.append((t, sample(rng, dtype, shape, iv, values)))
             return t
         t = Tensor(self.g.fresh_name("in"), dtype, shape, iv, "input")
@@ -610,7 +724,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
             dtype = dt.INT64 if dt.INT64 in allowed else allowed[0]
         arr = np.asarray(value, dtype=dt.np_dtype(dtype))
         label = name if index == 0 else f"{name}{index}"
-        iv = Interval(float(arr.min()), float(arr.max())) if arr.size else Interval(0, 0)
+        iv = interval_of(arr)
         t = Tensor(f"{self.name}_{label}", dtype, tuple(arr.shape), iv, "init")
         self.g.initializers.append((t, arr))
         self._bind(name, t, pos)
@@ -626,7 +740,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         self, shape: Sequence[int], *, dtype: int | None = None, interval: Interval | None = None
     ) -> Tensor:
         dtype = self._out_dtype(dtype)
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(map(int, shape))
         interval = self._check_output(shape, dtype, interval)
         many = len(self.info.output_type) > 1 or self.info.variadic_output
         suffix = str(len(self.outs)) if many else ""
@@ -678,6 +792,17 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         if dangling and len(dangling) < len(cands) and s.chance(DANGLING_FIRST):
             cands = dangling
         return cands[s.index(len(cands))]
+
+def _holds(dtype: int, value: float) -> bool:
+    """Does ``dtype`` hold ``value``: a float type within its rounding (float16's sqrt(2)
+    is 1.414), an integer type where the value is an integer in its range."""
+    if dtype in dt.FLOATS:
+        return bool(np.isclose(float(np.asarray(value, dt.np_dtype(dtype))), value, rtol=1e-3))
+    if dtype == dt.BOOL or dtype not in dt.INTS:
+        return False
+    info = np.iinfo(dt.np_dtype(dtype))
+    return value == int(value) and info.min <= value <= info.max
+
 
 def _fresh_interval(
     op: str, name: str, dtype: int, values: Values, shape: tuple[int, ...]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,8 @@ from onnxfuzz import __version__
 from onnxfuzz.generate.lang.graph import Body, Graph, Node, Tensor, Value, type_proto
 from onnxfuzz.generate.lang.spec import DOMAIN_VERSIONS
 
+# One encoder for every model: json.dumps with separators builds a new one per call.
+_JSON = json.JSONEncoder(separators=(",", ":"))
 INPUTS_KEY = "onnxfuzz.inputs"  # metadata: each graph input's value domain (JSON)
 SEED_KEY = "onnxfuzz.seed"
 
@@ -109,16 +112,63 @@ def _fill_value_infos(field: Any, values: list[Value]) -> None:
         _fill_vi(field.add(), t)
 
 
-def _domains(nodes: list[onnx.NodeProto]) -> set[str]:
-    """The op domains other than ai.onnx that ``nodes`` use, in subgraphs too."""
+def _domains(nodes: list[Node]) -> set[str]:
+    """The op domains other than ai.onnx that ``nodes`` use, in subgraphs too (read off
+    the graph, not the protos: reading protobuf fields back from Python is slow)."""
     out: set[str] = set()
     for n in nodes:
-        if n.domain:
-            out.add(n.domain)
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                out |= _domains(list(a.g.node))
+        domain = n.op_type.rpartition(".")[0]  # as _fill_node sets NodeProto.domain
+        if domain:
+            out.add(domain)
+        for v in n.attrs.values():
+            if isinstance(v, Body):  # a GRAPH attribute (as _fill_node makes it)
+                out |= _domains(v.graph.nodes)
     return out
+
+
+# Element types from_array writes as the array's bytes (the others: strings, packed 2-,
+# 4- and 6-bit types, big-endian arrays, go through from_array itself).
+_PACKED = {
+    onnx.TensorProto.STRING,
+    onnx.TensorProto.INT4,
+    onnx.TensorProto.UINT4,
+    onnx.TensorProto.FLOAT4E2M1,
+    onnx.TensorProto.UINT2,
+    onnx.TensorProto.INT2,
+    onnx.TensorProto.FLOAT6E2M3,
+    onnx.TensorProto.FLOAT6E3M2,
+}
+_RAW_TYPES: dict[np.dtype, int | None] = {}
+
+
+def _raw_type(dtype: np.dtype) -> int | None:
+    """The TensorProto type from_array gives an array of ``dtype`` where it writes the
+    array's bytes as they are (a little-endian machine, a little-endian or one-byte type);
+    None where it does more."""
+    if dtype in _RAW_TYPES:
+        return _RAW_TYPES[dtype]
+    code: int | None = None
+    if dtype.kind not in "OUS" and sys.byteorder == "little":  # not objects, not strings
+        c = helper.np_dtype_to_tensor_dtype(dtype)
+        if c not in _PACKED and dtype.byteorder != ">":
+            code = c
+    _RAW_TYPES[dtype] = code
+    return code
+
+
+def _fill_initializers(field: Any, inits: list[tuple[Tensor, np.ndarray]]) -> None:
+    """``numpy_helper.from_array(a, name)`` for each, in place (the same fields)."""
+    for t, a in inits:
+        code = _raw_type(a.dtype)
+        if code is None:
+            field.append(numpy_helper.from_array(a, t.name))
+            continue
+        p = field.add()
+        p.dims.extend(a.shape)
+        if t.name:
+            p.name = t.name
+        p.raw_data = a.tobytes()
+        p.data_type = code
 
 
 def _body(b: Body) -> onnx.GraphProto:
@@ -150,19 +200,17 @@ def to_model(
     graph.name = name
     _fill_value_infos(graph.input, g.inputs)
     _fill_value_infos(graph.output, g.outputs())
-    graph.initializer.extend([numpy_helper.from_array(a, t.name) for t, a in g.initializers])
+    _fill_initializers(graph.initializer, g.initializers)
     _fill_value_infos(graph.value_info, g.intermediates())
     for domain, version in [("", opset)] + [
-        (d, DOMAIN_VERSIONS.get(d, 1)) for d in sorted(_domains(list(graph.node)))
+        (d, DOMAIN_VERSIONS.get(d, 1)) for d in sorted(_domains(g.nodes))
     ]:
         imp = model.opset_import.add()
         imp.domain, imp.version = domain, version
     model.producer_name = "onnxfuzz"
     model.producer_version = __version__
     meta = {
-        INPUTS_KEY: json.dumps(
-            {k: v.to_json() for k, v in g.input_values.items()}, separators=(",", ":")
-        )
+        INPUTS_KEY: _JSON.encode({k: v.to_json() for k, v in g.input_values.items()})
     }
     if seed is not None:
         meta[SEED_KEY] = str(seed)

@@ -32,6 +32,8 @@ from onnxfuzz.generate.lang.intervals import Values
 from onnxfuzz.generate.lang.spec import OpSpec, op_info, specs_for
 from onnxfuzz.generate.lang.values import inputs_for
 
+Pools = tuple[list[int], ...]  # per step of a chain: the op indices it draws from (first: none)
+
 # Span labels of the choice stream (see onnxfuzz.generate.lang.choices).
 NODE_COUNT = "node-count"  # the number of ops (no choice when the range is one value)
 OP = "op"  # every choice of one op
@@ -108,6 +110,9 @@ class Generator:
         self._block_rate = (
             min(1.0, cfg.block_rate * blocks.LAYER_BLOCK_BOOST) if layers else cfg.block_rate
         )
+        # --op-mix chains: the elementwise chain an op drawn outside a block may go on into
+        # (empty: none; uniform and layers draw as before)
+        self._chains = self._elementwise_chains() if cfg.op_mix == "chains" else {}
 
     def _infeasible(self, spec: OpSpec) -> str | None:
         """Options such as --dtypes or --max-rank can rule an op out entirely; find out
@@ -170,19 +175,25 @@ class Generator:
         calls = 0
         block: tuple[blocks.Step, ...] = ()  # the block under way, and what its steps made
         made: list[GenBuilder] = []
+        pools: Pools = ()  # an elementwise chain's: the op indices each of its steps draws
+        chains_left = max(1, n // blocks.CHAIN_NODES)  # (--op-mix chains)
         while len(g.nodes) < n:  # n nodes, glue included: an op's glue fits in the rest
             s.start_span(OP)
             s.start_span(OP_TYPE)
             if len(made) == len(block):  # no block under way: start one, or draw an op
-                block, made = (), []
+                block, made, pools = (), [], ()
                 if self.blocks and not s.chance(1.0 - self._block_rate):  # shrinks to none
                     if self._block_table:
                         block = self.blocks[self._block_table[s.index(len(self._block_table))]]
                     else:
                         block = self.blocks[s.index(len(self.blocks))]
+            alone = not block  # an op drawn outside a block (it may start a chain)
             if block:
                 step = block[len(made)]
-                k = self._op_index[self._step_op(step, s)]
+                if pools:  # a chain's step: any op of its kind
+                    k = pools[len(made)][s.index(len(pools[len(made)]))]
+                else:
+                    k = self._op_index[self._step_op(step, s)]
                 links = {pos: t for pos, ref in step.links.items() if (t := _ref(made, ref))}
             elif (
                 self._merging
@@ -198,19 +209,50 @@ class Generator:
             else:
                 k = s.index(len(specs))
                 links = {}
+            if (
+                alone
+                and chains_left > 0
+                and k in self._chains
+                and not s.chance(1.0 - blocks.CHAIN_RATE)
+            ):
+                block, pools = self._chains[k]  # shrinks to no chain
+                chains_left -= 1
+                step = block[0]  # the drawn op's own step: no links, nothing fixed
             s.stop_span()
             spec = specs[k]
             budget = n - len(g.nodes) - 1
             b = GenBuilder(spec, infos[k], cfg, g, s, self.glue, budget, links, self._nest0)
+            if block and step.fixed:
+                b.fixed = step.fixed
             spec.build(b, spec.params)
             b.commit()
             if block:
                 made.append(b)
+                if pools and len(made) == 1 and not _feeds_chain(b):
+                    block, made, pools = (), [], ()  # layers' chains act on tensors
+                    chains_left += 1
             s.stop_span()
             calls += 1
         if g.seqs or g.optionals:  # graph outputs stay tensors
             close(g, s, set(self._op_index))
         return g, s, calls
+
+    def _elementwise_chains(self) -> dict[int, tuple[tuple[blocks.Step, ...], Pools]]:
+        """Op index -> the chain of ``blocks.CHAINS`` it starts (its steps, and the op
+        indices each step draws from: the run's ops of the step's kind), for the run's
+        ops of ``blocks.CHAIN_KINDS``; none for a kind whose chain lacks ops."""
+        index = self._op_index
+        kinds = {
+            kind: [index[op] for op in ops if op in index]
+            for kind, ops in blocks.CHAIN_KINDS.items()
+        }
+        out: dict[int, tuple[tuple[blocks.Step, ...], Pools]] = {}
+        for kind, rest in blocks.CHAINS.items():
+            if all(kinds[k] for k, _ in rest):
+                steps = (blocks.Step(""), *(step for _, step in rest))
+                draws = ([], *(kinds[k] for k, _ in rest))
+                out.update((k, (steps, draws)) for k in kinds[kind])
+        return out
 
     def _step_op(self, step: blocks.Step, s: ChoiceStream) -> str:
         """A block step's op: its own, or now and then one of its alternatives among the
@@ -274,13 +316,23 @@ MERGE_AT = 4
 ACTIVATION_SWAP = 0.5  # a block's activation slot takes another activation this often
 
 
+def _feeds_chain(b: GenBuilder) -> bool:
+    """Does the op ``b`` built go on into an elementwise chain: its output a tensor of rank
+    >= 1 (a layer's activations; a chain on a scalar repeats the same few instances)?"""
+    out = b.outs[0] if b.outs else None
+    return isinstance(out, Tensor) and out.rank > 0
+
+
 def _dangling(g: Graph) -> int:
     consumed = g.consumed
     return sum(1 for t in g.produced if t.name not in consumed)
 
 
-def _ref(made: list[GenBuilder], ref: blocks.Ref) -> Tensor | None:
-    """The tensor ``ref`` names among a block's steps so far (None if it names none)."""
+def _ref(made: list[GenBuilder], ref: blocks.Ref | blocks.Const) -> Tensor | blocks.Const | None:
+    """The tensor ``ref`` names among a block's steps so far (None if it names none); a
+    ``Const`` as it is (the builder makes it, in the type the input takes)."""
+    if isinstance(ref, blocks.Const):
+        return ref
     if ref.step >= len(made):
         return None
     b = made[ref.step]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,7 +36,8 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.lang.choices import ChoiceStream
 from onnxfuzz.generate.lang.graph import Graph, Node, Tensor
 from onnxfuzz.generate.lang.intervals import INT64_CLIP_SAFE, Interval, Values, rounding_room
-from onnxfuzz.generate.lang.spec_api import DimEntry
+from onnxfuzz.generate.lang.spec_api import DimEntry, fits_dim, fits_pattern
+from onnxfuzz.generate.lang.values import interval_of
 
 GLUE_OPS = (
     "Clip",
@@ -63,6 +64,9 @@ GATHER_RATE = 0.5
 # How often a value adaptation that an activation can do is one (Relu for Clip(min=0);
 # Tanh, Sigmoid where their ranges fit): activations are what compilers fuse.
 ACTIVATION_RATE = 0.5
+# Entries a glue's memos hold before they start over (a bound on memory; the intervals
+# and domains they are keyed by repeat across models).
+STEPS_MEMO_SIZE = 20_000
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,15 @@ class Glue:
     # Clip with both bounds given: some backend lacks Clip with ``min`` left out and ``max``
     # there (onnx2torch; the probe's ``omitted:min`` form)
     clip_both_bounds: bool = False
+    # ``_value_steps`` answers by (interval, source type, target type, domain): a pure
+    # function of them and of this glue, asked again for every source of every adaptation
+    steps_memo: dict[tuple, int | None] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+    # ``_cast_targets`` answers where the need's domain is one for every type
+    targets_memo: dict[tuple, list[tuple[int, int]]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
     def has(self, op: str, dtype: int) -> bool:
         return dtype in self.types.get(op, ())
@@ -93,6 +106,7 @@ class Need:
     draw_dim: Callable[[int, DimEntry], int]
     max_dim: int
     cap: int  # the largest dim a reusable tensor may have
+    domain: Values | None = None  # ``values``' answer for every type, where it is one
 
 
 def adapt(
@@ -110,15 +124,18 @@ def adapt(
     best_key = (budget + 1, 0, 0)
     # what each (type, interval) of a source may become: many sources share one
     targets_of: dict[tuple[int, float, float, float], list[tuple[int, int]]] = {}
+    consumed, made_by, cap = g.consumed, g.made_by, need.cap
     for t in g.produced if sources is None else sources:
-        if max(t.shape, default=1) > need.cap:
+        if t.shape and max(t.shape) > cap:
             continue
         # a source that costs more than the best so far is never taken: not costed fully
         costed = _cost(glue, t, need, min(budget, best_key[0]), targets_of)
         if costed is None or costed[0] > budget:
             continue
         # dangling outputs first, then those whose producer merged more branches
-        key = (costed[0], 0 if t.name not in g.consumed else 1, -g.fan_in(t.name))
+        # (``g.fan_in``, inlined: the loop runs over every node output)
+        made = made_by.get(t.name)
+        key = (costed[0], 0 if t.name not in consumed else 1, -made[1] if made else 0)
         if key < best_key:
             best, best_key = [(t, costed[1])], key
         elif key == best_key:
@@ -135,6 +152,20 @@ def adapt(
 def _cast_targets(glue: Glue, src: Tensor, need: Need) -> list[tuple[int, int]]:
     """The element types ``src`` may become for ``need``, each with the Clip nodes its
     values then need: the source's own type, or a Cast's target."""
+    if need.domain is None:
+        return _find_cast_targets(glue, src, need)
+    iv = src.interval
+    key = (src.dtype, iv.lo, iv.hi, iv.min_abs, need.allowed, need.domain)
+    memo = glue.targets_memo
+    found = memo.get(key)
+    if found is None:
+        if len(memo) > STEPS_MEMO_SIZE:
+            memo.clear()
+        found = memo[key] = _find_cast_targets(glue, src, need)
+    return found
+
+
+def _find_cast_targets(glue: Glue, src: Tensor, need: Need) -> list[tuple[int, int]]:
     if src.dtype in need.allowed:
         dtypes = [src.dtype]
     elif not glue.has("Cast", src.dtype):
@@ -196,6 +227,17 @@ def fits_values(iv: Interval, lo: float, hi: float, m: float) -> bool:
 def _value_steps(glue: Glue, iv: Interval, src: int, dst: int, v: Values) -> int | None:
     """Clip nodes needed (0-2) to bring ``iv`` (in ``src``) into ``dst``'s range and the
     domain ``v``; None when Clip cannot do it for these types."""
+    memo = glue.steps_memo
+    key = (iv.lo, iv.hi, iv.min_abs, src, dst, v)
+    if key in memo:
+        return memo[key]
+    if len(memo) > STEPS_MEMO_SIZE:
+        memo.clear()
+    steps = memo[key] = _count_value_steps(glue, iv, src, dst, v)
+    return steps
+
+
+def _count_value_steps(glue: Glue, iv: Interval, src: int, dst: int, v: Values) -> int | None:
     steps = 0
     if src != dst:
         tlo, thi = dt.value_range(dst)
@@ -225,8 +267,9 @@ def _cost(
     become (``_cast_targets``); None if it cannot be done, or (``limit``) it costs more.
     ``targets_of``: ``_cast_targets`` already found for this need, by type and interval."""
     steps = 0  # the shape's steps first: cheap, and often enough to rule ``t`` out
-    rank = len(t.shape)
-    r = min(max(rank, need.lo), need.hi)
+    shape = t.shape
+    rank = len(shape)
+    r = need.lo if rank < need.lo else need.hi if rank > need.hi else rank
     if r != rank:
         steps += 1
         if r == 0 and t.size > 1:
@@ -235,10 +278,12 @@ def _cost(
         pattern = need.pattern(r)
         if pattern is not None and len(pattern) != r:
             return None
-        if r != rank or max(t.shape) > need.max_dim:
+        if r != rank or max(shape) > need.max_dim:
             steps += 2  # a slice and a pad at most
-        elif pattern is not None and not all(
-            need.fits(c, e) for c, e in zip(t.shape, pattern, strict=True)
+        elif pattern is not None and not (
+            fits_pattern(shape, pattern)
+            if need.fits is fits_dim
+            else all(need.fits(c, e) for c, e in zip(shape, pattern, strict=True))
         ):
             steps += 2
     # a Cast at least, when the source's type is not allowed (every target then casts)
@@ -356,7 +401,7 @@ class _Emitter:
     def _const(self, label: str, values: Sequence[int] | np.ndarray, dtype: int) -> str:
         arr = np.asarray(values, dtype=dt.np_dtype(dtype))
         name = self.g.fresh_name(f"glue_{label}")
-        iv = Interval(float(arr.min()), float(arr.max())) if arr.size else Interval(0, 0)
+        iv = interval_of(arr)
         self.g.initializers.append((Tensor(name, dtype, tuple(arr.shape), iv, "init"), arr))
         return name
 

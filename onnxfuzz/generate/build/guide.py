@@ -133,6 +133,10 @@ class Guided:
         ext = copy.copy(self.gen)
         ext.block_names = list(self.gen.block_names) + list(chains)
         ext.blocks = list(self.gen.blocks) + steps
+        table = getattr(self.gen, "_block_table", None)
+        if table:  # --op-mix layers draws a block from a table of indices: the chains' too
+            n = len(self.gen.blocks)
+            ext._block_table = list(table) + list(range(n, n + len(steps)))
         self._chained[chains] = ext
         if len(self._chained) > CACHED_CHAIN_GENERATORS:
             self._chained.popitem(last=False)
@@ -170,13 +174,23 @@ def _forced_ops(gen: Generator, action: str) -> list[list[int]]:
     coin = bool(gen.blocks)
     if action.startswith(OP_ACTION):
         k = next(i for i, s in enumerate(gen.specs) if s.op_type == action[len(OP_ACTION) :])
-        return [([0] if coin else []) + ([k] if len(gen.specs) > 1 else [])]
+        # --op-mix layers first draws whether the op follows real models' frequencies: no
+        # (the uniform draw, whose index is k)
+        mix = [0] if getattr(gen, "_mix", None) else []
+        return [([0] if coin else []) + mix + ([k] if len(gen.specs) > 1 else [])]
     if action.startswith((BLOCK_ACTION, CHAIN_ACTION)):
         # a chain is a block of the generator ``Guided.generator_for`` gives, named by its
         # action
         name = action[len(BLOCK_ACTION) :] if action.startswith(BLOCK_ACTION) else action
         b = gen.block_names.index(name)
-        first = [1] + ([b] if len(gen.blocks) > 1 else [])
+        # --op-mix layers draws the block's index into a table of indices (each block once
+        # first, so a library block's position is its index; a chain's is past the table
+        # the library's blocks fill: ``Guided._with_chains``)
+        table = getattr(gen, "_block_table", None)
+        if table:
+            first = [1] + ([table.index(b)] if len(table) > 1 else [])
+        else:
+            first = [1] + ([b] if len(gen.blocks) > 1 else [])
         return [first] + [[] for _ in range(len(gen.blocks[b]) - 1)]
     raise ValueError(f"unknown guide action {action!r}")
 

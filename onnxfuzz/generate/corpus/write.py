@@ -109,13 +109,39 @@ def computes_in_float16(model: onnx.ModelProto) -> bool:
                     return True
         return False
 
+    if graph_has(model.graph):
+        return True  # inference only adds types: the inferred model has it too
+    if _types_settled(model.graph):
+        return False  # inference would add no element type: nothing more to find
     inferred = onnx.shape_inference.infer_shapes(model)
     return graph_has(inferred.graph)
+
+
+def _types_settled(g: onnx.GraphProto) -> bool:
+    """Whether ONNX shape inference has no element type to add to ``g`` or its subgraphs:
+    every input, output and node output there is declared (a tensor's with its element
+    type set). The generator declares every intermediate, so its models need no inference
+    pass to tell whether they compute in float16."""
+    declared = set()
+    for v in (*g.input, *g.output, *g.value_info):
+        which = v.type.WhichOneof("value")
+        if which is None or (which == "tensor_type" and not v.type.tensor_type.elem_type):
+            return False
+        declared.add(v.name)
+    for node in g.node:
+        if any(o and o not in declared for o in node.output):
+            return False
+        for a in node.attribute:
+            subgraphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+            if not all(_types_settled(sub) for sub in subgraphs):
+                return False
+    return True
 
 
 def write_case(folder: Path, case: Case, reference: bool) -> dict[str, Any]:
     """Write one case's files into ``folder`` (which must not exist yet)."""
     feeds = case.make_inputs(case.seed)
+    folder.mkdir()  # here, so write_test makes its data folder with one call
     data = write_test(folder, case.model, feeds, [name for name, _, _ in case.inputs])
     if computes_in_float16(case.model):
         (folder / TOLERANCE_FILE).write_text(json.dumps(FLOAT16_TOLERANCE))
@@ -197,13 +223,15 @@ def _case_names(cases: dict[str, dict[str, Any]], count: int) -> list[str]:
 
 def _refuse_foreign(
     out: Path, names: list[str], cases: dict[str, dict[str, Any]], writing: set[str]
-) -> None:
+) -> dict[str, bool]:
     """Stop before writing anything if a case's path is taken by something this corpus did
-    not write (its own cases are in the index or the journal)."""
+    not write (its own cases are in the index or the journal). Returns what is in ``out``
+    (name -> whether it is a folder): one directory read instead of a look-up a case."""
+    present = {e.name: e.is_dir() for e in os.scandir(out)}
     foreign = [
         out / name
         for name in names
-        if (out / name).exists() and name not in cases and name not in writing
+        if name in present and name not in cases and name not in writing
     ]
     if foreign:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
@@ -211,16 +239,48 @@ def _refuse_foreign(
             f"--out: {foreign[0]}{more} is already there and was not written by this corpus; "
             "move it away or choose another --out"
         )
+    return present
 
 
-def _write_index(out: Path, options: dict[str, Any], cases: dict[str, dict[str, Any]]) -> None:
+# case name -> (its index entry, that entry's text in index.json): each entry is encoded
+# once, not at every rewrite (json's indenting encoder is pure Python; a long run rewrites
+# the whole index every 10 s)
+EncodedCases = dict[str, tuple[dict[str, Any], str]]
+
+
+def _case_text(name: str, entry: dict[str, Any]) -> str:
+    """``"name": entry`` as json.dumps(index, indent=1) writes it inside ``"cases"``: the
+    entry's own indented text, two levels deeper (a string's newlines are escaped, so every
+    newline is the encoder's)."""
+    return f"{json.dumps(name)}: " + json.dumps(entry, indent=1).replace("\n", "\n  ")
+
+
+def index_text(
+    options: dict[str, Any], cases: dict[str, dict[str, Any]], encoded: EncodedCases
+) -> str:
+    """``json.dumps({"onnxfuzz": ..., "options": options, "cases": cases sorted by name},
+    indent=1)``, the same text, with each case's part taken from ``encoded`` where it holds
+    that very entry (and put there where it does not)."""
+    parts = []
+    for name in sorted(cases):
+        entry = cases[name]
+        known = encoded.get(name)
+        if known is None or known[0] is not entry:
+            known = encoded[name] = (entry, _case_text(name, entry))
+        parts.append(known[1])
+    head = json.dumps({"onnxfuzz": __version__, "options": options}, indent=1)
+    body = "{\n  " + ",\n  ".join(parts) + "\n }" if parts else "{}"
+    return head.removesuffix("\n}") + ',\n "cases": ' + body + "\n}"
+
+
+def _write_index(
+    out: Path,
+    options: dict[str, Any],
+    cases: dict[str, dict[str, Any]],
+    encoded: EncodedCases | None = None,
+) -> None:
     tmp = out / (INDEX + ".tmp")
-    tmp.write_text(
-        json.dumps(
-            {"onnxfuzz": __version__, "options": options, "cases": dict(sorted(cases.items()))},
-            indent=1,
-        )
-    )
+    tmp.write_text(index_text(options, cases, {} if encoded is None else encoded))
     os.replace(tmp, out / INDEX)
 
 
@@ -236,23 +296,24 @@ def export_corpus(
     options = options_record(cfg, seed, reference)
     cases, writing = _load_state(out, options)
     names = _case_names(cases, count)
-    _refuse_foreign(out, names, cases, writing)
+    present = _refuse_foreign(out, names, cases, writing)
     gen = Generator(cfg)
     for prefix in (PREFIX, LEGACY_PREFIX):  # cases a killed run was writing
         for stale in out.glob(f".tmp_{prefix}*"):
             shutil.rmtree(stale)
     summary = Summary()
+    encoded: EncodedCases = {}
     start = time.perf_counter()
     last_index = start
     with open(out / JOURNAL, "a") as journal:
         for i, name in enumerate(names):
-            if name in cases and (out / name).is_dir():
+            if name in cases and present.get(name):
                 summary.skipped_existing += 1
                 if progress:
                     progress(i + 1, count)
                 continue
             tmp = out / f".tmp_{name}"
-            if (out / name).exists():  # ours (checked above): renamed, not journaled
+            if name in present:  # ours (checked above): renamed, not journaled
                 shutil.rmtree(out / name)
             case = gen.generate(seed + i)
             entry = write_case(tmp, case, reference)
@@ -268,9 +329,9 @@ def export_corpus(
                 progress(i + 1, count)
             now = time.perf_counter()
             if now - last_index > 10:
-                _write_index(out, options, cases)
+                _write_index(out, options, cases, encoded)
                 last_index = now
-    _write_index(out, options, cases)
+    _write_index(out, options, cases, encoded)
     (out / JOURNAL).unlink(missing_ok=True)
     summary.seconds = time.perf_counter() - start
     summary.total = len(cases)

@@ -25,6 +25,9 @@ class Span(NamedTuple):
     end: int
 
 
+_new_span = tuple.__new__
+
+
 def spans_by_label(spans: Sequence[Span], label: str) -> list[Span]:
     return [s for s in spans if s.label == label]
 
@@ -45,13 +48,17 @@ class ChoiceStream:
         self.spans: list[Span] = []  # closed spans, in the order they were opened
         self._open: list[tuple[int, str, int]] = []  # (slot in spans, label, start)
 
+    # Spans are made with tuple.__new__: a NamedTuple's own __new__ is a Python function,
+    # and a model opens a few spans per node.
     def start_span(self, label: str) -> None:
-        self._open.append((len(self.spans), label, len(self.record)))
-        self.spans.append(Span(label, len(self.record), len(self.record)))
+        at = len(self.record)
+        spans = self.spans
+        self._open.append((len(spans), label, at))
+        spans.append(_new_span(Span, (label, at, at)))
 
     def stop_span(self) -> None:
         slot, label, start = self._open.pop()
-        self.spans[slot] = Span(label, start, len(self.record))
+        self.spans[slot] = _new_span(Span, (label, start, len(self.record)))
 
     def _next(self, n: int) -> int:
         """A choice in ``[0, n]``; 0 is the simplest option."""

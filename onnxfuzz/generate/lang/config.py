@@ -32,7 +32,8 @@ def ir_version_for(opset: int) -> int:
     return helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
 
 
-OP_MIXES = ("uniform", "layers")  # --op-mix
+OP_MIXES = ("chains", "uniform", "layers")  # --op-mix; the first is the default
+DEFAULT_OP_MIX = OP_MIXES[0]
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,16 @@ class Config:
     # Op domains to draw from: ai.onnx (the hand specs) and any domain with inferred rules
     # (specs/inferred/<domain>.json, from `onnxfuzz infer`).
     domains: frozenset[str] = frozenset({"ai.onnx"})
-    # How an op outside a block is drawn: "uniform" (every op alike), or "layers" (mostly
-    # by how often real models use it, with the optimizers' own patterns among the blocks:
-    # onnxfuzz.generate.build.blocks.LAYER_MIX_SHARE, OPTIMIZER_BLOCKS).
-    op_mix: str = "uniform"
+    # How an op outside a block is drawn: "chains" (every op alike, as "uniform", and an
+    # arithmetic op, activation, Conv/MatMul/Gemm or normalization goes on into an
+    # arithmetic/activation chain of real layers, its members drawn alike among the ops of
+    # their kind, at most one chain per 20 nodes: onnxfuzz.generate.build.blocks.CHAINS,
+    # the source of its frequencies there), "uniform" (every op alike: the generator's
+    # only mix until issue 24), or "layers" (mostly by how often torchvision's models use
+    # it, with the optimizers' own patterns among the blocks:
+    # onnxfuzz.generate.build.blocks.LAYER_MIX_SHARE, OPTIMIZER_BLOCKS). A record without
+    # op_mix means "uniform" (records written before the default became "chains").
+    op_mix: str = DEFAULT_OP_MIX
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes:
@@ -136,9 +143,13 @@ class Config:
 
     @classmethod
     def from_record(cls, record: dict[str, Any], **override: Any) -> Config:
-        """A Config from ``to_record``'s data (a None value or a missing key: the default),
-        with ``override``s (e.g. the opset a campaign negotiated)."""
+        """A Config from ``to_record``'s data (a None value or a missing key: the default,
+        except a missing op_mix: "uniform"), with ``override``s (e.g. the opset a campaign
+        negotiated)."""
         d = {k: v for k, v in {**record, **override}.items() if v is not None}
+        # A record without op_mix was written with "uniform" (to_record leaves it out, as
+        # every record did before the default became "chains"): it must make the same models.
+        d.setdefault("op_mix", "uniform")
         unknown = set(d) - {f.name for f in fields(cls)}
         if unknown:
             raise ConfigError(f"unknown generator options {sorted(unknown)}")

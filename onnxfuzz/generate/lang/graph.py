@@ -149,7 +149,7 @@ class Graph:
         self.consumed.update(names)
         made_by = self.made_by
         fan_in = len({made_by[n][0] for n in names if n in made_by})
-        unshaped = node.op_type == "Loop" or any(n in self.unshaped for n in names)
+        unshaped = node.op_type == "Loop" or not self.unshaped.isdisjoint(names)
         for v in node.outputs:
             made_by[v.name] = (node.name, fan_in)
             if unshaped:

@@ -134,6 +134,13 @@ class SpecBuilder(Protocol):
         """An attribute whose value the spec derived (no choice)."""
         ...
 
+    def pinned(self, name: str | int) -> float | None:
+        """The value a block fixes input ``name`` to (a constant of the optimizers'
+        patterns, ``blocks.Const``), None where none: a spec whose earlier input's domain
+        depends on it reads it first (Pow's base may be negative under an integer
+        exponent), and must then admit that value only."""
+        ...
+
     def body(self, attr: str, formals: Sequence[Formal]) -> BodyScope:
         """A subgraph for graph attribute ``attr`` with inputs ``formals``, its nodes drawn
         by the solver over the outer scope's tensors and the formals; a ConfigError past

@@ -10,6 +10,17 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.lang.intervals import Interval, Values
 
 
+def interval_of(arr: np.ndarray) -> Interval:
+    """The interval a constant's values span ([0, 0] when it is empty). A small integer
+    array is read as Python numbers: numpy's min and max cost more than the values."""
+    if not arr.size:
+        return Interval(0, 0)
+    if arr.size <= 64 and arr.dtype.kind in "iub":
+        flat = arr.ravel().tolist()
+        return Interval(float(min(flat)), float(max(flat)))
+    return Interval(float(arr.min()), float(arr.max()))
+
+
 def sample(
     rng: np.random.Generator, dtype: int, shape: tuple[int, ...], iv: Interval, values: Values
 ) -> np.ndarray:

@@ -1,0 +1,111 @@
+"""``--guide optcov`` against ``--guide random`` at equal test counts (issue 24's targets:
+distinct TVM fused patterns per 1,000 tests guided >= 2x random; distinct ORT optimizer and
+TVM bug families guided >= 1.5x random).
+
+Real ``onnxfuzz fuzz`` campaigns of ``--campaign-tests`` tests each, for every pair of
+backends in ``--pairs`` and every seed in ``--seeds``, each guide's campaign started at the
+same time as the others of its (pair, seed), so that all import the same code (others
+change the generator meanwhile); per campaign: tests stored, distinct optimizations that
+fired per backend and kind (``fused``: TVM's fused patterns), and distinct bug families
+per backend (``judge.signature.family`` of each filed bug's signature; the reference's own
+failures left out); then each guide's ratio to the first (the baseline).
+
+    nice -n 10 .venv/bin/python tools/bench_optcov_guide.py --campaign-tests 300 \\
+        --pairs ort+tvm:pipeline=fuse --seeds 9100 --guides random,optcov --mix layers
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+
+def read_campaign(out: Path) -> dict:
+    """What a finished campaign's campaign.db says: tests, optimizations per backend and
+    kind, bug families per backend."""
+    from onnxfuzz.judge.signature import family
+
+    db = sqlite3.connect(out / "campaign.db")
+    try:
+        tests = db.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
+        fired: dict[str, dict[str, int]] = {}
+        for backend, kind, n in db.execute(
+            "SELECT backend, kind, COUNT(*) FROM optimizations WHERE tests > 0 "
+            "GROUP BY backend, kind"
+        ):
+            fired.setdefault(backend, {})[kind] = n
+        families: dict[str, set[str]] = {}
+        for backend, sig in db.execute("SELECT backend, signature FROM bugs"):
+            families.setdefault(backend, set()).add(family(sig))
+    finally:
+        db.close()
+    return {
+        "tests": tests,
+        "fired": fired,
+        "families": {b: len(f) for b, f in sorted(families.items())},
+    }
+
+
+def campaigns(args: argparse.Namespace) -> None:
+    root = Path(args.keep)
+    root.mkdir(parents=True, exist_ok=True)
+    guides = args.guides.split(",")
+    for pair in args.pairs.split(","):
+        backends = pair.split("+")
+        for seed in (int(s) for s in args.seeds.split(",")):
+            procs = {}
+            for g in guides:
+                out = root / f"{pair.replace(':', '_').replace('=', '_')}-{seed}-{g}"
+                cmd = [sys.executable, "-m", "onnxfuzz", "fuzz"]
+                cmd += ["--tests", str(args.campaign_tests)]
+                for b in backends:
+                    cmd += ["--backend", b]
+                cmd += ["--seed", str(seed), "--guide", g, "--op-mix", args.mix, "--out", str(out)]
+                cmd += ["--probe", "off", "--no-reduce", "--confirm", "0"]
+                log = open(out.with_suffix(".log"), "w")  # noqa: SIM115 - closed below
+                procs[g] = (subprocess.Popen(cmd, stdout=log, stderr=log), out, log, cmd)
+            got = {}
+            for g, (proc, out, log, cmd) in procs.items():
+                rc = proc.wait()
+                log.close()
+                if rc not in (0, 1):
+                    raise SystemExit(f"{' '.join(cmd)} failed ({rc}); see {out}.log")
+                got[g] = read_campaign(out)
+                print(f"{pair} seed {seed} --guide {g}: {json.dumps(got[g])}", flush=True)
+            base = got[guides[0]]
+            for g in guides[1:]:
+                for b, kinds in sorted(got[g]["fired"].items()):
+                    for kind in ("fused", "transformer", "rule"):
+                        if kind in kinds or kind in base["fired"].get(b, {}):
+                            a, x = base["fired"].get(b, {}).get(kind, 0), kinds.get(kind, 0)
+                            print(f"  {b} {kind}: {guides[0]} {a}, {g} {x}, {_ratio(x, a)}")
+                for b in sorted(set(base["families"]) | set(got[g]["families"])):
+                    a, x = base["families"].get(b, 0), got[g]["families"].get(b, 0)
+                    print(f"  {b} bug families: {guides[0]} {a}, {g} {x}, {_ratio(x, a)}")
+
+
+def _ratio(x: float, a: float) -> str:
+    return f"{x / a:.2f}x" if a else "-"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--campaign-tests", type=int, default=300, help="tests per campaign")
+    ap.add_argument("--guides", default="random,optcov", help="the first: the baseline")
+    ap.add_argument("--mix", default="layers", help="--op-mix of every test")
+    ap.add_argument("--seeds", default="9100", help="campaign seeds, comma-separated")
+    ap.add_argument("--pairs", default="ort+tvm:pipeline=fuse,ort+ort:opt=none")
+    ap.add_argument("--keep", default="/tmp/bench_optcov_guide", help="campaign folders")
+    args = ap.parse_args()
+    if args.campaign_tests <= 0:
+        ap.error("--campaign-tests: give a number of tests per campaign")
+    campaigns(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
