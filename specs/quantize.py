@@ -13,6 +13,16 @@ of k + 0.5 flips between backends that compute v slightly differently. So:
   least 1/(2q) away), while the float error of acc * M stays far below that.
 * DynamicQuantizeLinear: x is fresh (identical in every backend) and kept away from x.5.
 
+* QuantizeLinear of a computed x, in a block only (``blocks.OPTIMIZER_BLOCKS``: ONNX
+  Runtime's QDQ clean-ups match a DequantizeLinear -> QuantizeLinear, a Relu or Where between
+  them): a block that pins y_scale (``blocks.Const``) to a power of two links x to a
+  DequantizeLinear's output at that scale (or to a Relu, a Where with a constant 0, or a
+  Conv with weights 1 and a bias on the scale, of it). Its values are then exact multiples
+  of the scale, so x / scale is an exact integer in every backend: no tie can arise. The
+  spec checks that x is such an op's output (``REQUANT_SOURCES``); the block's constants
+  are what keep that op's output on the scale (tests/backends/test_optimizer_blocks.py
+  checks the values).
+
 Zero points keep results unsaturated where they are given (values inside the type's range);
 an unsigned QuantizeLinear without a zero point clamps negative values to 0, which is
 deterministic even at a tie (-0.5 rounds to -0 or -1: both clamp to 0).
@@ -27,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz import dtypes as dt
+from onnxfuzz.errors import SpecError
 from onnxfuzz.generate.lang.choices import ChoiceStream
 from onnxfuzz.generate.lang.domains import Ints, OneOf
 from onnxfuzz.generate.lang.graph import Tensor
@@ -186,8 +197,16 @@ def quantize_linear(b: SpecBuilder, p: None) -> None:
     has_zp = b.optional("y_zero_point")
     out_tv = b.info.input_type["y_zero_point"]
     outs = types_or_skip(b, out_tv, QUANT_TYPES)
-    x = b.input("x", values=Values(-X_RANGE, X_RANGE, avoid="half"))
-    axis, block = _axis_block(b, x)
+    requant = b.pinned("y_scale")  # a block's re-quantization (see the module docstring)
+    if requant not in POW2:
+        requant = None
+    if requant is None:
+        x = b.input("x", values=Values(-X_RANGE, X_RANGE, avoid="half"))
+        axis, block = _axis_block(b, x)
+    else:
+        x = b.input("x")
+        _check_requantized(x)
+        axis, block = None, 0  # per tensor: the scale the block pins
     out = MISSING
     if b.version >= 21:
         # output_dtype: with a zero point it must equal the zero point's type.
@@ -198,7 +217,7 @@ def quantize_linear(b: SpecBuilder, p: None) -> None:
     shapes = _scale_shape(x, axis, block)
     scale_tv = b.info.input_type["y_scale"]
     scale_dt = _prefer(types_or_skip(b, scale_tv), x.dtype)
-    scales = b.draw("y_scale", _ScaleChoice(shapes))
+    scales = b.draw("y_scale", _ScaleChoice(shapes)) if requant is None else requant
     b.const("y_scale", scales, dtype=scale_dt)
     arr = np.asarray(scales, dtype=np.float64)
     # round(x / s) over every scale s.
@@ -219,6 +238,27 @@ def quantize_linear(b: SpecBuilder, p: None) -> None:
     else:
         y_dt, iv = (dt.UINT8 if out is MISSING else out), q
     b.output(x.shape, dtype=y_dt, interval=_clamp(iv, y_dt))
+
+
+# The ops whose output a block's re-quantizing QuantizeLinear may take: a DequantizeLinear
+# at the pinned scale, a Relu of it, a Where of it and the constant 0, a one-channel Conv
+# of it with weights 1 and a bias on the scale (ORT's QDQ patterns, blocks.py).
+REQUANT_SOURCES = ("DequantizeLinear", "Relu", "Where", "Conv")
+
+
+def _check_requantized(x: Tensor) -> None:
+    """A block pinned y_scale: x must be the output of one of ``REQUANT_SOURCES`` (the
+    block's link, not glue and not another tensor; node outputs are named after their op),
+    else the block is wrong (x / scale could fall within float error of a tie)."""
+    made_by = x.name.split("_out")[0].rstrip("0123456789")
+    if x.origin == "node" and made_by in {op.lower() for op in REQUANT_SOURCES}:
+        return
+    raise SpecError(
+        "QuantizeLinear",
+        "x",
+        f"a block pinned y_scale but x is {x.name} ({x.origin}): link x to the output of "
+        f"one of {', '.join(REQUANT_SOURCES)} at that scale (blocks.OPTIMIZER_BLOCKS)",
+    )
 
 
 class _ScaleChoice:

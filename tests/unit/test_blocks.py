@@ -6,7 +6,7 @@ import onnx
 import pytest
 
 from onnxfuzz.cli.main import main
-from onnxfuzz.generate.build.blocks import BLOCKS, Ref
+from onnxfuzz.generate.build.blocks import BLOCKS, OPTIMIZER_BLOCKS, Const, Ref
 from onnxfuzz.generate.build.generator import Generator
 from onnxfuzz.generate.corpus.validate import validate
 from onnxfuzz.generate.lang.config import Config
@@ -91,3 +91,22 @@ def test_specs_lists_the_blocks(capsys) -> None:
     assert main(["specs", "--blocks"]) == 0
     out = capsys.readouterr().out
     assert "conv-bn-relu" in out and "Conv -> BatchNormalization -> Relu" in out
+
+
+WITHOUT_CONSTS = sorted(
+    name
+    for name, steps in OPTIMIZER_BLOCKS.items()
+    if not any(isinstance(link, Const) for s in steps for link in s.links.values())
+)
+
+
+@pytest.mark.parametrize("block", WITHOUT_CONSTS)
+def test_every_optimizer_block_without_constants_instantiates_validly(block: str) -> None:
+    """(Those with constants: tests/unit/test_const_link.py.) A block's fixed variables
+    and links (ort-conv-add-act's Conv takes x as its own weights) keep it valid."""
+    gen = Generator(Config(op_mix="layers", block_rate=1.0, min_nodes=1, max_nodes=12))
+    index = gen.block_names.index(block)
+    for seed in range(DRAWS // 4):
+        case = gen.generate(seed, prefix=[11, 1, index])
+        v = validate(case.model, case.make_inputs(seed))
+        assert v.ok and v.finite, (block, seed, v.problems[:1])

@@ -98,7 +98,7 @@ def chain(*ops: str | Step) -> tuple[Step, ...]:
 
 # --- the values the optimizer blocks spell (``Const`` and ``Step.fixed``) ---
 SQRT2 = 1.4142135623730951
-FLOAT, INT8, INT64 = 1, 3, 7  # onnx.TensorProto's numbers
+FLOAT, UINT8, INT8, INT64 = 1, 2, 3, 7  # onnx.TensorProto's numbers
 # per-tensor quantization; a QuantizeLinear's scale (one of its spec's powers of two)
 PER_TENSOR = {"block_size": 0}
 QSCALE = {"y_scale": 0.25, **PER_TENSOR}
@@ -121,6 +121,26 @@ def _focus(h: int, w: int) -> dict[str, Any]:
         "ends": [end, end],
         "steps": [2, 2],
     }
+
+
+def _dq(x: Ref | None = None) -> Step:
+    """A DequantizeLinear at the blocks' scale and zero point (0.25, int8 0): its output
+    is (q - 0) * 0.25 exactly, which a QuantizeLinear may re-quantize (``_requant``)."""
+    links: dict[int, Ref | Const] = {1: Const(0.25), 2: Const(0, dtype=INT8)}
+    if x is not None:
+        links[0] = x
+    fixed = {**PER_TENSOR, "x_zero_point": True, "x.dtype": INT8}
+    return Step("DequantizeLinear", links, fixed=fixed)
+
+
+def _requant(x: Ref, zero_point: Const = Const(0, dtype=INT8)) -> Step:
+    """A QuantizeLinear of ``x`` (a ``_dq`` output, or a Relu or Where of it) at the same
+    scale: the pinned y_scale lets specs/quantize.py take a computed x (exact: no ties)."""
+    return Step(
+        "QuantizeLinear",
+        {0: x, 1: Const(0.25), 2: zero_point},
+        fixed={"y_zero_point": True, "output_dtype": 0},
+    )
 
 
 def _x(step: int) -> Ref:
@@ -226,6 +246,17 @@ OPTIMIZER_BLOCKS: dict[str, tuple[Step, ...]] = {
         Step("Add", fixed={"A.rank": 3, "A.dtype": FLOAT}),
         Step("LayerNormalization", {0: Ref(0)}, fixed={"axis": -1}),
     ),
+    # BiasSkipLayerNormFusion (bias_skip_layer_norm_fusion.cc): the 4-input
+    # SkipLayerNormalization SkipLayerNormFusion makes of Add(x, skip) -> LayerNorm takes in
+    # an Add(1-D constant bias, MatMul) before it. The bias first (SkipLayerNormFusion's own
+    # bias form wants it second) and a 3-D constant B (MatMulAddFusion wants a 2-D one), so
+    # neither earlier fusion takes the Add; x's dims fixed so B and the bias fit them.
+    "ort-bias-skip-layernorm": (
+        Step("MatMul", {1: Const(0.125, (1, 4, 4))}, fixed={"A.dims": [2, 3, 4], "A.dtype": FLOAT}),
+        Step("Add", {0: Const(0.25, (4,)), 1: Ref(0)}),
+        Step("Add", {0: Ref(1), 1: _x(0)}),
+        Step("LayerNormalization", {0: Ref(2)}, fixed={"axis": -1}),
+    ),
     "ort-add-softmax": chain("Add", "Softmax"),  # BiasSoftmaxFusion
     # MatMulScaleFusion (matmul_scale_fusion.cc): a Mul or Div by a scalar constant
     # before or after a MatMul
@@ -243,10 +274,20 @@ OPTIMIZER_BLOCKS: dict[str, tuple[Step, ...]] = {
         Step("Add", {0: Ref(0), 1: Const(0.25, (1,))}),
     ),
     "ort-gemm-act": chain("Gemm", act("Relu")),  # GemmActivationFusion
-    "ort-conv-add-act": (  # ConvAddActivationFusion (NCHWc)
-        Step("Conv"),
-        Step("Add", {0: Ref(0)}),
-        act("Relu", {0: Ref(1)}),
+    # ConvAddActivationFusion (conv_add_act_fusion.cc): a float 2-D Conv with a bias read
+    # only by an Add of two equal 4-D shapes (then an activation). NchwcTransformer takes
+    # any Conv of constant weights first (measured on ORT 1.31), so the weights here are
+    # computed: x itself (x [2, 2, 3, 3] is its own 3x3 kernel; SAME padding keeps x's
+    # shape), and the Add's other input is x (a residual)
+    "ort-conv-add-act": (
+        Step("Relu", fixed={"X.dims": [2, 2, 3, 3], "X.dtype": FLOAT}),
+        Step(
+            "Conv",
+            {0: Ref(0), 1: Ref(0)},
+            fixed={"group": 1, "auto_pad": "SAME_UPPER", "strides": [1, 1], "B": True},
+        ),
+        Step("Add", {0: Ref(1), 1: Ref(0)}),
+        act("Relu", {0: Ref(2)}),
     ),
     "ort-quick-gelu": (  # QuickGeluFusion: x * sigmoid(alpha * x)
         Step("Mul"),
@@ -344,6 +385,80 @@ OPTIMIZER_BLOCKS: dict[str, tuple[Step, ...]] = {
             {0: Ref(0), 1: Const(0.25), 2: Const(0, dtype=INT8)},
             fixed={**PER_TENSOR, "x_zero_point": True},
         ),
+    ),
+    # --- re-quantization (QuantizeLinear of a DequantizeLinear's output at its scale and
+    # zero point: exact, see specs/quantize.py), from ORT's qdq_transformer sources ---
+    # DoubleQDQPairsRemover (double_qdq_pairs_remover.cc): Q -> DQ -> Q -> DQ, each pair
+    # of one constant scale and zero point, the middle nodes with one consumer each
+    "ort-double-qdq": (
+        Step(
+            "QuantizeLinear",
+            {2: Const(0, dtype=INT8)},
+            fixed={**QSCALE, "x.dtype": FLOAT, "y_zero_point": True, "output_dtype": 0},
+        ),
+        _dq(Ref(0)),
+        _requant(Ref(1)),
+        _dq(Ref(2)),
+    ),
+    # QDQFinalCleanupTransformer (qdq_final_cleanup.cc): a DQ -> Q pair of one scale and
+    # zero point (the DQ with that one consumer) goes
+    "ort-dq-q": (_dq(), _requant(Ref(0))),
+    # WhereDummyDq (where_dummy_dq.cc): Where(cond, DQ(x), scalar constant) read by one Q
+    # of the DQ's quantized type gets a DQ for the scalar (a scalar condition: X then takes
+    # the DQ's output as it is, never through glue that could move it off the scale)
+    "ort-where-dq": (
+        _dq(),
+        Step("Where", {1: Ref(0), 2: Const(0.0)}, fixed={"condition.rank": 0}),
+        _requant(Ref(1)),
+    ),
+    # ReluQuantRewrite (relu_quantizelinear.cc, in Level2_RuleBasedTransformer): a Relu
+    # read by one Q whose zero point is the type's minimum (uint8 0) goes
+    "ort-relu-q": (
+        _dq(),
+        Step("Relu", {0: Ref(0)}),
+        _requant(Ref(1), Const(0, dtype=UINT8)),
+    ),
+    # WeightBiasQuantization (weight_bias_quantization.cc): a Conv of a per-tensor DQ's
+    # output with float constant weights and bias, read by a Q (ORT 1.31: measured), gets
+    # its weights and bias quantized. One input channel (x's dims fixed; with a smaller
+    # --max-dim they are 1 anyway), weights 1.0 and bias 0.25: the Conv's output stays on
+    # the 0.25 grid, so the Q after it is exact
+    "ort-weight-bias-quantization": (
+        Step(
+            "QuantizeLinear",
+            {2: Const(0, dtype=INT8)},
+            fixed={
+                **QSCALE,
+                "x.dtype": FLOAT,
+                "x.dims": [1, 1, 2, 2],
+                "y_zero_point": True,
+                "output_dtype": 0,
+            },
+        ),
+        _dq(Ref(0)),
+        Step(
+            "Conv",
+            {0: Ref(1), 1: Const(1.0, (1, 1, 1, 1)), 2: Const(0.25, (1,))},
+            fixed={"B": True},
+        ),
+        _requant(Ref(2)),
+        _dq(Ref(3)),
+    ),
+    # MatMulIntegerToFloatFusion (matmul_integer_to_float.cc): Cast(MatMulInteger) to float
+    # times Mul(a_scale, b_scale), the three with one consumer each; then
+    # DynamicQuantizeMatMulFusion (dynamic_quantize_matmul_fusion.cc) when A, a_scale and
+    # a_zero_point come from one DynamicQuantizeLinear and B is a constant (of A's inner
+    # dim: x's dims fixed; B an initializer of ones)
+    "ort-dynamic-quantize-matmul": (
+        Step("DynamicQuantizeLinear", fixed={"x.dims": [2, 3]}),
+        Step(
+            "MatMulInteger",
+            {0: Ref(0), 1: Const(1, (3, 4)), 2: Ref(0, output=2)},
+            fixed={"a_zero_point": True},
+        ),
+        Step("Cast", {0: Ref(1)}, fixed={"to": FLOAT}),
+        Step("Mul", {0: Ref(0, output=1), 1: Const(0.25)}),
+        Step("Mul", {0: Ref(2), 1: Ref(3)}),
     ),
     # QDQPropagationTransformer (qdq_propagation.cc): a DQ's Q/DQ carried over a
     # Transpose (or Reshape, MaxPool, ...) that no Q follows
