@@ -14,6 +14,11 @@ fired rule among k candidates costs about log2(k) sessions). Only when the
 transformer-level log says a rule-based transformer modified the graph, and the hook asks;
 the answer is kept per model (a model compiled again, as confirmation and reduction do,
 costs no session).
+
+``feedback=new`` (the default) makes the log only for the tests a campaign asks for
+(``want_feedback``; ``onnxfuzz.run.feedback_policy`` decides which): formatting it costs
+25-50 % of a small model's session creation. There, a model whose candidate rules all
+fired on earlier models of the process gets no attribution sessions (nothing new to name).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import onnx
 from onnx import numpy_helper
 
 _LEVELS = ("none", "basic", "extended", "layout", "all")
+FEEDBACK_POLICIES = ("new", "all", "1", "0")  # the ``feedback`` option (1: all, as before)
 _UNSUPPORTED = re.compile(
     r"NOT_IMPLEMENTED|Could not find an implementation|not supported", re.IGNORECASE
 )
@@ -84,6 +90,70 @@ RULES: dict[str, tuple[str | tuple[str, str], ...]] = {
     ),
     "ClipQuantRewrite": (("Clip", "QuantizeLinear"),),
     "ReluQuantRewrite": (("Relu", "QuantizeLinear"),),
+}
+
+# What a campaign's feedback policy (``feedback=new``, ``onnxfuzz.run.feedback_policy``)
+# looks for in a model to ask for feedback while the optimizer has not fired yet: the
+# transformers that fire on the CPU at opset 21 (those seen in campaigns; the others
+# cannot fire here, so they would be sought for ever), each with alternatives: an op type,
+# an edge producer -> consumer, or a frozenset of them all needed (the pattern's edges as
+# the fusion's source and the optimizer blocks of ``generate.build.blocks`` have them).
+# Generic ones (ConstantFolding, CommonSubexpressionElimination, the float16 casts) have
+# none: they fire in the first tests, and on the policy's sample. Plus RULES.
+_Need = str | tuple[str, str] | frozenset[str | tuple[str, str]]
+
+
+def _all(*edges: tuple[str, str]) -> frozenset[str | tuple[str, str]]:
+    return frozenset(edges)
+
+
+ACTIVATIONS = ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid")
+TRANSFORMER_NEEDS: dict[str, tuple[_Need, ...]] = {
+    "MatMulScaleFusion": tuple(
+        e for op in ("Mul", "Div") for e in (("MatMul", op), (op, "MatMul"))
+    ),
+    "ConvActivationFusion": tuple(("Conv", a) for a in ACTIVATIONS),
+    "GemmActivationFusion": tuple(("Gemm", a) for a in ACTIVATIONS),
+    "ConvAddActivationFusion": tuple(_all(("Conv", "Add"), ("Add", a)) for a in ACTIVATIONS),
+    "TransposeOptimizer": ("Transpose",),
+    "TransposeOptimizer_CPUExecutionProvider": ("Transpose",),
+    "MatmulTransposeFusion": (("Transpose", "MatMul"), ("MatMul", "Transpose")),
+    "GeluFusionL1": (_all(("Div", "Erf"), ("Erf", "Add")), _all(("Mul", "Erf"), ("Erf", "Add"))),
+    "BiasGeluFusion": (("Add", "Gelu"), _all(("Add", "Div"), ("Div", "Erf"), ("Erf", "Add"))),
+    "FastGeluFusion": (_all(("Mul", "Tanh"), ("Tanh", "Add")),),
+    "QuickGeluFusion": (_all(("Mul", "Sigmoid"), ("Sigmoid", "Mul")),),
+    "LayerNormFusionL1": (
+        _all(("ReduceMean", "Sub"), ("Sub", "Pow"), ("Pow", "ReduceMean"), ("Sqrt", "Div")),
+    ),
+    "SimplifiedLayerNormFusion": (
+        _all(("Pow", "ReduceMean"), ("ReduceMean", "Add"), ("Add", "Sqrt"), ("Sqrt", "Div")),
+    ),
+    "SkipLayerNormFusion": (("Add", "LayerNormalization"),),
+    "BiasSkipLayerNormFusion": (
+        _all(("MatMul", "Add"), ("Add", "Add"), ("Add", "LayerNormalization")),
+    ),
+    "MatMulAddFusion": (("MatMul", "Add"),),
+    "ReshapeFusion": (("Reshape", "Reshape"), ("Shape", "Gather")),
+    "GatherSliceToSplitFusion": (_all(("Reshape", "Gather"), ("Reshape", "Slice")),),
+    "SliceConcatToSpaceToDepthFusion": (("Slice", "Concat"),),
+    "NchwcTransformer": ("Conv",),
+    "NhwcTransformer": ("Conv",),
+    "EnsureUniqueDQForNodeUnit": ("DequantizeLinear",),
+    "QDQPropagationTransformer": (
+        ("DequantizeLinear", "Transpose"),
+        ("DequantizeLinear", "Reshape"),
+        ("DequantizeLinear", "Slice"),
+    ),
+    "QDQSelectorActionTransformer": ("DequantizeLinear",),
+    "QDQS8ToU8Transformer": (("QuantizeLinear", "DequantizeLinear"),),
+    "DoubleQDQPairsRemover": (
+        _all(("QuantizeLinear", "DequantizeLinear"), ("DequantizeLinear", "QuantizeLinear")),
+    ),
+    "QDQFinalCleanupTransformer": (("DequantizeLinear", "QuantizeLinear"),),
+    "WhereDummyDq": (("DequantizeLinear", "Where"),),
+    "WeightBiasQuantization": (_all(("DequantizeLinear", "Conv"), ("Conv", "QuantizeLinear")),),
+    "DynamicQuantizeMatMulFusion": (("DynamicQuantizeLinear", "MatMulInteger"),),
+    "MatMulIntegerToFloatFusion": (("MatMulInteger", "Cast"),),
 }
 
 # The rules registered at level 2 only (GemmTransposeFusion is at both levels).
@@ -159,34 +229,48 @@ class OrtBackend:
         self,
         opt: str = "all",
         threads: str = "1",
-        feedback: str = "1",
+        feedback: str = "new",
         disable: str = "",
         isolate: str = "0",
     ) -> None:
-        """``feedback`` 1|0: report the transformers and rules that fired (the
-        ``optimizations`` hook). ``disable``: transformers or rules to switch off, joined
-        by ``+`` (ORT's ``disabled_optimizers``), e.g. ``disable=FuseReluClip+GeluFusionL1``.
+        """``feedback`` new|all|0 (1 = all): report the transformers and rules that fired
+        (the ``optimizations`` hook). ``new`` (default): only on the tests a campaign asks
+        it for (``want_feedback``; ``onnxfuzz.run.feedback_policy``: a model that could
+        show something new, and a sample), since ORT's INFO log, the only channel that
+        names them, makes session creation far slower; ``all``: on every test; ``0``: none
+        (no hook: the campaign runs unguided by it). ``disable``: transformers or rules to
+        switch off, joined by ``+`` (ORT's ``disabled_optimizers``), e.g.
+        ``disable=FuseReluClip+GeluFusionL1``.
         ``isolate`` 1|0: the per-transformer oracle: for each transformer or rule that fired
         on a model, run it again with that one disabled and raise ``OptimizerChangedResult``
         naming it when an output moves past the float tolerances (one more session and
         run per fired optimizer: slow)."""
         if opt not in _LEVELS:
             raise TypeError(f"opt must be one of {', '.join(_LEVELS)}, got {opt!r}")
-        for key, value in (("feedback", feedback), ("isolate", isolate)):
-            if value not in ("0", "1"):
-                raise TypeError(f"{key} must be 0 or 1, got {value!r}")
+        if feedback not in FEEDBACK_POLICIES:
+            raise TypeError(f"feedback must be one of new, all, 0, got {feedback!r}")
+        if isolate not in ("0", "1"):
+            raise TypeError(f"isolate must be 0 or 1, got {isolate!r}")
         if isolate == "1" and feedback == "0":
-            raise TypeError("isolate=1 needs feedback=1 (it disables what fired)")
+            raise TypeError("isolate=1 needs feedback=all (it disables what fired)")
         self.opt = opt
         self.threads = int(threads)
-        self.feedback = feedback == "1"
+        self.feedback = feedback != "0"
+        # feedback=new: the next compile's log only when the campaign asks (isolate needs
+        # the log of every model: it is all there).
+        self.on_request = feedback == "new" and isolate == "0"
+        self._wanted = True  # what the campaign asked for the next compile
+        if not self.feedback:  # no hook at all: "gives no feedback", not "nothing fired"
+            self.optimizations = None  # type: ignore[method-assign]
         self.disabled = tuple(filter(None, disable.split("+")))
         self.isolate = isolate == "1"
         self._opts: Any = None  # SessionOptions, made once
+        self._quiet: Any = None  # the same with ORT's log off (a test without feedback)
         self._last: _Compiled | None = None
         self._run_opts: Any = None
         self._basic: Any = None  # SessionOptions at the basic level (rule attribution)
         self._rules_seen: dict[bytes, tuple[str, ...]] = {}  # model digest -> rules fired
+        self._rules_known: set[str] = set()  # rules attributed by halving in this process
 
     def available(self) -> str | None:
         import onnxruntime as ort
@@ -203,7 +287,12 @@ class OrtBackend:
     def supported_opsets(self) -> tuple[int, int]:
         return (7, 26)  # ONNX Runtime 1.31
 
-    def _options(self) -> Any:
+    def want_feedback(self, on: bool) -> None:
+        """Whether the campaign wants the next compile's feedback (``feedback=new``:
+        without it the session is made with ORT's log off, as with ``feedback=0``)."""
+        self._wanted = on
+
+    def _options(self, log: bool = True) -> Any:
         import onnxruntime as ort
 
         levels = {
@@ -222,7 +311,7 @@ class OrtBackend:
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
         # INFO carries "GraphTransformer X modified: 1" (the feedback); else fatal only.
-        opts.log_severity_level = 1 if self.feedback else 4
+        opts.log_severity_level = 1 if self.feedback and log else 4
         return opts
 
     def compile(self, model: onnx.ModelProto) -> Any:
@@ -232,8 +321,10 @@ class OrtBackend:
         """``compile`` of a serialized model (the sandbox's fast path: no parse)."""
         if self._opts is None:
             self._opts = self._options()
-        if not self.feedback:
-            return self._session(data, self.disabled)
+            self._quiet = self._options(log=False)
+        if not self.feedback or (self.on_request and not self._wanted):
+            self._last = None
+            return self._session(data, self.disabled, self._quiet)
         self._last = None
         with _native_stderr() as log:
             session = self._session(data, self.disabled)
@@ -288,6 +379,11 @@ class OrtBackend:
         ]
         if len(candidates) <= 1:
             return tuple(candidates)
+        if self.on_request and self._rules_known.issuperset(candidates):
+            # feedback=new: every candidate fired on an earlier model of this process, so
+            # whichever fired now is nothing new (the guide pays for new coverage only):
+            # no attribution sessions; the rules' test counts miss these models.
+            return ()
         # Level-1 rules fire in the basic level's sessions too, which skip the costlier
         # level-2 and layout transformers.
         opts = self._opts if set(candidates) & LEVEL2_RULES else self._basic_options()
@@ -315,6 +411,7 @@ class OrtBackend:
             return fired(first) + (fired(second) if modifies(second) else [])
 
         found = set(fired(candidates))
+        self._rules_known |= found
         return tuple(r for r in candidates if r in found)  # in RULES' order, as before
 
     def _providers(self) -> list[Any]:
@@ -407,6 +504,18 @@ def _transformers(log: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(sorted(modified)), tuple(sorted(ran))
 
 
+def feedback_needs() -> dict[str, tuple[_Need, ...]]:
+    """Per transformer or rule, what a model must hold for it to fire (any one of them; a
+    frozenset: all of it): the feedback policy's table (``feedback_tokens`` says what a
+    model holds)."""
+    return {**TRANSFORMER_NEEDS, **RULES}
+
+
+def feedback_tokens(data: bytes) -> set[str | tuple[str, str]]:
+    """What a serialized model holds, in ``feedback_needs``' terms."""
+    return _op_types(data)
+
+
 def _op_types(data: bytes) -> set[str | tuple[str, str]]:
     """The op types of a serialized model and its edges producer -> consumer by op type,
     its subgraphs' included; and the tokens of the rules whose constants the model holds
@@ -471,7 +580,7 @@ class OrtCudaBackend(OrtBackend):
         opt: str = "all",
         threads: str = "1",
         tf32: str = "0",
-        feedback: str = "1",
+        feedback: str = "new",
         disable: str = "",
         isolate: str = "0",
     ) -> None:

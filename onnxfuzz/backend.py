@@ -55,6 +55,8 @@ OPTIONAL = {
     "compile_bytes": "compile_bytes(self, data: bytes) -> executable  (skips a parse)",
     "optimizations": "optimizations(self, executable) -> dict[str, list[str]] | None  "
     "(what the optimizer did to this model: kind -> names)",
+    "want_feedback": "want_feedback(self, on: bool) -> None  (is the next compile's "
+    "optimizations feedback wanted? an adapter whose feedback costs compile time)",
 }
 
 # Optimization feedback: kind -> the names of what fired on one compiled model, e.g.
@@ -142,6 +144,7 @@ class Adapter:
     is_unsupported: Callable[[BaseException], bool] | None
     compile_bytes: Callable[[bytes], Any] | None
     optimizations: Callable[[Any], dict[str, list[str]] | None] | None
+    want_feedback: Callable[[bool], None] | None
 
     @classmethod
     def of(cls, backend: Any) -> Adapter:

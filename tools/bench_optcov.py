@@ -14,14 +14,18 @@ would:
   to the first mix's (a mix that makes smaller models is not judged on fewer nodes);
 - with ``--ort``: ONNX Runtime's transformers and rewrite rules that modified at least one
   model (the ``optimizations`` feedback, in a worker process as in a campaign), and what
-  the feedback costs: the compile time with ``ort`` against ``ort:feedback=0`` on the
-  same models (session creation; its run is not affected), and the same as a share of
-  backend time in CPU seconds (compile + run, the worker's own clock: load elsewhere on
-  the machine does not count; best of two passes each);
+  the feedback costs, asked on every test (``ort:feedback=all``) and as a campaign's
+  default policy asks (``ort``, ``feedback=new``: the models in order as its tests), each
+  against ``ort:feedback=0`` on the same models: compile time (session creation; its run
+  is not affected) and the share of backend time in CPU seconds (compile + run, the
+  worker's own clock: load elsewhere on the machine does not count; each model's best of
+  ``--passes`` passes, the sides interleaved model by model), and what the policy's tests found less
+  than every test's;
 - with ``--tvm``: distinct fused-kernel patterns of ``tvm:pipeline=fuse`` per 1,000
   models.
 
     .venv/bin/python tools/bench_optcov.py --models 300 --mix uniform,layers --ort --tvm
+    .venv/bin/python tools/bench_optcov.py --models 2000 --mix layers --ort  # a campaign's length
     .venv/bin/python tools/bench_optcov.py --models 2000 --mix uniform,chains,layers
 """
 
@@ -34,11 +38,12 @@ from collections import defaultdict
 import numpy as np
 import onnx
 
-from onnxfuzz.backend import parse_backend
-from onnxfuzz.execute.sandbox import Status, Worker
+from onnxfuzz.backend import parse_backend, split_known
+from onnxfuzz.execute.sandbox import Status, Worker, pack
 from onnxfuzz.generate.build.generator import Generator
 from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.generate.measure.metrics import Diversity
+from onnxfuzz.run.feedback_policy import CampaignFeedback
 
 ARITHMETIC = {
     "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Reciprocal", "Sqrt", "Exp", "Log", "Abs",
@@ -106,6 +111,40 @@ def run_all(label: str, cases: list, timeout: float = 30.0) -> tuple[list, float
     return outs, compile_s
 
 
+def run_sides(sides: dict[str, tuple[str, bool]], cases: list) -> dict[str, tuple[list, float]]:
+    """``run_all`` of each side (key -> (label, policy)), model by model: each model runs
+    on every side's worker one after the other (their order turning with the model), so
+    that load elsewhere on the machine falls on the sides alike."""
+    workers = {key: Worker(parse_backend(label), timeout=30.0) for key, (label, _) in sides.items()}
+    deciders = {
+        key: CampaignFeedback([label], seed=0) for key, (label, policy) in sides.items() if policy
+    }
+    got: dict[str, tuple[list, float]] = {key: ([], 0.0) for key in sides}
+    keys = list(sides)
+    for w in workers.values():
+        w.start()
+    try:
+        for i, case in enumerate(cases):
+            data = case.model.SerializeToString()
+            inputs = case.make_inputs(case.seed)
+            for key in keys[i % len(keys) :] + keys[: i % len(keys)]:
+                label = sides[key][0]
+                d = deciders.get(key)
+                asked = d.decide(i, data) if d else {label}
+                failed = workers[key].submit_packed(pack(data, inputs, label in asked))
+                o = failed if failed is not None else workers[key].collect()
+                if d:
+                    fired, _ = split_known(o.optimizations or {})
+                    d.report(i, asked, {label: [n for v in fired.values() for n in v]})
+                outs, compile_s = got[key]
+                outs.append(o)
+                got[key] = (outs, compile_s + o.compile_s)
+    finally:
+        for w in workers.values():
+            w.close()
+    return got
+
+
 def matched(gen: Generator, seed: int, nodes: int) -> dict:
     """The diversity of ``gen``'s models from ``seed`` on until their nodes add up to
     ``nodes`` or more."""
@@ -150,42 +189,7 @@ def bench(mix: str, args: argparse.Namespace, first_nodes: int | None) -> int:
             f"nodes): {m['ops']} op types, {m['instances']} instances, {m['triples']} triples"
         )
     if args.ort:
-        outs, with_s = run_all("ort", cases)
-        outs0, without_s = run_all("ort:feedback=0", cases)
-        # The cost as a share of backend time, in CPU seconds (the worker's clock over
-        # compile + run: other work on the machine does not count), on the models both
-        # runs compiled and ran; each side's best of two passes.
-        both = [
-            k
-            for k, (a, b) in enumerate(zip(outs, outs0, strict=True))
-            if a.status == b.status == Status.OK
-        ]
-        again, _ = run_all("ort", cases)
-        again0, _ = run_all("ort:feedback=0", cases)
-        cpu_with = min(sum(r[k].cpu_s for k in both) for r in (outs, again))
-        cpu_without = min(sum(r[k].cpu_s for k in both) for r in (outs0, again0))
-        fired: dict[str, set[str]] = defaultdict(set)
-        known: set[str] = set()
-        ok = 0
-        for o in outs:
-            if o.status != Status.OK or o.optimizations is None:
-                continue
-            ok += 1
-            for kind in ("transformer", "rule"):
-                fired[kind].update(o.optimizations.get(kind, ()))
-            known.update(o.optimizations.get("known:transformer", ()))
-        hook_s = sum(o.feedback_s for o in outs)
-        print(
-            f"[{mix}] ort: {ok}/{n} compiled and ran; transformers that modified a graph: "
-            f"{len(fired['transformer'])} of {len(known)} that ran "
-            f"({', '.join(sorted(fired['transformer']))}); rewrite rules: "
-            f"{len(fired['rule'])} ({', '.join(sorted(fired['rule']))}); compile "
-            f"{with_s:.2f} s with feedback vs {without_s:.2f} s without "
-            f"({(with_s - without_s) / max(without_s, 1e-9):+.1%}; the hook itself "
-            f"{hook_s:.3f} s); feedback cost in CPU time: {cpu_with:.2f} s vs "
-            f"{cpu_without:.2f} s of compile + run on {len(both)} models "
-            f"({(cpu_with - cpu_without) / max(cpu_without, 1e-9):+.1%} of backend time)"
-        )
+        bench_ort(mix, cases, args.passes)
     if args.tvm:
         outs, _ = run_all("tvm:pipeline=fuse", cases, timeout=60.0)
         patterns: set[str] = set()
@@ -201,6 +205,71 @@ def bench(mix: str, args: argparse.Namespace, first_nodes: int | None) -> int:
     return div.nodes
 
 
+def fired_of(outs: list) -> tuple[dict[str, set[str]], set[str], int]:
+    """(kind -> names that fired, transformers that ran, tests that gave feedback)."""
+    fired: dict[str, set[str]] = defaultdict(set)
+    known: set[str] = set()
+    asked = 0
+    for o in outs:
+        if o.status != Status.OK or o.optimizations is None:
+            continue
+        asked += 1
+        for kind in ("transformer", "rule"):
+            fired[kind].update(o.optimizations.get(kind, ()))
+        known.update(o.optimizations.get("known:transformer", ()))
+    return fired, known, asked
+
+
+def bench_ort(mix: str, cases: list, passes: int = 3) -> None:
+    """ORT's transformers and rules and what the feedback costs, in the same run: every
+    test asking (``ort:feedback=all``), the campaign's policy (``ort``, ``feedback=new``)
+    and no feedback (``ort:feedback=0``); compile + run CPU seconds of the worker (other
+    load on the machine does not count), on the models all three compiled and ran, each
+    model's best of ``passes`` passes (the sides interleaved model by model: load elsewhere
+    falls on them alike, and a spike of it inflates one pass of one model, not a side)."""
+    sides = {
+        "all": ("ort:feedback=all", False),
+        "new": ("ort", True),
+        "0": ("ort:feedback=0", False),
+    }
+    runs: dict[str, list[tuple[list, float]]] = {k: [] for k in sides}
+    for _ in range(passes):
+        for key, got in run_sides(sides, cases).items():
+            runs[key].append(got)
+    first = {k: v[0][0] for k, v in runs.items()}
+    both = [
+        k
+        for k in range(len(cases))
+        if first["all"][k].status == first["new"][k].status == first["0"][k].status == Status.OK
+    ]
+    cpu = {k: sum(min(r[j].cpu_s for r, _ in v) for j in both) for k, v in runs.items()}
+    comp = {k: min(c for _, c in v) for k, v in runs.items()}
+    off = max(cpu["0"], 1e-9)
+    for key in ("all", "new"):
+        fired, known, asked = fired_of(first[key])
+        hook_s = sum(o.feedback_s for o in first[key])
+        print(
+            f"[{mix}] ort feedback={key}: asked on {asked}/{len(cases)} tests; transformers "
+            f"that modified a graph: {len(fired['transformer'])} of {len(known)} that ran "
+            f"({', '.join(sorted(fired['transformer']))}); rewrite rules: "
+            f"{len(fired['rule'])} ({', '.join(sorted(fired['rule']))}); compile "
+            f"{comp[key]:.2f} s vs {comp['0']:.2f} s without "
+            f"({(comp[key] - comp['0']) / max(comp['0'], 1e-9):+.1%}; the hook itself "
+            f"{hook_s:.3f} s); CPU time of compile + run {cpu[key]:.2f} s vs {cpu['0']:.2f} s "
+            f"without on {len(both)} models: feedback costs "
+            f"{(cpu[key] - cpu['0']) / off:+.1%} of backend time"
+        )
+    lost = {
+        kind: sorted(fired_of(first["all"])[0][kind] - fired_of(first["new"])[0][kind])
+        for kind in ("transformer", "rule")
+    }
+    print(
+        f"[{mix}] ort feedback=new vs all: cost ratio {(cpu['new'] - cpu['0']) / off:.1%} / "
+        f"{(cpu['all'] - cpu['0']) / off:.1%} of backend time; seen with all and not with "
+        f"new: {lost['transformer'] or 'no transformer'}, {lost['rule'] or 'no rule'}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=300)
@@ -209,6 +278,7 @@ def main() -> None:
     parser.add_argument("--mix", default="uniform,layers", help="op mixes, comma-separated")
     parser.add_argument("--ort", action="store_true", help="ORT's transformers and cost")
     parser.add_argument("--tvm", action="store_true", help="TVM's fused patterns")
+    parser.add_argument("--passes", type=int, default=3, help="--ort: passes per side")
     args = parser.parse_args()
     np.seterr(all="ignore")
     first_nodes = None

@@ -8,7 +8,11 @@ same time as the others of its (pair, seed), so that all import the same code (o
 change the generator meanwhile); per campaign: tests stored, distinct optimizations that
 fired per backend and kind (``fused``: TVM's fused patterns), and distinct bug families
 per backend (``judge.signature.family`` of each filed bug's signature; the reference's own
-failures left out); then each guide's ratio to the first (the baseline).
+failures left out), and for a guided campaign what each kind of decision brought first
+(``by_kind``: tests, new fused-pattern keys, new bug-family keys, from the guide's stored
+reward keys); then each guide's ratio to the first (the baseline). Test *i* of a campaign
+of seed *s* is the model of seed *s + i*, so seeds closer than ``--campaign-tests`` share
+models: they are refused.
 
     nice -n 10 .venv/bin/python tools/bench_optcov_guide.py --campaign-tests 300 \\
         --pairs ort+tvm:pipeline=fuse --seeds 9100 --guides random,optcov --mix layers
@@ -21,6 +25,8 @@ import json
 import sqlite3
 import subprocess
 import sys
+from array import array
+from collections import Counter
 from pathlib import Path
 
 
@@ -41,13 +47,47 @@ def read_campaign(out: Path) -> dict:
         families: dict[str, set[str]] = {}
         for backend, sig in db.execute("SELECT backend, signature FROM bugs"):
             families.setdefault(backend, set()).add(family(sig))
+        by_kind = _by_kind(db)
     finally:
         db.close()
-    return {
+    out = {
         "tests": tests,
         "fired": fired,
         "families": {b: len(f) for b, f in sorted(families.items())},
     }
+    if by_kind:
+        out["by_kind"] = by_kind
+    return out
+
+
+def _kind(decision: dict | None) -> str:
+    """A guide decision's kind: a variety draw (its way), a chain, blocks or ops, none."""
+    if not decision or "path" not in decision:
+        return "none" if not decision else "other"
+    if decision.get("variety"):
+        return f"variety:{decision['variety']}"
+    return "chain" if decision["path"][0].startswith("chain:") else "blocks"
+
+
+def _by_kind(db: sqlite3.Connection) -> dict[str, list[int]]:
+    """Per decision kind: its tests, the fused-pattern and the bug-family (signature slot)
+    keys its tests were first to bring (--guide optcov's stored keys, in test order)."""
+    from onnxfuzz.run.steer import OPT_FUSED, SIGNATURE
+
+    seen: set[int] = set()
+    tests: Counter[str] = Counter()
+    fused: Counter[str] = Counter()
+    fams: Counter[str] = Counter()
+    rows = db.execute("SELECT decision, keys FROM guide ORDER BY test_id")
+    for decision, keys in rows:
+        kind = _kind(json.loads(decision))
+        tests[kind] += 1
+        for key in array("I", keys):
+            if key not in seen:
+                seen.add(key)
+                fused[kind] += key >> 30 == OPT_FUSED
+                fams[kind] += key >> 30 == SIGNATURE
+    return {k: [tests[k], fused[k], fams[k]] for k in sorted(tests)}
 
 
 def campaigns(args: argparse.Namespace) -> None:
@@ -103,6 +143,14 @@ def main() -> int:
     args = ap.parse_args()
     if args.campaign_tests <= 0:
         ap.error("--campaign-tests: give a number of tests per campaign")
+    seeds = sorted(int(s) for s in args.seeds.split(","))
+    close = [(a, b) for a, b in zip(seeds, seeds[1:], strict=False) if b - a < args.campaign_tests]
+    if close:
+        a, b = close[0]
+        ap.error(
+            f"--seeds {a} and {b} share models (test i is seed + i): "
+            f"give seeds at least --campaign-tests ({args.campaign_tests}) apart"
+        )
     campaigns(args)
     return 0
 

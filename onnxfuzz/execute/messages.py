@@ -20,6 +20,9 @@ class Test:
     model_bytes: bytes
     inputs: dict[str, np.ndarray]
     seq: int = 0  # the worker marks it on the shared test clock when it begins the test
+    # Whether the campaign wants optimization feedback on it from an adapter that takes
+    # requests (``want_feedback``: ``onnxfuzz.run.feedback_policy``); others always give it.
+    feedback: bool = True
 
 
 @dataclass(frozen=True)

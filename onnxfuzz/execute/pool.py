@@ -13,7 +13,7 @@ not wait for the campaign to judge and store.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 
@@ -107,13 +107,27 @@ class BackendPool:
         return len(self._inflight) + len(self._done)
 
     def start_test(
-        self, model_bytes: bytes, inputs: Inputs, only: Iterable[str] | None = None
+        self,
+        model_bytes: bytes,
+        inputs: Inputs,
+        only: Iterable[str] | None = None,
+        feedback: Container[str] | None = None,
     ) -> None:
         """Start a model on every backend (or those in ``only``) without waiting; behind
-        the tests already started, if any (``wait`` answers in the order they started)."""
+        the tests already started, if any (``wait`` answers in the order they started).
+        ``feedback``: the backends that want optimization feedback on it, of those whose
+        adapter takes requests (``Test.feedback``; None: all)."""
         labels = self.labels if only is None else list(dict.fromkeys(only))
         test = pack(model_bytes, inputs)
-        sent = {label: self.workers[label].submit_packed(test) for label in labels}
+        quiet = test
+        if feedback is not None and any(label not in feedback for label in labels):
+            quiet = pack(model_bytes, inputs, False, test.seq)
+        sent = {
+            label: self.workers[label].submit_packed(
+                test if feedback is None or label in feedback else quiet
+            )
+            for label in labels
+        }
         self._inflight.append((test.seq, sent))
 
     def _collect_oldest(self) -> tuple[int, dict[str, Outcome]]:

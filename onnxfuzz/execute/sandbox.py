@@ -187,7 +187,11 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
         _mark(clock, 0, seq, t0, 0.0, err_at)
         c0 = time.process_time()
         compile_s = 0.0
+        # An adapter that takes requests makes its feedback only on the tests that want it.
+        wanted = adapter.want_feedback is None or getattr(req, "feedback", True)
         try:
+            if adapter.want_feedback is not None:
+                adapter.want_feedback(wanted)
             if from_bytes is not None:
                 exe = from_bytes(req.model_bytes)
             else:
@@ -198,7 +202,9 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
                     conn.send(Failed(Stage.COMPILE, True, reason, "", 0.0, 0.0, t0, 0.0))
                     continue
                 exe = backend.compile(model)
-            feedback, feedback_s, feedback_error = _feedback(adapter, exe)
+            feedback, feedback_s, feedback_error = (
+                _feedback(adapter, exe) if wanted else (None, 0.0, "")
+            )
             compile_s = time.perf_counter() - t0
             stage = Stage.RUN
             t1 = time.perf_counter()
@@ -356,9 +362,16 @@ class Packed:
     data: bytes  # the pickled ``Test``
 
 
-def pack(model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Packed:
-    seq = next(_SEQ)
-    return Packed(seq, bytes(ForkingPickler.dumps(Test(model_bytes, inputs, seq))))
+def pack(
+    model_bytes: bytes,
+    inputs: dict[str, np.ndarray],
+    feedback: bool = True,
+    seq: int | None = None,
+) -> Packed:
+    """A test pickled once for its workers (``seq``: the number of a test packed already,
+    packed again with another ``feedback``)."""
+    seq = next(_SEQ) if seq is None else seq
+    return Packed(seq, bytes(ForkingPickler.dumps(Test(model_bytes, inputs, seq, feedback))))
 
 
 @dataclass

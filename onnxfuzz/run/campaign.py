@@ -49,6 +49,7 @@ from onnxfuzz.run.confirm import (
     Reproducibility,
 )
 from onnxfuzz.run.culprit import annotate
+from onnxfuzz.run.feedback_policy import CampaignFeedback
 from onnxfuzz.run.optcov import OptimizationCoverage, fired_keys, stderr_and_log
 from onnxfuzz.run.pregen import Made, Makers, Pregenerator, make
 from onnxfuzz.run.probe import (
@@ -413,6 +414,10 @@ class Campaign:
         self.seed_report: list[str] = []  # what --seed-models left out, model by model
         self.probe_notes: list[str] = []  # probes cut short by the time budget
         self.optcov: OptimizationCoverage | None = None  # once campaign.db is open
+        # Which tests ask the backends whose feedback costs compile time (ort:feedback=new)
+        # and, per started test, the backends it asked (onnxfuzz.run.feedback_policy).
+        self.feedback: CampaignFeedback | None = None
+        self._asked: dict[int, set[str]] = {}
 
     # --- set-up ----------------------------------------------------------------------
     def _known_file(self) -> KnownFile | None:
@@ -478,6 +483,9 @@ class Campaign:
             self.store.set_meta("options", asdict(o))  # a resumed budget or settings
         self.optcov = OptimizationCoverage(self.names, stderr_and_log(self.out))
         self.optcov.resume(self.store)
+        self.feedback = CampaignFeedback(self.labels, o.seed) or None
+        if self.feedback is not None and not fresh:
+            self.feedback.resume(self.store.optimizations(), self.store.done_ids())
         # What each backend lacks, op by op and type by type (probed once, stored for
         # --resume): classifies its failures, or leaves ops out with probe="exclude".
         support = self.store.get_meta("probe_unsupported")
@@ -761,7 +769,12 @@ class Campaign:
                     if t.case is None:  # generation failed: nothing to run
                         self.finish_error(t)
                         continue
-                    lane.start_test(t.model_bytes, t.inputs)
+                    asked = None
+                    if self.feedback is not None:
+                        asked = self._asked[t.index] = self.feedback.decide(
+                            t.index, t.model_bytes
+                        )
+                    lane.start_test(t.model_bytes, t.inputs, feedback=asked)
                     started.append(t)
                 return False
 
@@ -819,6 +832,8 @@ class Campaign:
                     "wall": round(time.perf_counter() - p.started, 3),
                 },
             )
+            if self.feedback is not None:  # this run's tests that asked, per backend
+                self.store.set_meta("feedback_asked", {**self.feedback.asked, "tests": p.tests})
             self.store.commit()
         if errors:
             raise errors[0]
@@ -839,9 +854,24 @@ class Campaign:
             return t.decision, optimization_keys(fired_keys(outcomes or {}), sigs)
         return t.decision, reward_keys(t.features, sigs)
 
+    def _unasked(self, i: int, outcomes: dict[str, Outcome]) -> set[str]:
+        """The backends test ``i`` did not ask for feedback (after it ran: told to the
+        feedback policy, with what fired). A test started elsewhere (Ray) asked them all."""
+        if self.feedback is None:
+            return set()
+        policies = self.feedback.policies
+        asked = self._asked.pop(i, set(policies))
+        fired: dict[str, list[str]] = {}
+        for label, _, name in fired_keys(outcomes):
+            fired.setdefault(label, []).append(name)
+        self.feedback.report(i, asked, fired)
+        return set(policies) - asked
+
     def finish_error(self, t: Made) -> None:
         """A test whose model could not be generated (a bug in onnxfuzz, reported with its
         seed): stored with the verdict ``generator-error`` so that it is counted once."""
+        if self.feedback is not None:
+            self.feedback.report(t.index, (), {})
         guide = self._guide_record(t, [])
         with self._lock:
             with open(self.out / "generator-errors.log", "a") as log:
@@ -935,7 +965,7 @@ class Campaign:
             if self.avoidance is not None:
                 self._report_avoidance(t, results, outcomes, avoid_report)
             if self.optcov is not None:  # with the test's record: they commit together
-                self.optcov.add(self.store, t.index, outcomes)
+                self.optcov.add(self.store, t.index, outcomes, self._unasked(t.index, outcomes))
             self._count_diversity(t.index, feats, {r.backend: r.verdict for r in results})
             p = self.progress
             p.tests += 1

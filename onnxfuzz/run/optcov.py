@@ -11,7 +11,7 @@ whose hook raised gets one warning naming it, and its tests go on.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 
 from onnxfuzz.backend import split_known
@@ -48,13 +48,24 @@ class OptimizationCoverage:
         self.fired = {(b, k, n) for b, k, n, tests, _ in rows if tests}
         self._known = {(b, k, n) for b, k, n, _, _ in rows}
 
-    def add(self, store: Store, test_id: int, outcomes: dict[str, Outcome]) -> list[Key]:
+    def add(
+        self,
+        store: Store,
+        test_id: int,
+        outcomes: dict[str, Outcome],
+        unasked: Container[str] = (),
+    ) -> list[Key]:
         """Store test ``test_id``'s feedback (after its ``record``: one transaction) and
-        return what fired for the first time in the campaign."""
+        return what fired for the first time in the campaign. ``unasked``: backends whose
+        feedback this test did not ask for (``onnxfuzz.run.feedback_policy``): their
+        backend time still counts in the cost's share."""
         new: list[Key] = []
         for label, o in outcomes.items():
             if o.status != Status.OK and o.optimizations is None and not o.feedback_error:
                 continue  # it never got past compiling: nothing to say
+            if label in unasked:
+                store.add_feedback_cost(label, o.backend_s, 0.0)
+                continue
             name = self.names.get(label, label)
             if o.feedback_error:
                 store.add_feedback_cost(label, o.backend_s, o.feedback_s, o.feedback_error)

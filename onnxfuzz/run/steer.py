@@ -16,9 +16,13 @@ A test's reward is what it covered first: op-type triples and shape-attribute in
 ``--guide optcov`` is rewarded by *new* optimization coverage: what the test made the
 backends' optimizers do first (a fused-kernel pattern, an ONNX Runtime transformer or
 rewrite rule, a TVM pass: the adapters' ``optimizations`` feedback, ``optimization_keys``)
-and new failure signatures; what earlier tests made fire already earns nothing. It steers
-as coverage-guided fuzzers do, with a bandit whose memory fades (``Recent``: an arm that
-stops paying, its patterns found, loses its weight within ~``1 / (1 - OPT_DECAY)`` tests):
+and new bug families (``judge.signature.family``: a new signature of a known family is
+one bug seen through another op); what earlier tests made fire or fail already earns
+nothing. It steers as coverage-guided fuzzers do, with a bandit whose memory fades
+(``Recent``: an arm that stops paying, its patterns found, loses its weight within
+~``1 / (1 - OPT_DECAY)`` tests). A share of the tests (``OPT_VARIETY_SHARE``) keeps the op
+variety where bug families are (converter gaps of rarer ops): they start with one op, each
+time one of those such tests forced least, and are random from there on. Otherwise
 a test starts with an ad-hoc chain of ops each taking the previous one's output
 (``OPT_CHAIN_SHARE``) in ``OPT_SEGMENTS`` segments, each an anchor (MatMul, Conv, Gemm;
 the first segment's half the time) then elementwise ops (``FUSION_ELEMENTWISE``), as
@@ -67,6 +71,7 @@ from onnxfuzz.generate.build.guide import (
     depth,
 )
 from onnxfuzz.generate.measure.metrics import Features, key_digest
+from onnxfuzz.judge.signature import family
 
 LAG = 16  # test i is decided from the rewards of the tests below i - LAG
 # Guided tests that are mutants of an interesting earlier test, by default (--mutants). 0:
@@ -103,7 +108,21 @@ OPT_KIND_SLOT = {"fused": OPT_FUSED, "transformer": OPT_REWRITE, "rule": OPT_REW
 # chains, each mutant made 0.54 new fused patterns, a chain 0.90, two blocks 1.04, a random
 # test 0.87 (a mutant keeps its parent's fused groups but one op).
 OPT_MUTANT_SHARE = 0.0
-OPT_CHAIN_SHARE = 0.5  # tests that start with a fusable chain drawn by the bandit
+# --guide optcov's tests by kind: OPT_VARIETY_SHARE start with one op drawn among the ops
+# such tests forced least so far (the others' models are random from there on: op variety,
+# where a backend's converter gaps are, the bug families), OPT_CHAIN_SHARE with a fusable
+# chain drawn by the bandit (fused patterns), the rest with two blocks drawn by it. With
+# no variety draws (chains 0.5, blocks 0.5), two 300-test ORT vs tvm:pipeline=fuse
+# campaigns at the default mix found 1.92x / 1.96x random's fused patterns but 0.72x /
+# 0.53x its TVM bug families (13 / 10 against 18 / 19). With these shares (and families,
+# not signatures, rewarded), seeds 9100 / 20000 / 40000 at the default mix: fused 1.72x /
+# 1.35x / 1.59x, families 0.78x / 0.73x / 0.73x; at --op-mix layers: fused 1.18x / 1.12x /
+# 1.02x, families 1.33x / 2.00x / 1.00x (the layers mix itself has little op variety).
+# Variety 0.5, chains 0.4 (default mix, 9100 / 20000): fused 1.74x / 1.24x, families
+# 0.72x / 1.07x: within the seeds' spread, so not taken.
+OPT_VARIETY_SHARE = 0.3
+OPT_CHAIN_SHARE = 0.45
+VARIETY = "variety"  # the key that marks a variety draw's decision
 # A chain is OPT_SEGMENTS segments, each an anchor op (always, past the first segment:
 # fusion starts a new group there, so each segment is a fused pattern of its own; the
 # first, OPT_ANCHORED of the time) and OPT_SEGMENT_LEN elementwise ops (drawn uniformly).
@@ -146,20 +165,22 @@ def optimization_keys(
     """A test's coverage keys under ``--guide optcov``: what the backends' optimizers did
     on it (``(backend, kind, name)``, from their ``optimizations`` feedback), each in its
     kind's slot (``OPT_KIND_SLOT``; any other kind, such as TVM's passes: ``OPT_PASS``),
-    and its ``(backend, signature)`` failures."""
+    and the bug families (``judge.signature.family``) of its ``(backend, signature)``
+    failures: a signature of a family found already (one bug through another op) is no
+    new bug, so it earns nothing."""
     keys = array("I")
     for backend, kind, name in sorted(set(fired)):
         slot = OPT_KIND_SLOT.get(kind, OPT_PASS)
         keys.append((slot << 30) | (key_digest(f"opt|{backend}|{kind}|{name}") & _LOW))
-    for backend, sig in sorted(set(signatures)):
-        keys.append((SIGNATURE << 30) | (zlib.crc32(f"{backend}|{sig}".encode()) & _LOW))
+    for fam in sorted({f"{backend}|{family(sig)}" for backend, sig in signatures}):
+        keys.append((SIGNATURE << 30) | (zlib.crc32(f"family|{fam}".encode()) & _LOW))
     return keys.tobytes()
 
 
 def optimization_reward(new: list[int]) -> float:
     """``--guide optcov``'s reward in [0, 1] from what no earlier test made fire: fused
     patterns, rewrites (an unfired transformer or rule counts twice: they are few and
-    rare), passes (half), up to 2 in all; and a new failure signature; half each."""
+    rare), passes (half), up to 2 in all; and a new bug family; half each."""
     coverage = new[OPT_FUSED] + 2 * new[OPT_REWRITE] + 0.5 * new[OPT_PASS]
     return 0.5 * min(1.0, coverage / 2) + 0.5 * min(1.0, float(new[SIGNATURE]))
 
@@ -265,6 +286,8 @@ class Steering:
             OP_ACTION + op for op in dict.fromkeys(FUSION_ELEMENTWISE) if OP_ACTION + op in acts
         ]
         self._blocks = [a for a in guided.actions if a.startswith(BLOCK_ACTION)]
+        # how often variety draws forced each op so far (their next: one of the fewest)
+        self._variety = dict.fromkeys((a for a in guided.actions if a.startswith(OP_ACTION)), 0)
         # the op types a frontier chain may use, and the names features give them
         self._ops = [sp.op_type for sp in guided.gen.specs] if mode == "frontier" else []
         self._names = {op: _feature_name(op) for op in self._ops}
@@ -322,6 +345,9 @@ class Steering:
                 j = self._next
                 self._apply_below(j - self.lag)
                 d = self._history.pop(j) if j in self._history else self._select(j)
+                if d is not None and d.get(VARIETY):  # replayed ones count too (--resume)
+                    for a in d["path"]:
+                        self._variety[a] = self._variety.get(a, 0) + 1
                 if self.tree is not None and _uct_path(d):
                     self.tree.visit(d["path"])
                 self._decided[j] = d
@@ -353,16 +379,23 @@ class Steering:
         return {"path": self.tree.select(rng)}
 
     def _optcov(self, rng: random.Random) -> Decision:
-        """A mutant of a test that found new optimization coverage, a fusable chain (of
-        ``OPT_SEGMENTS`` segments: an anchor, then elementwise ops), or two blocks (ops where
-        the run has none), each op and block drawn by ``Recent`` (the module's docstring)."""
+        """A mutant of a test that found new optimization coverage, a variety draw (one op
+        among those variety draws forced least, the rest of the model random), a fusable
+        chain (of ``OPT_SEGMENTS`` segments: an anchor, then elementwise ops), or two blocks
+        (ops where the run has none), each chain op and block drawn by ``Recent`` (the
+        module's docstring)."""
         assert self.bandit is not None
         x = rng.random()
         if self.pool and x < OPT_MUTANT_SHARE:
             parent_id, parent = self.pool[rng.randrange(len(self.pool))]
             if depth(parent) < MAX_LINEAGE:
                 return {"of": [self.seed + parent_id, parent]}
-        if x < OPT_MUTANT_SHARE + OPT_CHAIN_SHARE and self._elementwise:
+        x -= OPT_MUTANT_SHARE
+        if 0 <= x < OPT_VARIETY_SHARE and self._variety:
+            fewest = min(self._variety.values())
+            least = [a for a, n in self._variety.items() if n == fewest]
+            return {"path": [least[rng.randrange(len(least))]], VARIETY: True}
+        if 0 <= x - OPT_VARIETY_SHARE < OPT_CHAIN_SHARE and self._elementwise:
             arms = []
             for segment in range(OPT_SEGMENTS):
                 if self._anchors and (segment or rng.random() < OPT_ANCHORED):

@@ -137,3 +137,77 @@ def test_noop_elimination_is_a_candidate_only_with_a_constant_zero_or_one() -> N
             OrtBackend(), model(value), ["EliminateIdentity", "NoopElimination"]
         )
         assert got == ["EliminateIdentity"]  # (ORT 1.31 keeps x + 0 of a graph input x)
+
+
+def test_feedback_on_request_makes_the_log_only_when_asked() -> None:
+    """``feedback=new``: ``want_feedback(False)`` makes the session with ORT's log off (no
+    feedback on that model: None), ``True`` gives it; ``feedback=0`` has no hook at all."""
+    from onnxfuzz.backend import load_adapter
+
+    class Levels(OrtBackend):
+        """The real adapter, noting the log level of each session it makes."""
+
+        levels: list[int] = []
+
+        def _session(self, data, disabled, opts=None):  # noqa: ANN001, ANN202 - as the base's
+            self.levels.append((opts or self._opts).log_severity_level)
+            return super()._session(data, disabled, opts)
+
+    ort = Levels()
+    model = _model(identity=True, relu_clip=True)
+    ort.want_feedback(False)
+    exe = ort.compile_bytes(model)
+    assert ort.optimizations(exe) is None
+    assert ort.levels == [4]  # fatal only: ORT formats no INFO lines
+    ort.want_feedback(True)
+    exe = ort.compile_bytes(model)
+    assert ort.levels[1] == 1  # INFO: the transformers' lines
+    assert ort.optimizations(exe)["rule"] == ["EliminateIdentity", "FuseReluClip"]
+    assert load_adapter("ort:feedback=0").optimizations is None
+    assert load_adapter("ort:feedback=all").want_feedback is not None  # asked: ignored
+    every = load_adapter("ort:feedback=all")
+    every.want_feedback(False)
+    assert every.optimizations(every.backend.compile_bytes(model))["rule"]
+
+
+def test_a_worker_test_that_does_not_ask_has_no_feedback() -> None:
+    from onnxfuzz.backend import parse_backend
+    from onnxfuzz.execute.sandbox import Status, Worker, pack
+
+    worker = Worker(parse_backend("ort"))
+    worker.start()
+    try:
+        model = _model(identity=True, relu_clip=True)
+        x = {"x": np.linspace(-2, 9, 6, dtype=np.float32).reshape(2, 3)}
+        got = {}
+        for asked in (False, True):
+            failed = worker.submit_packed(pack(model, x, asked))
+            got[asked] = failed if failed is not None else worker.collect()
+            assert got[asked].status == Status.OK, got[asked].message
+        assert got[False].optimizations is None and got[False].feedback_s == 0.0
+        assert "FuseReluClip" in got[True].optimizations["rule"]
+    finally:
+        worker.close()
+
+
+def test_feedback_new_skips_attribution_where_every_candidate_fired_before() -> None:
+    """``feedback=new``: a second model whose candidate rules all fired on an earlier one
+    costs no attribution session (nothing new to name); ``feedback=all`` names them again."""
+    import onnx
+
+    first = _model(True, True)
+    renamed = onnx.load_from_string(first)
+    renamed.graph.name = "another"  # other bytes (no cached answer), the same candidates
+    second = renamed.SerializeToString()
+    for mode, attributes_again in (("new", False), ("all", True)):
+        ort = Counting(feedback=mode)
+        assert ort.optimizations(ort.compile_bytes(first))["rule"] == [
+            "EliminateIdentity",
+            "FuseReluClip",
+        ]
+        before = ort.sessions
+        got = ort.optimizations(ort.compile_bytes(second))["rule"]
+        if attributes_again:
+            assert got == ["EliminateIdentity", "FuseReluClip"] and ort.sessions == before + 3
+        else:
+            assert got == [] and ort.sessions == before + 1  # the compile's session only

@@ -101,6 +101,26 @@ def test_frontier_campaign_stores_chains_and_resume_continues_them(tmp_path) -> 
         store.close()
 
 
+def test_optcov_campaign_is_its_seed_and_history_across_a_resume(tmp_path) -> None:
+    """--guide optcov: its variety draws (the op forced fewest times so far), chains and
+    blocks stored as decisions, the same in a generator process as in-process and across
+    a stop and resume (the variety counts rebuilt from the stored decisions)."""
+    kw = {"guide": "optcov", "mutants": 0.0}
+    whole = _run(tmp_path / "whole", _opts(48, pregen=True, **kw))
+    _run(tmp_path / "half", _opts(24, pregen=False, **kw))
+    _run(tmp_path / "half", None, Resumed(more_tests=24))
+    a, b = _decisions(whole.out), _decisions(tmp_path / "half")
+    assert sorted(a) == list(range(48))
+    assert a == b
+    variety = [d["path"][0] for d in a.values() if d.get("variety")]
+    assert len(variety) >= 5 and any(chains_of(d) for d in a.values())
+    # eight ops: each forced once before any is forced again, after the resume too
+    firsts = variety[: len(OPS)]
+    assert len(set(firsts)) == len(firsts), variety
+    other = _run(tmp_path / "other", _opts(48, pregen=True, seed=41, **kw))
+    assert _decisions(other.out) != a
+
+
 @pytest.mark.parametrize("guide", ["mcts", "frontier"])
 def test_findings_on_guided_tests_are_reduced_and_bundled(tmp_path, guide: str) -> None:
     label = f"{ADAPTERS}:WrongOp:op=Sigmoid"

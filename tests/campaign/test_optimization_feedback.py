@@ -230,13 +230,14 @@ def test_reported_rule_names_are_what_disabled_optimizers_takes() -> None:
 
 def test_optcov_guide_is_rewarded_by_what_fired(tmp_path: Path) -> None:
     """A campaign under --guide optcov stores, with each test, its decision and the keys of
-    what the optimizers did (the reward), and starts models with the optimizers' blocks."""
+    what the optimizers did (the reward), and starts models with the optimizers' blocks.
+    Every test asks for feedback here (``feedback=all``; the default policy asks on some)."""
     from array import array
 
     from onnxfuzz.run.steer import OPT_REWRITE, SIGNATURE, optimization_keys
 
     opts = CampaignOptions(
-        backends=["ort", "ort:opt=none"],
+        backends=["ort:feedback=all", "ort:opt=none"],
         tests=24,
         seed=11,
         timeout=20.0,
@@ -266,3 +267,58 @@ def test_optcov_guide_is_rewarded_by_what_fired(tmp_path: Path) -> None:
         assert optimization_keys([], []) == b""
     finally:
         store.close()
+
+
+def test_ort_feedback_0_gives_no_feedback_rows_at_all(tmp_path: Path) -> None:
+    """``ort:feedback=0`` has no hook: the campaign says once that it gives no feedback,
+    and campaign.db holds neither optimization rows nor a cost row for it (it had a cost
+    row of "nothing fired" tests before)."""
+    c = _campaign(tmp_path, "ort:feedback=0", tests=6)
+    log = (c.out / "feedback.log").read_text().splitlines()
+    assert any(ln.startswith("backend ort:feedback=0 gives no optimization feedback") for ln in log)
+    store = Store(c.out / "campaign.db")
+    try:
+        assert "ort:feedback=0" not in store.feedback_costs()
+        assert "ort" in store.feedback_costs()  # false direction: the other backend has one
+        assert not [r for r in store.optimizations() if r[0] == "ort:feedback=0"]
+    finally:
+        store.close()
+
+
+def _policy_campaign(tmp: Path, name: str, first: str, tests: int) -> Campaign:
+    opts = CampaignOptions(
+        backends=[first, "ort:opt=none"],
+        tests=tests,
+        seed=21,
+        timeout=20.0,
+        generator={"min_nodes": 2, "max_nodes": 6, "op_mix": "layers"},
+        probe="off",
+    )
+    return finished(tmp / name, opts)
+
+
+def test_the_default_policy_asks_on_some_tests_and_sees_what_every_test_sees(
+    tmp_path: Path,
+) -> None:
+    """``ort`` (feedback=new) against ``ort:feedback=all`` on the same 60 tests (no guide:
+    the same models): fewer tests ask, every test's backend time still counts in the
+    cost, and what fired on the asked tests is what every test's feedback saw first."""
+    new = _policy_campaign(tmp_path, "new", "ort", 60)
+    every = _policy_campaign(tmp_path, "all", "ort:feedback=all", 60)
+    s_new, s_all = Store(new.out / "campaign.db"), Store(every.out / "campaign.db")
+    try:
+        asked = s_new.get_meta("feedback_asked")
+        assert asked["tests"] == 60 and 0 < asked["ort"] < 60, asked
+        assert asked["ort:opt=none"] < asked["ort"]  # nothing to seek there: the sample
+        ok = s_new.counts_by_backend()[("ort", "ok")]
+        assert s_new.feedback_costs()["ort"][0] == ok  # asked or not, its time counts
+
+        def fired(store: Store, label: str) -> set[str]:
+            return {n for b, _, n, tests, _ in store.optimizations() if b == label and tests}
+
+        got, want = fired(s_new, "ort"), fired(s_all, "ort:feedback=all")
+        assert got and got <= want
+        assert len(got) >= 0.8 * len(want), (sorted(want - got), len(want))
+    finally:
+        s_new.close()
+        s_all.close()

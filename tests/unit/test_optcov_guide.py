@@ -14,7 +14,14 @@ from onnxfuzz.generate.build.generator import Generator
 from onnxfuzz.generate.build.guide import Guided
 from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.run.optcov import fired_keys
-from onnxfuzz.run.steer import Recent, Steering, optimization_keys, optimization_reward
+from onnxfuzz.run.steer import (
+    OPT_VARIETY_SHARE,
+    VARIETY,
+    Recent,
+    Steering,
+    optimization_keys,
+    optimization_reward,
+)
 
 TARGET = "block:ort-quick-gelu"
 
@@ -98,8 +105,73 @@ def test_new_coverage_is_rewarded_and_repeated_coverage_is_not(guided: Guided) -
     assert got[3] == 0  # nothing fired
     assert got[4] > got[0]  # an unfired transformer weighs twice a fused pattern
     assert got[5] == got[0] * 2  # the transformer repeated, the rule new
-    # a new failure signature pays on its own; repeated, it does not
+    # a new bug family pays on its own; repeated, it does not
     assert optimization_reward([0, 0, 1, 0]) > 0 and optimization_reward([0, 0, 0, 0]) == 0
+
+
+def _family_rewards(guided: Guided, sigs_per_test: list[list[tuple[str, str]]]) -> list[float]:
+    steer = Steering(guided, 3, "optcov", [], lag=0)
+    got = []
+    for i, sigs in enumerate(sigs_per_test):
+        steer.decide(i)
+        before = steer.rewarded
+        steer.report(i, optimization_keys([], sigs))
+        steer.decide(i + 1)
+        got.append(steer.rewarded - before)
+    return got
+
+
+def test_a_new_bug_family_pays_and_another_signature_of_a_known_one_does_not(
+    guided: Guided,
+) -> None:
+    # two signatures of one family (a wrong value, blamed on two ops), then another family
+    wrong_add = "tvm|mismatch|run|values in Add output"
+    wrong_mul = "tvm|mismatch|run|values in Mul output"
+    crash = "tvm|crash|compile|AssertionError: Only constant values currently supported."
+    got = _family_rewards(
+        guided, [[("tvm", wrong_add)], [("tvm", wrong_mul)], [("tvm", crash)], [("tvm", crash)]]
+    )
+    assert got[0] > 0  # the first wrong value: a new family
+    assert got[1] == 0  # the same bug seen through Mul: nothing new
+    assert got[2] == got[0]  # a crash: a family of its own
+    assert got[3] == 0  # repeated
+    # the false direction: the same signature on another backend is another family
+    assert _family_rewards(guided, [[("tvm", crash)], [("ort", crash)]])[1] > 0
+
+
+def _decisions(guided: Guided, seed: int, n: int, history=None, start: int = 0) -> dict:
+    steer = Steering(guided, seed, "optcov", [], history=history, lag=4)
+    decided: dict[int, object] = {}
+    reported = start
+    for i in range(start, n):
+        while not steer.ready(i):
+            steer.report(reported, _keys(decided[reported], reported, True))
+            reported += 1
+        decided[i] = steer.decide(i)
+    return decided
+
+
+def test_variety_draws_force_every_op_before_any_twice_and_replay_on_resume(
+    guided: Guided,
+) -> None:
+    n = 1200
+    a = _decisions(guided, 5, n)
+    variety = [d["path"] for d in a.values() if d.get(VARIETY)]
+    assert 0.6 * OPT_VARIETY_SHARE * n <= len(variety) <= 1.4 * OPT_VARIETY_SHARE * n
+    assert all(len(p) == 1 and p[0].startswith("op:") for p in variety)
+    ops = [a for a in guided.actions if a.startswith("op:")]
+    assert len(variety) > len(ops)  # so the second round has begun
+    first = Counter(p[0] for p in variety[: len(ops)])
+    assert set(first) == set(ops) and set(first.values()) == {1}  # each op once, in a round
+    counts = Counter(p[0] for p in variety)
+    assert max(counts.values()) - min(counts.values()) <= 1
+    # the false direction: a uniform draw of as many ops repeats some before others come
+    rng = random.Random(0)
+    assert len({ops[rng.randrange(len(ops))] for _ in ops}) < len(ops)
+    # resume: the first 500 tests stored, the variety counts rebuilt from them
+    history = {i: (a[i], _keys(a[i], i, True)) for i in range(500)}
+    assert _decisions(guided, 5, n, history, start=500) == {i: a[i] for i in range(500, n)}
+    assert _decisions(guided, 6, 200) != {i: a[i] for i in range(200)}
 
 
 def test_the_bandit_follows_recent_new_coverage() -> None:
@@ -147,3 +219,4 @@ def test_forced_chains_and_blocks_hold_under_the_layers_mix(guided: Guided) -> N
 def _in_order(chain: list[str], ops: list[str]) -> bool:
     rest = iter(ops)
     return all(op in rest for op in chain)
+
