@@ -111,7 +111,7 @@ class Builder:
         """Element types allowed for ``type_var`` now: the schema's, those ONNX Runtime's
         CPU kernels register (consistent with type variables already bound), and
         ``--dtypes`` (see ``restricted_by_dtypes``)."""
-        bound = tuple(sorted(self.bound.items()))
+        bound = tuple(sorted(self.bound.items())) if self.bound else ()
         key = (self.op, self.version, self.opset, type_var, bound, self.cfg.dtypes, self.cfg.avoid)
         hit = _TYPES_CACHE.get(key)
         if hit is not None:
@@ -223,28 +223,30 @@ class Builder:
     def _check_output(
         self, shape: tuple[int, ...], dtype: int, interval: Interval | None
     ) -> Interval:
-        k = len(self.outs)
         if shape and min(shape) < 1:
-            raise SpecError(self.op, f"output {k}", f"shape {shape} has a dim < 1")
+            raise SpecError(self.op, f"output {len(self.outs)}", f"shape {shape} has a dim < 1")
         if interval is None:
             if dtype != dt.BOOL:
-                raise SpecError(self.op, f"output {k}", "give the output's value interval")
+                raise SpecError(
+                    self.op, f"output {len(self.outs)}", "give the output's value interval"
+                )
             interval = Interval(0, 1)
         if not interval.lo <= interval.hi:
-            raise SpecError(self.op, f"output {k}", f"empty interval {interval}")
+            raise SpecError(self.op, f"output {len(self.outs)}", f"empty interval {interval}")
         lo, hi = dt.value_range(dtype)
-        # Interval arithmetic in Python floats rounds: a spec that fills the bound exactly
-        # (K * bound / K) may land an ulp outside it. That is noise, not unsoundness.
-        slack = 1e-9 * max(abs(lo), abs(hi))
-        if interval.within(lo - slack, hi + slack) and not interval.within(lo, hi):
+        if not (lo <= interval.lo and interval.hi <= hi):  # Interval.within, inlined
+            # Interval arithmetic in Python floats rounds: a spec that fills the bound
+            # exactly (K * bound / K) may land an ulp outside it. That is noise, not
+            # unsoundness.
+            slack = 1e-9 * max(abs(lo), abs(hi))
+            if not interval.within(lo - slack, hi + slack):
+                raise SpecError(
+                    self.op,
+                    f"output {len(self.outs)}",
+                    f"interval {interval} exceeds the {dt.NAMES[dtype]} bound "
+                    f"[{lo:g}, {hi:g}]: narrow the inputs' value domains",
+                )
             interval = interval.clamp(lo, hi)
-        if not interval.within(lo, hi):
-            raise SpecError(
-                self.op,
-                f"output {k}",
-                f"interval {interval} exceeds the {dt.NAMES[dtype]} bound [{lo:g}, {hi:g}]: "
-                "narrow the inputs' value domains",
-            )
         if dtype in dt.FLOATS:
             interval = rounding_room(interval, dtype, lo, hi)
         return interval
@@ -652,10 +654,8 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
             return None
         assert self.glue is not None
         need = self._need(allowed, lo, hi, dims, values_arg)
-        sources = None
-        if shaped and self.g.unshaped:
-            sources = [t for t in self.g.produced if t.name not in self.g.unshaped]
-        t, emitted = adapt(self.glue, self.g, s, need, self.budget, sources)
+        skip = self.g.unshaped if shaped else frozenset()
+        t, emitted = adapt(self.glue, self.g, s, need, self.budget, skip=skip)
         self.budget -= emitted
         return t
 
@@ -674,19 +674,25 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         values = values_arg(dtype) if callable(values_arg) else values_arg
         rank = self.s.integer(lo, hi)
         pattern = self._dims_at(dims, rank)
+        integer, max_dim = self.s.integer, self.cfg.max_dim
         if pattern is None:
-            shape = tuple(self.s.integer(1, self.cfg.max_dim) for _ in range(rank))
+            shape = tuple([integer(1, max_dim) for _ in range(rank)])
         else:
             if len(pattern) != rank:
                 raise SpecError(
                     self.op, f"{name}.shape", f"dims for rank {rank} has {len(pattern)} entries"
                 )
-            shape = tuple(self._draw_dim(name, i, e) for i, e in enumerate(pattern))
+            # an open dim drawn here, as _draw_dim would (a call less per axis)
+            shape = tuple(
+                [
+                    integer(1, max_dim) if e is None else self._draw_dim(name, i, e)
+                    for i, e in enumerate(pattern)
+                ]
+            )
         iv = _fresh_interval(self.op, name, dtype, values, shape)
         label = name if index == 0 else f"{name}{index}"
         if kind == WEIGHT and self.cfg.weights_as_initializers:
             t = Tensor(f"{self.name}_{label}", dtype, shape, iv, "init")
-            # default_rng(seed), without its argument checks
             rng = np.random.Generator(np.random.PCG64(self.s.seed32()))
             self.g.initializers.append((t, sample(rng, dtype, shape, iv, values)))
             return t
@@ -778,7 +784,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         for t in self.outs:
             if not isinstance(t, Tensor):  # a sequence or an optional
                 register(self.g, t)
-            elif all(d <= cap for d in t.shape):
+            elif not t.shape or max(t.shape) <= cap:
                 self.g.add_reusable(t)
         return node
 

@@ -61,6 +61,12 @@ def _fill_node(node: onnx.NodeProto, n: Node) -> None:
     attrs = n.attrs
     for key in sorted(attrs):  # make_node's order
         v = attrs[key]
+        t = type(v)
+        # Python ints, floats, strings and lists of ints are what _attr_value gives back
+        # unchanged (it rebuilds a list element by element): most attributes are these.
+        if t is int or t is float or t is str or (t is list and all(type(x) is int for x in v)):
+            _fill_attr(node.attribute.add(), key, v)
+            continue
         if isinstance(v, Body):
             a = node.attribute.add()
             a.name = key
@@ -99,12 +105,31 @@ def _fill_vi(vi: onnx.ValueInfoProto, t: Value) -> None:
         vi.CopyFrom(_vi(t))
         return
     vi.name = t.name
-    tt = vi.type.tensor_type
-    tt.elem_type = t.dtype
-    shape = tt.shape
-    shape.SetInParent()  # a scalar's shape is there, with no dims (make_tensor_type_proto)
-    for d in t.shape:
-        shape.dim.add().dim_value = d
+    key = (t.dtype, t.shape)
+    tp = _TENSOR_TYPES.get(key)
+    if tp is None:
+        if len(_TENSOR_TYPES) >= MAX_TENSOR_TYPES:
+            _TENSOR_TYPES.clear()
+        tp = _TENSOR_TYPES[key] = tensor_type(t.dtype, t.shape)
+    vi.type.CopyFrom(tp)
+
+
+# A model's tensors share a few (element type, shape) pairs, and copying a built TypeProto
+# costs half of building it field by field: one per pair, kept for every model (bounded).
+_TENSOR_TYPES: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
+MAX_TENSOR_TYPES = 20_000
+
+
+def tensor_type(dtype: int, shape: tuple[int, ...]) -> onnx.TypeProto:
+    """``helper.make_tensor_type_proto(dtype, shape)``, field by field."""
+    tp = onnx.TypeProto()
+    tt = tp.tensor_type
+    tt.elem_type = dtype
+    dims = tt.shape
+    dims.SetInParent()  # a scalar's shape is there, with no dims (make_tensor_type_proto)
+    for d in shape:
+        dims.dim.add().dim_value = d
+    return tp
 
 
 def _fill_value_infos(field: Any, values: list[Value]) -> None:
@@ -209,10 +234,11 @@ def to_model(
         imp.domain, imp.version = domain, version
     model.producer_name = "onnxfuzz"
     model.producer_version = __version__
-    meta = {
-        INPUTS_KEY: _JSON.encode({k: v.to_json() for k, v in g.input_values.items()})
-    }
+    meta = {INPUTS_KEY: _JSON.encode({k: v.to_json() for k, v in g.input_values.items()})}
     if seed is not None:
         meta[SEED_KEY] = str(seed)
-    helper.set_model_props(model, meta)
+    for key, value in meta.items():  # helper.set_model_props, on a model that has none
+        entry = model.metadata_props.add()
+        entry.key = key
+        entry.value = value
     return model

@@ -89,6 +89,7 @@ class Generator:
         self._infos = [op_info(s.op_type, cfg.opset) for s in self.specs]
         self.glue = self._glue() if cfg.connectivity > 0 else None
         self.fit_glue = self._fit_glue()
+        self._nest_top: tuple[Generator, Nest] | None = None  # (its owner, it): see _nest0
         self._op_index = {spec.op_type: k for k, spec in enumerate(self.specs)}
         # Ops a body at depth d may hold: control flow only while a body of its own would
         # still be within --max-depth.
@@ -264,7 +265,13 @@ class Generator:
 
     @property
     def _nest0(self) -> Nest:
-        return Nest(0, self._fill_body, self.fit_glue)
+        """The model graph's ``Nest``: one per generator (it is frozen; building one per op
+        cost as much as a small op's variables), made anew if ``fit_glue`` is replaced or
+        the generator is a copy (``copy.copy(gen)`` in guide: its bodies are its own)."""
+        top = self._nest_top
+        if top is None or top[0] is not self or top[1].glue is not self.fit_glue:
+            top = self._nest_top = (self, Nest(0, self._fill_body, self.fit_glue))
+        return top[1]
 
     def _fill_body(self, g: Graph, s: ChoiceStream, depth: int) -> None:
         """A body's nodes at ``depth`` (1: a body in the model's graph): 1..body_nodes of

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,8 +85,9 @@ class Glue:
     steps_memo: dict[tuple, int | None] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
-    # ``_cast_targets`` answers where the need's domain is one for every type
-    targets_memo: dict[tuple, list[tuple[int, int]]] = field(
+    # ``_cast_targets`` answers by what a need asks of a type (its types and each one's
+    # domain), then by source type and interval (``targets_memo``)
+    targets_memo: dict[tuple, dict[tuple, list[tuple[int, int]]]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
 
@@ -116,56 +118,173 @@ def adapt(
     need: Need,
     budget: int,
     sources: Sequence[Tensor] | None = None,
+    skip: AbstractSet[str] = frozenset(),
 ) -> tuple[Tensor | None, int]:
     """A tensor fitting ``need``, made from one a node produced (or one of ``sources``)
     with at most ``budget`` glue nodes (None when none can be adapted), and the glue nodes
-    it emitted."""
-    best: list[tuple[Tensor, list[tuple[int, int]]]] = []  # sources and their types
+    it emitted. ``skip``: names of node outputs not to take (where ``sources`` is None)."""
+    if sources is None:
+        best, cost = cheapest_indexed(glue, g, need, budget, skip)
+    else:
+        best, cost = cheapest_scanned(glue, g, need, budget, sources)
+    if not best:
+        return None, 0
+    src, targets = best[s.index(len(best))]
+    emitter = _Emitter(glue, g, s, spare=budget - cost, cap=need.cap)
+    out = emitter.run(src, targets, need)
+    return out, emitter.emitted
+
+
+Cheapest = tuple[list[tuple[Tensor, list[tuple[int, int]]]], int]
+
+
+def cheapest_scanned(
+    glue: Glue, g: Graph, need: Need, budget: int, sources: Sequence[Tensor]
+) -> Cheapest:
+    """The sources an adaptation may start from, in their order, each with the types it
+    may become (``_cast_targets``), and what adapting them costs: those of least cost
+    within ``budget``, dangling ones first, then those whose producer merged more
+    branches. Every source is costed (a source that costs more than the best so far
+    not fully)."""
+    best: list[tuple[Tensor, list[tuple[int, int]]]] = []
     best_key = (budget + 1, 0, 0)
     # what each (type, interval) of a source may become: many sources share one
-    targets_of: dict[tuple[int, float, float, float], list[tuple[int, int]]] = {}
+    targets_of = targets_memo(glue, need)
     consumed, made_by, cap = g.consumed, g.made_by, need.cap
-    for t in g.produced if sources is None else sources:
+    for t in sources:
         if t.shape and max(t.shape) > cap:
             continue
-        # a source that costs more than the best so far is never taken: not costed fully
         costed = _cost(glue, t, need, min(budget, best_key[0]), targets_of)
         if costed is None or costed[0] > budget:
             continue
-        # dangling outputs first, then those whose producer merged more branches
-        # (``g.fan_in``, inlined: the loop runs over every node output)
+        # ``g.fan_in``, inlined: the loop runs over every source
         made = made_by.get(t.name)
         key = (costed[0], 0 if t.name not in consumed else 1, -made[1] if made else 0)
         if key < best_key:
             best, best_key = [(t, costed[1])], key
         elif key == best_key:
             best.append((t, costed[1]))
-    if not best:
-        return None, 0
-    src, targets = best[s.index(len(best))]
-    emitter = _Emitter(glue, g, s, spare=budget - best_key[0], cap=need.cap)
-    out = emitter.run(src, targets, need)
-    return out, emitter.emitted
+    return best, best_key[0]
+
+
+def cheapest_indexed(
+    glue: Glue, g: Graph, need: Need, budget: int, skip: AbstractSet[str] = frozenset()
+) -> Cheapest:
+    """``cheapest_scanned`` over ``g.produced`` (less the names in ``skip``), found from
+    ``g.produced_by``: buckets in order of the least a source of theirs can cost (rank
+    steps, a Cast), and none whose least cost exceeds the best found. The same sources
+    in the same order: ties go back to their positions in ``g.produced``. A bucket's
+    sources share a type and a rank, so ``_cost``'s steps are worked out per bucket
+    (the rank's, the dims pattern) and per shape (the dims')."""
+    lo, hi, allowed = need.lo, need.hi, need.allowed
+    buckets: list[tuple[int, int, int, list[tuple[int, Tensor]]]] = []
+    for (d, r), bucket in g.produced_by.items():
+        # _cost's rank steps: a Reshape-like node, and a Slice and a Pad where the rank
+        # left is not 0 (a rank-0 need may also slice first: the floor leaves it out)
+        floor = 0 if lo <= r <= hi else 1 if hi == 0 else 3
+        if d not in allowed:
+            floor += 1  # every type it may become is a Cast away
+        if floor <= budget:
+            buckets.append((floor, d, r, bucket))
+    buckets.sort(key=_floor_of)
+    best: list[tuple[int, Tensor, list[tuple[int, int]]]] = []
+    best_key = (budget + 1, 0, 0)
+    targets_of = targets_memo(glue, need)
+    consumed, made_by, cap, max_dim = g.consumed, g.made_by, need.cap, need.max_dim
+    plain_fits = need.fits is fits_dim
+    for floor, d, r, bucket in buckets:
+        if floor > best_key[0]:
+            break  # sorted: no later bucket's source can cost less than the best
+        to = lo if r < lo else hi if r > hi else r  # the rank the source is brought to
+        base = 0 if to == r else 1
+        pattern = None
+        if to > 0:
+            pattern = need.pattern(to)
+            if pattern is not None and len(pattern) != to:
+                continue  # no source of this rank can be adapted
+            if to != r:
+                base += 2  # a slice and a pad at most
+        cast = d not in allowed
+        steps_of: dict[tuple[int, ...], int] = {}  # by shape; -1: over the reuse cap
+        for pos, t in bucket:
+            if skip and t.name in skip:
+                continue
+            shape = t.shape
+            steps = steps_of.get(shape)
+            if steps is None:
+                steps = base
+                if shape and max(shape) > cap:
+                    steps = -1
+                elif to == 0:
+                    if r and t.size > 1:
+                        steps += 1  # slice to one element first
+                elif to == r and (
+                    max(shape) > max_dim
+                    or pattern is not None
+                    and not (
+                        fits_pattern(shape, pattern)
+                        if plain_fits
+                        else all(need.fits(c, e) for c, e in zip(shape, pattern, strict=True))
+                    )
+                ):
+                    steps += 2
+                steps_of[shape] = steps
+            if steps < 0 or steps + cast > min(budget, best_key[0]):
+                continue
+            iv = t.interval
+            tkey = (d, iv.lo, iv.hi, iv.min_abs)
+            targets = targets_of.get(tkey)
+            if targets is None:
+                targets = targets_of[tkey] = _cast_targets(glue, t, need)
+            if not targets:
+                continue
+            cost = steps + max(k + (dd != d) for dd, k in targets)
+            if cost > budget:
+                continue
+            made = made_by.get(t.name)
+            key = (cost, 0 if t.name not in consumed else 1, -made[1] if made else 0)
+            if key < best_key:
+                best, best_key = [(pos, t, targets)], key
+            elif key == best_key:
+                best.append((pos, t, targets))
+    best.sort(key=_floor_of)  # by position in ``g.produced``
+    return [(t, targets) for _, t, targets in best], best_key[0]
+
+
+def _floor_of(entry: tuple) -> int:
+    return entry[0]
 
 
 # --- what an adaptation costs (no choices: picks the source) ---------------------------
-def _cast_targets(glue: Glue, src: Tensor, need: Need) -> list[tuple[int, int]]:
-    """The element types ``src`` may become for ``need``, each with the Clip nodes its
-    values then need: the source's own type, or a Cast's target."""
-    if need.domain is None:
-        return _find_cast_targets(glue, src, need)
-    iv = src.interval
-    key = (src.dtype, iv.lo, iv.hi, iv.min_abs, need.allowed, need.domain)
+Targets = dict[tuple[int, float, float, float], list[tuple[int, int]]]
+
+
+def targets_memo(glue: Glue, need: Need) -> Targets:
+    """``_cast_targets`` answers for ``need``, by the source's type and interval (lo, hi,
+    min_abs): the answers ``glue`` keeps for every need of the same types and the same
+    domain per type (needs repeat across models, and sources' intervals with them), or,
+    where a spec's domain callable fails for a type, a memo of this need's own."""
+    if need.domain is not None:
+        asks: tuple = (need.allowed, need.domain)
+    else:
+        try:  # the domain of every type, a Cast may not target: spec callables are pure
+            asks = (need.allowed, tuple(need.values(d) for d in need.allowed))
+        except Exception:  # noqa: BLE001 -- asked again, for the types glue needs
+            return {}
     memo = glue.targets_memo
-    found = memo.get(key)
+    found = memo.get(asks)
     if found is None:
         if len(memo) > STEPS_MEMO_SIZE:
             memo.clear()
-        found = memo[key] = _find_cast_targets(glue, src, need)
+        found = memo[asks] = {}
+    elif len(found) > STEPS_MEMO_SIZE:
+        found.clear()
     return found
 
 
-def _find_cast_targets(glue: Glue, src: Tensor, need: Need) -> list[tuple[int, int]]:
+def _cast_targets(glue: Glue, src: Tensor, need: Need) -> list[tuple[int, int]]:
+    """The element types ``src`` may become for ``need``, each with the Clip nodes its
+    values then need: the source's own type, or a Cast's target."""
     if src.dtype in need.allowed:
         dtypes = [src.dtype]
     elif not glue.has("Cast", src.dtype):

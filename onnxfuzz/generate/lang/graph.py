@@ -125,6 +125,9 @@ class Graph:
         self.initializers: list[tuple[Tensor, np.ndarray]] = []
         self.pool: dict[tuple[int, int], list[Tensor]] = {}
         self.produced: list[Tensor] = []  # reusable node outputs, in order: glue sources
+        # ``produced`` by (dtype, rank), each with its position there: glue costs a
+        # bucket's sources only where the bucket's floor cost can still win
+        self.produced_by: dict[tuple[int, int], list[tuple[int, Tensor]]] = {}
         self.consumed: set[str] = set()
         # a node output's producer and how many distinct nodes feed that producer: a
         # consumer that reads a merged tensor closes more a -> b -> c paths (chaining)
@@ -162,9 +165,14 @@ class Graph:
         return m[1] if m else 0
 
     def add_reusable(self, t: Tensor) -> None:
-        if t.origin == "node":
-            self.produced.append(t)
         key = (t.dtype, len(t.shape))
+        if t.origin == "node":
+            made = self.produced_by.get(key)
+            if made is None:
+                self.produced_by[key] = [(len(self.produced), t)]
+            else:
+                made.append((len(self.produced), t))
+            self.produced.append(t)
         bucket = self.pool.get(key)
         if bucket is None:
             self.pool[key] = [t]
@@ -181,6 +189,7 @@ class Graph:
         c._counts = self._counts
         c.pool = {k: list(v) for k, v in self.pool.items()}
         c.produced = list(self.produced)
+        c.produced_by = {k: list(v) for k, v in self.produced_by.items()}
         c.consumed = set(self.consumed)
         c.made_by = dict(self.made_by)
         c.unshaped = set(self.unshaped)
