@@ -41,8 +41,13 @@ $(BROWSER):
 browser: $(BROWSER)
 
 # pytest exits 5 when it collects nothing: that is a failure here, never a pass.
+# Two pytest workers (TEST_WORKERS=0: one process, no workers), each taking whole files
+# (--dist loadfile: a file's module fixtures, e.g. test_ray.py's local Ray cluster, are
+# built once, on one worker): most tests are one process busy with generation or a backend,
+# so two workers use the two cores CI has.
+TEST_WORKERS ?= 2
 test: $(STAMP) $(BROWSER)
-	$(PY) -m pytest -q; rc=$$?; [ $$rc -ne 5 ] || { echo "no tests collected" >&2; exit 1; }; exit $$rc
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile; rc=$$?; [ $$rc -ne 5 ] || { echo "no tests collected" >&2; exit 1; }; exit $$rc
 
 lint: $(STAMP)
 	.venv/bin/ruff check .

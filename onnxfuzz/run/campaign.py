@@ -49,7 +49,7 @@ from onnxfuzz.run.confirm import (
     Reproducibility,
 )
 from onnxfuzz.run.culprit import annotate
-from onnxfuzz.run.feedback_policy import CampaignFeedback
+from onnxfuzz.run.feedback_policy import WAIT_S, CampaignFeedback
 from onnxfuzz.run.optcov import OptimizationCoverage, fired_keys, stderr_and_log
 from onnxfuzz.run.pregen import Made, Makers, Pregenerator, make
 from onnxfuzz.run.probe import (
@@ -483,7 +483,10 @@ class Campaign:
             self.store.set_meta("options", asdict(o))  # a resumed budget or settings
         self.optcov = OptimizationCoverage(self.names, stderr_and_log(self.out))
         self.optcov.resume(self.store)
-        self.feedback = CampaignFeedback(self.labels, o.seed) or None
+        self.feedback = (
+            CampaignFeedback(self.labels, o.seed, WAIT_S if o.guide == "optcov" else 0.0)
+            or None
+        )
         if self.feedback is not None and not fresh:
             self.feedback.resume(self.store.optimizations(), self.store.done_ids())
         # What each backend lacks, op by op and type by type (probed once, stored for

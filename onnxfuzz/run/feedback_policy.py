@@ -19,8 +19,10 @@ when its model could show something new:
   table misses).
 
 Determinism: test ``i`` is decided from its own model and the results of the tests below
-``i - LAG``, however lanes interleave (``ready`` says when those are in; with one lane they
-always are). On ``--resume`` the first test of each optimizer that fired is read back from
+``i - LAG`` (``ready`` says when those are in; with one lane they always are). Under
+``--guide optcov``, where the answers steer generation, a lane waits for them, so however
+lanes interleave the same tests ask; elsewhere it does not wait (``CampaignFeedback``),
+and with several lanes which tests ask may vary with timing, never which models run. On ``--resume`` the first test of each optimizer that fired is read back from
 campaign.db; the counts of models holding an unfired one's needs start again (a resumed
 campaign asks a few more tests than one run straight through).
 """
@@ -174,7 +176,14 @@ def _policy_of(label: str, seed: int) -> FeedbackPolicy | None:
 class CampaignFeedback:
     """The policies of a campaign's backends that take requests."""
 
-    def __init__(self, labels: Iterable[str], seed: int) -> None:
+    def __init__(self, labels: Iterable[str], seed: int, wait_s: float = 0.0) -> None:
+        """``wait_s``: how long a lane waits for the results test ``i`` is decided from
+        (``WAIT_S`` where the decisions steer generation: ``--guide optcov``, whose own wait
+        has them in already). Elsewhere a lane never waits: it holds started tests, and
+        lanes waiting on each other's would stall a many-worker campaign; with several
+        lanes which tests ask then depends on timing (the models never do), with one it
+        never does (its 2 tests in flight are well within ``LAG``)."""
+        self.wait_s = wait_s
         labels = list(labels)
         self.policies = {
             label: p for label in labels if (p := _policy_of(label, seed)) is not None
@@ -202,8 +211,8 @@ class CampaignFeedback:
         self._tokens[i] = tokens
         asked = set(self._always)
         for label, p in self.policies.items():
-            if not p.ready(i):
-                p.wait(i, WAIT_S)
+            if self.wait_s and not p.ready(i):
+                p.wait(i, self.wait_s)
             if p.wants(i, tokens):
                 asked.add(label)
                 self.asked[label] += 1

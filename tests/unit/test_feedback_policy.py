@@ -128,8 +128,12 @@ def test_ort_models_ask_by_what_they_hold() -> None:
     assert "FuseReluClip" not in c.policies["ort:disable=FuseReluClip"].needs
     # the backends without a policy are always asked (their adapters decide)
     always = {"ort:feedback=all", "tvm"}
+    for j in range(unsampled):  # the tests before ended (past the warm-up, nothing asked)
+        c.report(j, (), {})
     assert c.decide(unsampled, relu_clip) == {"ort"} | always
     c.report(unsampled, {"ort"} | always, {"ort": ["FuseReluClip"]})
+    for j in range(unsampled + 1, later):
+        c.report(j, (), {})
     assert c.decide(later, neg) == always
     assert set(TRANSFORMER_NEEDS) | set(RULES) == set(feedback_needs())
 
@@ -158,3 +162,16 @@ def test_the_first_tests_ask_whatever_their_models_hold_and_later_ones_do_not() 
     for i in range(4):
         p.report(i, True, {"Add"}, [])
     assert not any(p.wants(i, {"Add"}) for i in range(4, 40))
+
+
+def test_a_lane_waits_for_earlier_results_only_where_the_campaign_says_so() -> None:
+    # Unguided, a lane holding started tests must not wait on the other lanes' results (they
+    # may wait on its own: a many-worker campaign would stall); under --guide optcov it waits.
+    import time
+
+    neg = _model([helper.make_node("Neg", ["x"], ["y"])], [])
+    for wait_s, waits in ((0.0, False), (0.5, True)):
+        c = CampaignFeedback(["ort"], seed=2, wait_s=wait_s)
+        t0 = time.monotonic()
+        c.decide(100, neg)  # tests 0-83 never reported: not ready
+        assert (time.monotonic() - t0 >= 0.5) is waits
