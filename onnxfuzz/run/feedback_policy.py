@@ -22,9 +22,10 @@ Determinism: test ``i`` is decided from its own model and the results of the tes
 ``i - LAG`` (``ready`` says when those are in; with one lane they always are). Under
 ``--guide optcov``, where the answers steer generation, a lane waits for them, so however
 lanes interleave the same tests ask; elsewhere it does not wait (``CampaignFeedback``),
-and with several lanes which tests ask may vary with timing, never which models run. On ``--resume`` the first test of each optimizer that fired is read back from
-campaign.db; the counts of models holding an unfired one's needs start again (a resumed
-campaign asks a few more tests than one run straight through).
+and with several lanes which tests ask may vary with timing, never which models run.
+On ``--resume`` the first test of each optimizer that fired is read back from campaign.db;
+the counts of models holding an unfired one's needs start again (a resumed campaign asks a
+few more tests than one run straight through).
 """
 
 from __future__ import annotations
