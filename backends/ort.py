@@ -322,10 +322,9 @@ class OrtBackend:
         if self._opts is None:
             self._opts = self._options()
             self._quiet = self._options(log=False)
-        if not self.feedback or (self.on_request and not self._wanted):
-            self._last = None
-            return self._session(data, self.disabled, self._quiet)
         self._last = None
+        if not self.feedback or (self.on_request and not self._wanted):
+            return self._session(data, self.disabled, self._quiet)
         with _native_stderr() as log:
             session = self._session(data, self.disabled)
         fired, ran = _transformers(log[0])

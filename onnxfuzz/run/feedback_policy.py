@@ -192,6 +192,9 @@ class CampaignFeedback:
         self._always = {label for label in labels if label not in self.policies}
         self._tokens: dict[int, set[Token]] = {}  # what a started test's model holds
         self.asked = dict.fromkeys(self.policies, 0)  # tests that asked, per backend
+        from onnxfuzz.backends.ort import feedback_tokens  # once, not per test
+
+        self._tokens_of = feedback_tokens
 
     def __bool__(self) -> bool:
         return bool(self.policies)
@@ -200,21 +203,16 @@ class CampaignFeedback:
         """The labels that test ``i`` asks for feedback: those without a policy (an
         adapter of another's with ``want_feedback`` gives it on every test) and those whose
         policy wants it."""
-        from onnxfuzz.backends.ort import feedback_tokens
-
         try:
-            tokens = feedback_tokens(model_bytes)
+            tokens, readable = self._tokens_of(model_bytes), True
         except Exception:  # noqa: BLE001 - an unreadable model: ask (it says why itself)
-            self._tokens[i] = set()
-            for label in self.policies:
-                self.asked[label] += 1
-            return set(self.policies) | self._always
+            tokens, readable = set(), False
         self._tokens[i] = tokens
         asked = set(self._always)
         for label, p in self.policies.items():
-            if self.wait_s and not p.ready(i):
+            if readable and self.wait_s and not p.ready(i):
                 p.wait(i, self.wait_s)
-            if p.wants(i, tokens):
+            if not readable or p.wants(i, tokens):
                 asked.add(label)
                 self.asked[label] += 1
         return asked

@@ -58,13 +58,20 @@ def _decisions(out: Path) -> dict[int, object]:
         store.close()
 
 
-def test_guided_campaign_stores_decisions_and_resume_continues_them(tmp_path) -> None:
-    whole = _run(tmp_path / "whole", _opts(60, pregen=True))
-    _run(tmp_path / "half", _opts(30, pregen=False))
-    _run(tmp_path / "half", None, Resumed(more_tests=30))
+def _whole_and_resumed(tmp_path: Path, tests: int, **kw) -> tuple[Campaign, dict]:
+    """One campaign of ``tests`` run whole in generator processes, and again in-process
+    as a half, a stop and a resumed half: its decisions, asserted the same both ways."""
+    whole = _run(tmp_path / "whole", _opts(tests, pregen=True, **kw))
+    _run(tmp_path / "half", _opts(tests // 2, pregen=False, **kw))
+    _run(tmp_path / "half", None, Resumed(more_tests=tests - tests // 2))
     a, b = _decisions(whole.out), _decisions(tmp_path / "half")
-    assert sorted(a) == list(range(60))
+    assert sorted(a) == list(range(tests))
     assert a == b  # in-process or in a generator process, stopped or not: the same
+    return whole, a
+
+
+def test_guided_campaign_stores_decisions_and_resume_continues_them(tmp_path) -> None:
+    whole, a = _whole_and_resumed(tmp_path, 60)
     assert sum("path" in d for d in a.values()) >= 30
     assert any("of" in d for d in a.values())  # mutants of interesting tests
     # each stored test is the model its seed and decision make
@@ -73,7 +80,7 @@ def test_guided_campaign_stores_decisions_and_resume_continues_them(tmp_path) ->
     try:
         for i in (0, 17, 59):
             ops = store.db.execute("SELECT ops FROM tests WHERE id=?", (i,)).fetchone()[0]
-            assert guided.case(40 + i, a[i]).ops == __import__("json").loads(ops)
+            assert guided.case(40 + i, a[i]).ops == json.loads(ops)
     finally:
         store.close()
 
@@ -82,13 +89,7 @@ def test_frontier_campaign_stores_chains_and_resume_continues_them(tmp_path) -> 
     """--guide frontier: walked chains stored as decisions, the same in a generator
     process as in-process and across a stop and resume; each stored test is the model
     its seed and decision make."""
-    kw = {"guide": "frontier", "mutants": 0.0}
-    whole = _run(tmp_path / "whole", _opts(44, pregen=True, **kw))
-    _run(tmp_path / "half", _opts(22, pregen=False, **kw))
-    _run(tmp_path / "half", None, Resumed(more_tests=22))
-    a, b = _decisions(whole.out), _decisions(tmp_path / "half")
-    assert sorted(a) == list(range(44))
-    assert a == b
+    whole, a = _whole_and_resumed(tmp_path, 44, guide="frontier", mutants=0.0)
     chains = [i for i, d in a.items() if d and ">" in "".join(chains_of(d))]
     assert len(chains) >= 5 and min(chains) > 16  # walked once LAG tests' rewards are in
     guided = Guided(Generator(whole.cfg))
@@ -106,12 +107,7 @@ def test_optcov_campaign_is_its_seed_and_history_across_a_resume(tmp_path) -> No
     blocks stored as decisions, the same in a generator process as in-process and across
     a stop and resume (the variety counts rebuilt from the stored decisions)."""
     kw = {"guide": "optcov", "mutants": 0.0}
-    whole = _run(tmp_path / "whole", _opts(48, pregen=True, **kw))
-    _run(tmp_path / "half", _opts(24, pregen=False, **kw))
-    _run(tmp_path / "half", None, Resumed(more_tests=24))
-    a, b = _decisions(whole.out), _decisions(tmp_path / "half")
-    assert sorted(a) == list(range(48))
-    assert a == b
+    _, a = _whole_and_resumed(tmp_path, 48, **kw)
     variety = [d["path"][0] for d in a.values() if d.get("variety")]
     assert len(variety) >= 5 and any(chains_of(d) for d in a.values())
     # eight ops: each forced once before any is forced again, after the resume too

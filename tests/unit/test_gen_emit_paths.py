@@ -79,7 +79,7 @@ def _expected(seed: int) -> list[int]:
     return out
 
 
-def test_inline_draws_are_the_streams_definition() -> None:
+def test_draws_are_the_streams_definition() -> None:
     for seed in (0, 1, 12345):
         s = ChoiceStream(seed)
         got = _draws(s)

@@ -186,7 +186,7 @@ def cheapest_indexed(
             floor += 1  # every type it may become is a Cast away
         if floor <= budget:
             buckets.append((floor, d, r, bucket))
-    buckets.sort(key=_floor_of)
+    buckets.sort(key=_first)  # by floor
     best: list[tuple[int, Tensor, list[tuple[int, int]]]] = []
     best_key = (budget + 1, 0, 0)
     targets_of = targets_memo(glue, need)
@@ -247,11 +247,11 @@ def cheapest_indexed(
                 best, best_key = [(pos, t, targets)], key
             elif key == best_key:
                 best.append((pos, t, targets))
-    best.sort(key=_floor_of)  # by position in ``g.produced``
+    best.sort(key=_first)  # by position in ``g.produced``
     return [(t, targets) for _, t, targets in best], best_key[0]
 
 
-def _floor_of(entry: tuple) -> int:
+def _first(entry: tuple) -> int:
     return entry[0]
 
 

@@ -33,16 +33,7 @@ def spans_by_label(spans: Sequence[Span], label: str) -> list[Span]:
 
 
 class ChoiceStream:
-    __slots__ = (
-        "_rng",
-        "_random",
-        "_prefix",
-        "_n_prefix",
-        "_zero_tail",
-        "record",
-        "spans",
-        "_open",
-    )
+    __slots__ = ("_rng", "_prefix", "_n_prefix", "_zero_tail", "record", "spans", "_open")
 
     def __init__(
         self, seed: int, prefix: Sequence[int] | None = None, zero_tail: bool = False
@@ -50,7 +41,6 @@ class ChoiceStream:
         """``zero_tail``: once ``prefix`` is used up, every choice is the simplest (0)
         instead of random, as a shrinker wants."""
         self._rng = random.Random(seed)
-        self._random = self._rng.random  # bound once: a model draws a few dozen choices
         self._prefix = list(prefix) if prefix is not None else []
         self._n_prefix = len(self._prefix)
         self._zero_tail = zero_tail
@@ -83,42 +73,27 @@ class ChoiceStream:
         self.record.append(v)
         return v
 
-    # integer and index draw a fresh choice inline (what _next does past the prefix): a
-    # Python call less per choice. OpReplay, whose _next replays, draws through _next.
     def integer(self, lo: int, hi: int) -> int:
         """Uniform integer in ``[lo, hi]`` (inclusive); shrinks toward ``lo``."""
         if hi <= lo:
             return lo
-        record = self.record
-        if len(record) < self._n_prefix or self._zero_tail:
-            return lo + self._next(hi - lo)
-        v = int(self._random() * (hi - lo + 1))
-        record.append(v)
-        return lo + v
+        return lo + self._next(hi - lo)
 
     def index(self, n: int) -> int:
         """Uniform index in ``[0, n)``."""
-        if n <= 1:
-            return 0
-        record = self.record
-        if len(record) < self._n_prefix or self._zero_tail:
-            return self._next(n - 1)
-        v = int(self._random() * n)
-        record.append(v)
-        return v
+        return 0 if n <= 1 else self._next(n - 1)
 
     def chance(self, p_true: float) -> bool:
         """True with probability ``p_true``. Recorded as 0 (true) / 1 (false) so that
         shrinking prefers the likely branch."""
-        record = self.record
-        i = len(record)
+        i = len(self.record)
         if i < self._n_prefix:
             v = 0 if self._prefix[i] <= 0 else 1
         elif self._zero_tail:
             v = 0
         else:
-            v = 0 if self._random() < p_true else 1
-        record.append(v)
+            v = 0 if self._rng.random() < p_true else 1
+        self.record.append(v)
         return v == 0
 
     def seed32(self) -> int:
@@ -164,12 +139,6 @@ class OpReplay(ChoiceStream):
             self._pos += 1
             return v
         return None
-
-    def integer(self, lo: int, hi: int) -> int:
-        return lo if hi <= lo else lo + self._next(hi - lo)
-
-    def index(self, n: int) -> int:
-        return 0 if n <= 1 else self._next(n - 1)
 
     def _next(self, n: int) -> int:
         r = self._replayed()
