@@ -62,6 +62,12 @@ NOOP_OPERAND = "Add/Sub/Mul/Div by a constant 0 or 1"
 # DivMulFusion (div_mul_fusion.cc) rewrites Div(1, x) -> Mul, its dividend a constant 1.
 UNSQUEEZE_CONSTANT = "Unsqueeze of a constant"
 ONE_OVER_MUL = "Div of a constant 1 -> Mul"
+# GeluFusion and LayerNormFusion fuse into ONNX's Gelu / LayerNormalization at level 1 from
+# opset 20 / 17 (where ONNX has the op) and into the contrib op at level 2 below it
+# (gelu_fusion.cc, layer_norm_fusion.cc): a model's opset decides which of the twins may
+# fire (found by ``_op_types``; `--opset 16,21` runs both).
+ONNX_GELU, CONTRIB_GELU = "opset >= 20", "opset < 20"
+ONNX_LAYERNORM, CONTRIB_LAYERNORM = "opset >= 17", "opset < 17"
 # The rewrite rules of ORT 1.31's rule-based transformers (graph_transformer_utils.cc,
 # GenerateRewriteRules) by name (RewriteRule's name, what disabled_optimizers takes), each
 # with what its SatisfyCondition needs at least: an op type (its TargetOpTypes()) or an
@@ -118,12 +124,34 @@ TRANSFORMER_NEEDS: dict[str, tuple[_Need, ...]] = {
     "TransposeOptimizer": ("Transpose",),
     "TransposeOptimizer_CPUExecutionProvider": ("Transpose",),
     "MatmulTransposeFusion": (("Transpose", "MatMul"), ("MatMul", "Transpose")),
-    "GeluFusionL1": (_all(("Div", "Erf"), ("Erf", "Add")), _all(("Mul", "Erf"), ("Erf", "Add"))),
+    "GeluFusionL1": (
+        _all(("Div", "Erf"), ("Erf", "Add"), ONNX_GELU),
+        _all(("Mul", "Erf"), ("Erf", "Add"), ONNX_GELU),
+    ),
+    "GeluFusionL2": (
+        _all(("Div", "Erf"), ("Erf", "Add"), CONTRIB_GELU),
+        _all(("Mul", "Erf"), ("Erf", "Add"), CONTRIB_GELU),
+    ),
     "BiasGeluFusion": (("Add", "Gelu"), _all(("Add", "Div"), ("Div", "Erf"), ("Erf", "Add"))),
     "FastGeluFusion": (_all(("Mul", "Tanh"), ("Tanh", "Add")),),
     "QuickGeluFusion": (_all(("Mul", "Sigmoid"), ("Sigmoid", "Mul")),),
     "LayerNormFusionL1": (
-        _all(("ReduceMean", "Sub"), ("Sub", "Pow"), ("Pow", "ReduceMean"), ("Sqrt", "Div")),
+        _all(
+            ("ReduceMean", "Sub"),
+            ("Sub", "Pow"),
+            ("Pow", "ReduceMean"),
+            ("Sqrt", "Div"),
+            ONNX_LAYERNORM,
+        ),
+    ),
+    "LayerNormFusionL2": (
+        _all(
+            ("ReduceMean", "Sub"),
+            ("Sub", "Pow"),
+            ("Pow", "ReduceMean"),
+            ("Sqrt", "Div"),
+            CONTRIB_LAYERNORM,
+        ),
     ),
     "SimplifiedLayerNormFusion": (
         _all(("Pow", "ReduceMean"), ("ReduceMean", "Add"), ("Add", "Sqrt"), ("Sqrt", "Div")),
@@ -517,9 +545,10 @@ def feedback_tokens(data: bytes) -> set[str | tuple[str, str]]:
 
 def _op_types(data: bytes) -> set[str | tuple[str, str]]:
     """The op types of a serialized model and its edges producer -> consumer by op type,
-    its subgraphs' included; and the tokens of the rules whose constants the model holds
+    its subgraphs' included; the tokens of the rules whose constants the model holds
     (an initializer or a Constant's output): ``NOOP_OPERAND`` (an Add, Sub, Mul or Div
-    operand of all zeros or all ones), ``UNSQUEEZE_CONSTANT``, ``ONE_OVER_MUL``."""
+    operand of all zeros or all ones), ``UNSQUEEZE_CONSTANT``, ``ONE_OVER_MUL``; and its
+    opset's side of ``ONNX_GELU``/``CONTRIB_GELU`` and the LayerNorm pair."""
     model = onnx.load_from_string(data)
     found: set[str | tuple[str, str]] = set()
     graphs = [model.graph]
@@ -545,6 +574,9 @@ def _op_types(data: bytes) -> set[str | tuple[str, str]]:
                 if node.op_type == "Constant" and attr.name == "value":
                     consts[node.output[0]] = attr.t
                 graphs.extend([attr.g] if attr.HasField("g") else list(attr.graphs))
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    found.add(ONNX_GELU if opset >= 20 else CONTRIB_GELU)
+    found.add(ONNX_LAYERNORM if opset >= 17 else CONTRIB_LAYERNORM)
     if unsqueezed & consts.keys():
         found.add(UNSQUEEZE_CONSTANT)
     if _all_of(consts, dividends, (1,)):

@@ -39,6 +39,26 @@ def _names(value: str | None) -> frozenset[str] | None:
     return frozenset(v.strip() for v in value.split(",") if v.strip())
 
 
+def _opsets(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[int, ...] | None:
+    """``--opset 21`` or ``--opset 16,21``: the opsets, in the order given."""
+    if value is None:
+        return None
+    try:
+        opsets = tuple(int(v) for v in str(value).split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected opsets like 21 or 16,21, got {value!r}") from None
+    bad = [o for o in opsets if not MIN_OPSET <= o <= MAX_OPSET]
+    if not opsets or bad:
+        raise click.BadParameter(
+            f"opsets in {MIN_OPSET}..{MAX_OPSET} (like 21 or 16,21), got {value!r}"
+        )
+    if len(set(opsets)) != len(opsets):
+        raise click.BadParameter(f"each opset once, got {value!r}")
+    return opsets
+
+
 def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
     """The options every command that generates models shares."""
     if f is None:
@@ -66,10 +86,11 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
         ),
         click.option(
             "--opset",
-            type=click.IntRange(MIN_OPSET, MAX_OPSET),
-            default=opset_default,
+            default=None if opset_default is None else str(opset_default),
             show_default=opset_default is not None,
-            help=opset_help,
+            callback=_opsets,
+            help=opset_help + " Several, comma-separated (16,21), spread the models over "
+            "them by seed: compilers keep code per opset version.",
         ),
         click.option("--ops", default=None, help="Only these ops (comma-separated)."),
         click.option("--exclude-ops", default=None, help="Never these ops (comma-separated)."),
@@ -164,7 +185,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
 
 def generator_fields(
     nodes: tuple[int, int],
-    opset: int | None,
+    opset: int | tuple[int, ...] | None,
     ops: str | None,
     exclude_ops: str | None,
     dtypes: str | None,
@@ -180,11 +201,14 @@ def generator_fields(
     op_mix: str = DEFAULT_OP_MIX,
 ) -> dict:
     """The generator flags as ``Config.to_record`` data (None: the default, or for the
-    opset, the one every backend of a campaign supports)."""
+    opset, the one every backend of a campaign supports; several opsets: the first, and
+    ``opset_mix``)."""
+    opsets = (opset,) if isinstance(opset, int) else opset or ()
     return {
         "min_nodes": nodes[0],
         "max_nodes": nodes[1],
-        "opset": opset,
+        "opset": opsets[0] if opsets else None,
+        **({"opset_mix": list(opsets)} if len(opsets) > 1 else {}),
         "ops": sorted(_names(ops)) if ops is not None else None,
         "exclude_ops": sorted(_names(exclude_ops) or ()),
         "dtypes": sorted(dt.NAMES[d] for d in dt.parse_names(dtypes))

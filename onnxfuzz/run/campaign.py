@@ -15,6 +15,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
+from itertools import product
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -472,6 +473,8 @@ class Campaign:
             self.infos.update(lane.start())
         self.names = display_names(self.labels, {k: i.name for k, i in self.infos.items()})
         opset = negotiate_opset(list(self.infos.values()), o.generator.get("opset"))
+        for other in o.generator.get("opset_mix") or ():  # --opset 16,21: each of them
+            negotiate_opset(list(self.infos.values()), other)
         self.cfg = Config.from_record(o.generator, opset=opset)
         self.generator = Generator(self.cfg)  # checks the options against the specs
         fresh = self.store is None
@@ -499,16 +502,20 @@ class Campaign:
                 # once held it for 45 minutes); what it could not try counts as supported
                 # and the next campaign goes on from the probe's cache.
                 deadline = time.monotonic() + PROBE_SHARE * o.seconds if o.seconds else None
-                for label in self.labels:
+                for label, opset_cfg in product(self.labels, self._opset_configs()):
                     probed = probe_backend(
                         self.lanes,
                         label,
-                        self.cfg,
+                        opset_cfg,
                         None if on_probe is None else partial(on_probe, self.names[label]),
                         deadline=deadline,
                         use_cache=o.probe_cache,
                     )
-                    support[label] = probed.support
+                    # --opset 16,21: what it lacks at any of them (steering then leaves a
+                    # pair out at every opset)
+                    lacks = support.setdefault(label, {})
+                    for op_type, missing in probed.support.items():
+                        lacks[op_type] = {**missing, **lacks.get(op_type, {})}
                     if not probed.complete:
                         self.probe_notes.append(
                             f"probe of {self.names[label]} stopped at the time limit after "
@@ -516,7 +523,7 @@ class Campaign:
                             "(the next campaign goes on from the probe's cache)"
                         )
                 # every pair probed, for the report's heatmap (its cells)
-                self.store.set_meta("probe_pairs", single_op_pairs(self.cfg))
+                self.store.set_meta("probe_pairs", single_op_pairs(self._opset_configs()[0]))
             self.store.set_meta("probe_unsupported", support)
         self.support: dict[str, Support] = support
         excluded: dict[str, str] = {}
@@ -583,6 +590,12 @@ class Campaign:
         self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})
         self.store.set_meta("opset", opset)
         self._resume_diversity()
+
+    def _opset_configs(self) -> list[Config]:
+        """The campaign's generator options at each of its opsets (--opset 16,21), each
+        probed on its own."""
+        cfg = self.cfg
+        return [replace(cfg, opset=o, opset_mix=()) for o in cfg.opset_mix or (cfg.opset,)]
 
     def _seed_blocks(self) -> dict[str, Any]:
         """The user models' blocks (``--seed-models``), lifted once and stored, so that a
@@ -883,7 +896,7 @@ class Campaign:
                 t.index,
                 t.seed,
                 [],
-                self.cfg.opset,
+                self.cfg.opset_of(t.seed),
                 0.0,
                 0.0,
                 [Result("onnxfuzz", Verdict.GENERATOR_ERROR, detail=t.error or "")],
@@ -923,7 +936,7 @@ class Campaign:
         for f in findings:
             t_red = time.perf_counter()
             maker = self.makers.get(t.avoid)  # what made the test: its reductions replay it
-            key, reduced = self.bug_key(f, lane, maker.generator_for(t.decision))
+            key, reduced = self.bug_key(f, lane, maker.generator_for(t.decision, t.seed))
             t_end = time.perf_counter()
             reducing += t_end - t_red
             keyed.append((f, key, reduced))
@@ -961,7 +974,14 @@ class Campaign:
             self._last_finish[threading.get_ident()] = now
             guide = self._guide_record(t, results, outcomes)
             self.store.record(
-                t.index, t.case.seed, t.case.ops, self.cfg.opset, wall, backend_s, results, guide
+                t.index,
+                t.case.seed,
+                t.case.ops,
+                self.cfg.opset_of(t.case.seed),
+                wall,
+                backend_s,
+                results,
+                guide,
             )
             if guide is not None and self.steering is not None:
                 self.steering.report(t.index, guide[1])
@@ -1076,7 +1096,7 @@ class Campaign:
                     backend=label,
                     reference=reference,
                     seed=case.seed,
-                    opset=self.cfg.opset,
+                    opset=self.cfg.opset_of(case.seed),
                     ops=case.ops,
                     model=case.model,
                     inputs=inputs,

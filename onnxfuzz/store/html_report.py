@@ -150,7 +150,10 @@ def _header(d: ReportData) -> str:
         f"{_utc(t.first_wall)} to {_utc(t.last_wall)}",
     ]
     setup = [f"backends: {backends}"]
-    if d.opset is not None:
+    mix = (o.get("generator") or {}).get("opset_mix")  # --opset 16,21
+    if mix:
+        setup.append(f"opsets {escape(','.join(map(str, mix)))}")
+    elif d.opset is not None:
         setup.append(f"opset {escape(str(d.opset))}")
     if "seed" in o:
         setup.append(f"seed {escape(str(o['seed']))}")

@@ -8,9 +8,19 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxfuzz.backends.ort import RULES, TRANSFORMER_NEEDS, feedback_needs, feedback_tokens
+from onnxfuzz.backends.ort import (
+    CONTRIB_GELU,
+    CONTRIB_LAYERNORM,
+    ONNX_GELU,
+    ONNX_LAYERNORM,
+    RULES,
+    TRANSFORMER_NEEDS,
+    feedback_needs,
+    feedback_tokens,
+)
 from onnxfuzz.run.feedback_policy import SAMPLE, CampaignFeedback, FeedbackPolicy
 
 NEEDS = {"FuseReluClip": [("Relu", "Clip")], "GeluFusionL1": ["Erf"]}
@@ -120,6 +130,11 @@ def test_ort_models_ask_by_what_they_hold() -> None:
     )
     neg = _model([helper.make_node("Neg", ["x"], ["y"])], [])
     assert ("Relu", "Clip") in feedback_tokens(relu_clip)
+    assert {ONNX_GELU, ONNX_LAYERNORM} <= feedback_tokens(relu_clip)  # opset 21
+    at_16 = onnx.load_from_string(relu_clip)
+    at_16.opset_import[0].version = 16
+    tokens = feedback_tokens(at_16.SerializeToString())
+    assert {CONTRIB_GELU, CONTRIB_LAYERNORM} <= tokens and ONNX_GELU not in tokens
     labels = ["ort", "ort:opt=none", "ort:feedback=all", "tvm", "ort:disable=FuseReluClip"]
     c = CampaignFeedback(labels, seed=2)
     assert set(c.policies) == {"ort", "ort:opt=none", "ort:disable=FuseReluClip"}
@@ -149,8 +164,15 @@ def test_a_pattern_of_several_edges_needs_them_all() -> None:
         ("ReduceMean", "Sub"), ("Sub", "Pow"), ("Pow", "ReduceMean"), ("ReduceMean", "Add"),
         ("Add", "Sqrt"), ("Sqrt", "Div"),
     }  # fmt: skip
-    assert {"LayerNormFusionL1", "SimplifiedLayerNormFusion"} <= set(ort.sought(0, full))
-    assert "LayerNormFusionL1" not in ort.sought(0, {("ReduceMean", "Sub")})
+    # the model's opset picks the twin: ONNX's LayerNormalization from opset 17, the
+    # contrib op below (feedback_tokens names the side)
+    at_17 = set(ort.sought(0, full | {ONNX_LAYERNORM}))
+    below = set(ort.sought(0, full | {CONTRIB_LAYERNORM}))
+    assert {"LayerNormFusionL1", "SimplifiedLayerNormFusion"} <= at_17
+    assert "LayerNormFusionL2" not in at_17
+    assert {"LayerNormFusionL2", "SimplifiedLayerNormFusion"} <= below
+    assert "LayerNormFusionL1" not in below
+    assert "LayerNormFusionL1" not in ort.sought(0, {("ReduceMean", "Sub"), ONNX_LAYERNORM})
 
 
 def test_the_first_tests_ask_whatever_their_models_hold_and_later_ones_do_not() -> None:

@@ -11,8 +11,9 @@ by construction, so there is no retry, no rejection and no SMT call anywhere.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -114,6 +115,22 @@ class Generator:
         # --op-mix chains: the elementwise chain an op drawn outside a block may go on into
         # (empty: none; uniform and layers draw as before)
         self._chains = self._elementwise_chains() if cfg.op_mix == "chains" else {}
+        # --opset 16,21: a generator per opset, each of one opset only (the first's shares
+        # this one's tables); this one hands every model to the one of its seed's opset
+        # (Config.opset_of), whatever the stream, so a stream is always replayed by the
+        # generator whose tables it indexes
+        self.by_opset: dict[int, Generator] = {cfg.opset: self}
+        if cfg.opset_mix:
+            first = copy.copy(self)
+            first.cfg = replace(cfg, opset_mix=())
+            first.by_opset = {cfg.opset: first}
+            self.by_opset = {cfg.opset: first}
+            for o in cfg.opset_mix[1:]:
+                self.by_opset[o] = Generator(replace(cfg, opset=o, opset_mix=()))
+
+    def for_seed(self, seed: int) -> Generator:
+        """The generator that makes the model of ``seed`` (this one but with --opset 16,21)."""
+        return self.by_opset[self.cfg.opset_of(seed)] if self.cfg.opset_mix else self
 
     def _infeasible(self, spec: OpSpec) -> str | None:
         """Options such as --dtypes or --max-rank can rule an op out entirely; find out
@@ -301,6 +318,8 @@ class Generator:
         zero_tail: bool = False,
         stream: ChoiceStream | None = None,
     ) -> Case:
+        if self.cfg.opset_mix:
+            return self.for_seed(seed).generate(seed, prefix, zero_tail, stream)
         g, s, calls = self.graph(seed, prefix, zero_tail, stream)
         model = to_model(g, self.cfg.opset, self.cfg.ir, name=f"onnxfuzz_{seed}", seed=seed)
         return Case(

@@ -91,24 +91,51 @@ class Guided:
     The extended generator is used for those tests only, so the other tests' random block
     draws stay exactly those of ``gen``."""
 
-    def __init__(self, gen: Generator, seed_blocks: dict[str, tuple[Step, ...]] | None = None):
+    def __init__(
+        self,
+        gen: Generator,
+        seed_blocks: dict[str, tuple[Step, ...]] | None = None,
+        lenient: bool = False,
+    ):
+        """``lenient``: the Guided of one opset of --opset 16,21, whose generator may lack
+        an op or block the guide names (the guide's actions are every opset's): such
+        actions are left out of a decision rather than refused."""
         self.gen = gen
+        self.lenient = lenient
         self.seeded: Generator | None = None
         if seed_blocks:
             ext = copy.copy(gen)
             ext.block_names = list(gen.block_names) + sorted(seed_blocks)
             ext.blocks = list(gen.blocks) + [seed_blocks[n] for n in sorted(seed_blocks)]
             self.seeded = ext
-        self._actions = actions(gen)
         self._chained: OrderedDict[tuple[str, ...], Generator] = OrderedDict()
+        # --opset 16,21: each test is made by the Guided of its seed's opset, its whole
+        # lineage (a mutant's parents too) at that opset; a guide may name what any of
+        # them has (an op only some opsets define)
+        self._by_opset = (
+            {o: Guided(g, seed_blocks, lenient=True) for o, g in gen.by_opset.items()}
+            if gen.cfg.opset_mix
+            else {}
+        )
+        self._actions = list(
+            dict.fromkeys(actions(gen) + [a for g in self._by_opset.values() for a in g.actions])
+        )
+
+    def for_seed(self, seed: int) -> Guided:
+        """The Guided that makes test ``seed`` (this one but with --opset 16,21)."""
+        return self._by_opset[self.gen.cfg.opset_of(seed)] if self._by_opset else self
 
     @property
     def actions(self) -> list[str]:
         return self._actions
 
-    def generator_for(self, decision: Decision) -> Generator:
+    def generator_for(self, decision: Decision, seed: int | None = None) -> Generator:
         """The generator whose replay of the case's record gives the case again (the
-        reducer's)."""
+        reducer's; with --opset 16,21, pass the test's ``seed``)."""
+        if self._by_opset:
+            if seed is None:
+                raise ValueError("with several opsets, generator_for needs the test's seed")
+            return self.for_seed(seed).generator_for(decision)
         if self.seeded is not None and uses_seed_blocks(decision):
             return self.seeded
         chains = chains_of(decision)
@@ -124,6 +151,8 @@ class Guided:
             return ext
         known = {s.op_type for s in self.gen.specs}
         steps = []
+        if self.lenient:  # a chain of an op this opset lacks is left out
+            chains = tuple(a for a in chains if _available(self.gen, a))
         for a in chains:
             ops = a[len(CHAIN_ACTION) :].split(CHAIN_SEP)
             bad = [op for op in ops if op not in known]
@@ -143,6 +172,10 @@ class Guided:
         return ext
 
     def case(self, seed: int, decision: Decision = None) -> Case:
+        return self.for_seed(seed)._case(seed, decision)
+
+    def _case(self, seed: int, decision: Decision) -> Case:
+        """``case`` at this Guided's opset (a mutant's parents too)."""
         if decision is None:
             return self.gen.generate(seed)
         if "path" in decision:
@@ -156,15 +189,26 @@ class Guided:
             if depth(decision) > MAX_LINEAGE:
                 raise ValueError(f"a decision nests deeper than {MAX_LINEAGE}")
             gen = self.generator_for(parent)
-            return mutate(gen, self.case(int(parent_seed), parent), seed)[0]
+            return mutate(gen, self._case(int(parent_seed), parent), seed)[0]
         raise ValueError(f"unknown guide decision {decision!r}")
 
-    @staticmethod
-    def _forced(gen: Generator, seed: int, path: Sequence[str]) -> Case:
+    def _forced(self, gen: Generator, seed: int, path: Sequence[str]) -> Case:
         ops: list[list[int]] = []
         for action in path:
+            if self.lenient and not _available(gen, action):
+                continue
             ops.extend(_forced_ops(gen, action))
         return gen.generate(seed, stream=OpStart(seed, ops, OP))
+
+
+def _available(gen: Generator, action: str) -> bool:
+    """Can ``gen`` make ``action`` (its op, its block, each op of its chain)?"""
+    if action.startswith(OP_ACTION):
+        return action[len(OP_ACTION) :] in gen._op_index
+    if action.startswith(CHAIN_ACTION):
+        ops = action[len(CHAIN_ACTION) :].split(CHAIN_SEP)
+        return all(op in gen._op_index for op in ops) or action in gen.block_names
+    return action[len(BLOCK_ACTION) :] in gen.block_names
 
 
 def _forced_ops(gen: Generator, action: str) -> list[list[int]]:

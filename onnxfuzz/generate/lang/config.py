@@ -84,6 +84,14 @@ class Config:
     # onnxfuzz.generate.build.blocks.LAYER_MIX_SHARE, OPTIMIZER_BLOCKS). A record without
     # op_mix means "uniform" (records written before the default became "chains").
     op_mix: str = DEFAULT_OP_MIX
+    # The opsets a run's models are spread over (`--opset 16,21`; empty: every model at
+    # ``opset``, the first of them). A model's opset is a function of its seed alone
+    # (``opset_of``), so `generate --seed S` with the same list makes test S again. Why:
+    # compilers keep code per opset version (ONNX Runtime's fusions list the op versions
+    # they match, and fuse GELU or LayerNorm into an ONNX op from opset 20 / 17 but into
+    # a contrib op below; TVM's converters have one method per version), and models in the
+    # wild are exported at many opsets.
+    opset_mix: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes:
@@ -113,6 +121,26 @@ class Config:
                 f"--opset: onnxfuzz exports opsets {MIN_OPSET}..{MAX_OPSET} (ONNX Runtime 1.31 "
                 f"stops at {ORT_MAX_OPSET}), got {self.opset}"
             )
+        if self.opset_mix:
+            bad = [o for o in self.opset_mix if not MIN_OPSET <= o <= MAX_OPSET]
+            if bad or len(set(self.opset_mix)) != len(self.opset_mix):
+                raise ConfigError(
+                    f"--opset: distinct opsets in {MIN_OPSET}..{MAX_OPSET}, got "
+                    f"{','.join(map(str, self.opset_mix))}"
+                )
+            if self.opset_mix[0] != self.opset:
+                raise ConfigError(
+                    f"opset_mix {list(self.opset_mix)} must start with opset {self.opset}"
+                )
+
+    def opset_of(self, seed: int) -> int:
+        """The opset of the model of ``seed``: ``opset``, or with several, one picked by a
+        hash of the seed (the same in every process and release)."""
+        mix = self.opset_mix
+        if len(mix) < 2:
+            return self.opset
+        h = (seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF
+        return mix[(h >> 33) % len(mix)]
 
     # --- as plain data (stored with a campaign and a corpus, compared on --resume) ------
     def to_record(self) -> dict[str, Any]:
@@ -139,6 +167,7 @@ class Config:
             # only when not the default: records stored before domains existed still match
             **({"domains": sorted(self.domains)} if self.domains != {"ai.onnx"} else {}),
             **({"op_mix": self.op_mix} if self.op_mix != "uniform" else {}),
+            **({"opset_mix": list(self.opset_mix)} if self.opset_mix else {}),
         }
 
     @classmethod
@@ -161,6 +190,8 @@ class Config:
         for key in ("avoid_features", "pin"):
             if key in d:
                 d[key] = frozenset((op, f) for op, f in d[key])
+        if "opset_mix" in d:
+            d["opset_mix"] = tuple(d["opset_mix"])
         if "avoid" in d:
             d["avoid"] = frozenset(
                 (op, dt.BY_NAME[n] if isinstance(n, str) else n) for op, n in d["avoid"]
