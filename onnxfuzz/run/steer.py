@@ -22,7 +22,8 @@ nothing. It steers as coverage-guided fuzzers do, with a bandit whose memory fad
 (``Recent``: an arm that stops paying, its patterns found, loses its weight within
 ~``1 / (1 - OPT_DECAY)`` tests). A share of the tests (``OPT_VARIETY_SHARE``) keeps the op
 variety where bug families are (converter gaps of rarer ops): they start with one op, each
-time one of those such tests forced least, and are random from there on. Otherwise
+time one of those such tests forced least, then a fusable chain (below), and are random
+from there on. Otherwise
 a test starts with an ad-hoc chain of ops each taking the previous one's output
 (``OPT_CHAIN_SHARE``) in ``OPT_SEGMENTS`` segments, each an anchor (MatMul, Conv, Gemm;
 the first segment's half the time) then elementwise ops (``FUSION_ELEMENTWISE``), as
@@ -109,8 +110,8 @@ OPT_KIND_SLOT = {"fused": OPT_FUSED, "transformer": OPT_REWRITE, "rule": OPT_REW
 # test 0.87 (a mutant keeps its parent's fused groups but one op).
 OPT_MUTANT_SHARE = 0.0
 # --guide optcov's tests by kind: OPT_VARIETY_SHARE start with one op drawn among the ops
-# such tests forced least so far (the others' models are random from there on: op variety,
-# where a backend's converter gaps are, the bug families), OPT_CHAIN_SHARE with a fusable
+# such tests forced least so far, then a fusable chain (the rest of the model random: op
+# variety, where a backend's converter gaps are, the bug families), OPT_CHAIN_SHARE with a fusable
 # chain drawn by the bandit (fused patterns), the rest with two blocks drawn by it. With
 # no variety draws (chains 0.5, blocks 0.5), two 300-test ORT vs tvm:pipeline=fuse
 # campaigns at the default mix found 1.92x / 1.96x random's fused patterns but 0.72x /
@@ -121,6 +122,13 @@ OPT_MUTANT_SHARE = 0.0
 # Variety 0.5, chains 0.4 (default mix, 9100 / 20000): fused 1.74x / 1.24x, families
 # 0.72x / 1.07x: within the seeds' spread, so not taken.
 OPT_VARIETY_SHARE = 0.3
+# A variety draw's op is followed by a fusable chain this often (the op's converter gaps
+# and a fused pattern in one test). Seeds 9100 / 20000 / 40000, default mix, against the
+# same random campaigns (2026-11-26): fused 2.02x / 1.43x / 1.83x (without: 1.72x /
+# 1.35x / 1.59x), families 0.72x / 0.93x / 0.87x (without: 0.78x / 0.73x / 0.73x). With
+# three chain segments instead of two: fused 2.01x / 1.50x / 1.87x, families 0.72x /
+# 0.67x / 0.87x, so two.
+OPT_VARIETY_CHAINED = 1.0
 OPT_CHAIN_SHARE = 0.45
 VARIETY = "variety"  # the key that marks a variety draw's decision
 # A chain is OPT_SEGMENTS segments, each an anchor op (always, past the first segment:
@@ -346,8 +354,8 @@ class Steering:
                 self._apply_below(j - self.lag)
                 d = self._history.pop(j) if j in self._history else self._select(j)
                 if d is not None and d.get(VARIETY):  # replayed ones count too (--resume)
-                    for a in d["path"]:
-                        self._variety[a] = self._variety.get(a, 0) + 1
+                    a = d["path"][0]  # its op (a chain may follow)
+                    self._variety[a] = self._variety.get(a, 0) + 1
                 if self.tree is not None and _uct_path(d):
                     self.tree.visit(d["path"])
                 self._decided[j] = d
@@ -394,17 +402,27 @@ class Steering:
         if 0 <= x < OPT_VARIETY_SHARE and self._variety:
             fewest = min(self._variety.values())
             least = [a for a, n in self._variety.items() if n == fewest]
-            return {"path": [least[rng.randrange(len(least))]], VARIETY: True}
+            path = [least[rng.randrange(len(least))]]
+            if self._elementwise and rng.random() < OPT_VARIETY_CHAINED:
+                path.append(self._chain(rng))
+            return {"path": path, VARIETY: True}
         if 0 <= x - OPT_VARIETY_SHARE < OPT_CHAIN_SHARE and self._elementwise:
-            arms = []
-            for segment in range(OPT_SEGMENTS):
-                if self._anchors and (segment or rng.random() < OPT_ANCHORED):
-                    arms.append(self.bandit.draw(rng, self._anchors))
-                n = rng.randint(*OPT_SEGMENT_LEN)
-                arms.extend(self.bandit.draw(rng, self._elementwise) for _ in range(n))
-            return {"path": [chain_action([a[len(OP_ACTION) :] for a in arms])]}
+            return {"path": [self._chain(rng)]}
         among = self._blocks or None
         return {"path": [self.bandit.draw(rng, among) for _ in range(2)]}
+
+    def _chain(self, rng: random.Random) -> str:
+        """A fusable chain's action: ``OPT_SEGMENTS`` segments, each an anchor (past the
+        first; the first ``OPT_ANCHORED`` of the time) and elementwise ops, each drawn by
+        the bandit."""
+        assert self.bandit is not None
+        arms = []
+        for segment in range(OPT_SEGMENTS):
+            if self._anchors and (segment or rng.random() < OPT_ANCHORED):
+                arms.append(self.bandit.draw(rng, self._anchors))
+            n = rng.randint(*OPT_SEGMENT_LEN)
+            arms.extend(self.bandit.draw(rng, self._elementwise) for _ in range(n))
+        return chain_action([a[len(OP_ACTION) :] for a in arms])
 
     def _frontier(self, rng: random.Random) -> Decision:
         """A walked chain (``CHAIN_SHARE`` of the tests), else what ``FRONTIER_REST``

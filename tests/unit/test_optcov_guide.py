@@ -15,6 +15,7 @@ from onnxfuzz.generate.build.guide import Guided
 from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.run.optcov import fired_keys
 from onnxfuzz.run.steer import (
+    OPT_VARIETY_CHAINED,
     OPT_VARIETY_SHARE,
     VARIETY,
     Recent,
@@ -158,7 +159,11 @@ def test_variety_draws_force_every_op_before_any_twice_and_replay_on_resume(
     a = _decisions(guided, 5, n)
     variety = [d["path"] for d in a.values() if d.get(VARIETY)]
     assert 0.6 * OPT_VARIETY_SHARE * n <= len(variety) <= 1.4 * OPT_VARIETY_SHARE * n
-    assert all(len(p) == 1 and p[0].startswith("op:") for p in variety)
+    # an op, then (OPT_VARIETY_CHAINED of the time) a fusable chain
+    assert all(p[0].startswith("op:") for p in variety)
+    chained = [p for p in variety if len(p) == 2 and p[1].startswith("chain:")]
+    assert len(chained) + sum(len(p) == 1 for p in variety) == len(variety)
+    assert abs(len(chained) - OPT_VARIETY_CHAINED * len(variety)) <= 0.1 * len(variety)
     ops = [a for a in guided.actions if a.startswith("op:")]
     assert len(variety) > len(ops)  # so the second round has begun
     first = Counter(p[0] for p in variety[: len(ops)])
