@@ -16,7 +16,7 @@ models: they are refused.
 
     nice -n 10 .venv/bin/python tools/bench_optcov_guide.py --campaign-tests 300 \\
         --pairs ort+tvm:pipeline=fuse --seeds 9100 --guides random,optcov --mix layers
-    nice -n 10 .venv/bin/python tools/bench_optcov_guide.py --campaign-tests 2000 \
+    nice -n 10 .venv/bin/python tools/bench_optcov_guide.py --campaign-tests 2000 \\
         --pairs ort:opt=none+ort --seeds 9100,20000 --baseline-mix chains --opset 16,21
 """
 

@@ -473,7 +473,7 @@ class Campaign:
             self.infos.update(lane.start())
         self.names = display_names(self.labels, {k: i.name for k, i in self.infos.items()})
         opset = negotiate_opset(list(self.infos.values()), o.generator.get("opset"))
-        for other in o.generator.get("opset_mix") or ():  # --opset 16,21: each of them
+        for other in (o.generator.get("opset_mix") or ())[1:]:  # --opset 16,21: the others
             negotiate_opset(list(self.infos.values()), other)
         self.cfg = Config.from_record(o.generator, opset=opset)
         self.generator = Generator(self.cfg)  # checks the options against the specs

@@ -117,8 +117,9 @@ class Guided:
             if gen.cfg.opset_mix
             else {}
         )
-        self._actions = list(
-            dict.fromkeys(actions(gen) + [a for g in self._by_opset.values() for a in g.actions])
+        subs = self._by_opset.values()
+        self._actions = (
+            list(dict.fromkeys(a for g in subs for a in g.actions)) if subs else actions(gen)
         )
 
     def for_seed(self, seed: int) -> Guided:
