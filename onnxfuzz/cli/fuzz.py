@@ -68,6 +68,7 @@ def _probe_reporter() -> Callable[[str, int, int], None]:
             line += f", {rate:.1f}/s, ETA {_clock((total - done) / rate)}"
         elif done >= total:
             line += f", {_clock(elapsed)}"
+            del state[name]  # done: a next probe of this name (another opset) starts afresh
         click.echo(line, err=True)
 
     return report

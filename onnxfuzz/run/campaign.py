@@ -507,7 +507,9 @@ class Campaign:
                         self.lanes,
                         label,
                         opset_cfg,
-                        None if on_probe is None else partial(on_probe, self.names[label]),
+                        None
+                        if on_probe is None
+                        else partial(on_probe, self._probe_name(label, opset_cfg)),
                         deadline=deadline,
                         use_cache=o.probe_cache,
                     )
@@ -590,6 +592,12 @@ class Campaign:
         self.store.set_meta("versions", {k: i.version for k, i in self.infos.items()})
         self.store.set_meta("opset", opset)
         self._resume_diversity()
+
+    def _probe_name(self, label: str, cfg: Config) -> str:
+        """A backend's name in the probe's progress lines, with the opset where a campaign
+        probes several (--opset 16,21)."""
+        name = self.names[label]
+        return f"{name} at opset {cfg.opset}" if self.cfg.opset_mix else name
 
     def _opset_configs(self) -> list[Config]:
         """The campaign's generator options at each of its opsets (--opset 16,21), each

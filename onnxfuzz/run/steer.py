@@ -129,6 +129,15 @@ OPT_VARIETY_SHARE = 0.3
 # three chain segments instead of two: fused 2.01x / 1.50x / 1.87x, families 0.72x /
 # 0.67x / 0.87x, so two.
 OPT_VARIETY_CHAINED = 1.0
+# Tried against the same random campaigns (seeds 9100 / 20000 / 40000, 300 tests, default
+# mix; random: 155 / 206 / 163 fused patterns, 18 / 15 / 15 families), none taken: chains
+# 0.6 of the tests, blocks 0.1: fused 327 / 303 / 311, families 10 / 12 / 13; chains sized
+# to the seed's node count (half of chain tests ran out of nodes before their chain's
+# end): fused 302 / 294 / 294, families 13 / 13 / 13; sized to half of it (room for
+# random ops): fused 254 / 257 / 255, families 14 / 15 / 15; comparisons, Where and
+# injective ops among the chain's ops, pools, BatchNormalization and reductions among its
+# anchors: fused 291 / 266 / 278, families 13 / 15 / 16. These shares: fused 313 / 294 /
+# 299, families 13 / 14 / 13. Fused patterns and families trade against each other here.
 OPT_CHAIN_SHARE = 0.45
 VARIETY = "variety"  # the key that marks a variety draw's decision
 # A chain is OPT_SEGMENTS segments, each an anchor op (always, past the first segment:

@@ -172,3 +172,9 @@ def test_probe_progress_lines_show_the_start_the_cache_the_rate_and_an_eta(
     assert at(20, "ort", 900, 1000) == (
         "probing ort: 900/1000 (op, type) pairs and ops (800 from the cache), 5.0/s, ETA 20s"
     )
+    # a second probe of a name that finished (--opset 16,21 probes each opset): its own
+    # start, cache and rate, not the first one's (it read "0.7/s, ETA 26m" at 12/s)
+    assert at(30, "tvm", 0, 500) == "probing tvm: 0/500 (op, type) pairs and ops"
+    assert at(41, "tvm", 110, 500) == (
+        "probing tvm: 110/500 (op, type) pairs and ops, 10.0/s, ETA 39s"
+    )

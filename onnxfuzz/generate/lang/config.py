@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cache
 from typing import Any
 
 from onnx import helper
@@ -27,6 +28,7 @@ def _if_set(key: str, pairs: frozenset[tuple[str, str]]) -> dict[str, Any]:
     return {key: sorted(map(list, pairs))} if pairs else {}
 
 
+@cache  # asked once per model (``Config.ir``); onnx's lookup walks its version table
 def ir_version_for(opset: int) -> int:
     """The lowest IR version that carries ``opset`` (ORT 1.31 accepts IR <= 13)."""
     return helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
