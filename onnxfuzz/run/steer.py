@@ -136,8 +136,10 @@ OPT_VARIETY_CHAINED = 1.0
 # end): fused 302 / 294 / 294, families 13 / 13 / 13; sized to half of it (room for
 # random ops): fused 254 / 257 / 255, families 14 / 15 / 15; comparisons, Where and
 # injective ops among the chain's ops, pools, BatchNormalization and reductions among its
-# anchors: fused 291 / 266 / 278, families 13 / 15 / 16. These shares: fused 313 / 294 /
-# 299, families 13 / 14 / 13. Fused patterns and families trade against each other here.
+# anchors: fused 291 / 266 / 278, families 13 / 15 / 16; every segment anchored
+# (OPT_ANCHORED 1.0): fused 293 / 288 / 306, families 15 / 11 / 13; segments of 2-4 ops:
+# fused 299 / 291 / 294, families 12 / 11 / 12. These shares: fused 313 / 294 / 299,
+# families 13 / 14 / 13. Fused patterns and families trade against each other here.
 OPT_CHAIN_SHARE = 0.45
 VARIETY = "variety"  # the key that marks a variety draw's decision
 # A chain is OPT_SEGMENTS segments, each an anchor op (always, past the first segment:
