@@ -85,7 +85,7 @@ def _render(campaign, p) -> object:
         "campaign",
         f"{campaign.out}  (reference "
         f"{campaign.names.get(campaign.opts.reference_label, campaign.opts.reference_label)}, "
-        f"opset {','.join(map(str, campaign.cfg.opset_mix or (campaign.cfg.opset,)))})",
+        f"opset {','.join(map(str, campaign.cfg.opsets))})",
     )
     t.add_row("tests", _progress(p, elapsed))
     t.add_row("backend results", _results(p, len(campaign.labels)))

@@ -13,12 +13,11 @@ from onnxfuzz.generate.lang.config import (
     DEFAULT_OPSET,
     MAX_DEPTH,
     MAX_DIM,
-    MAX_OPSET,
     MAX_RANK,
-    MIN_OPSET,
     OP_MIXES,
     ORT_MAX_OPSET,
     Config,
+    opsets_problem,
 )
 
 
@@ -49,13 +48,9 @@ def _opsets(
         opsets = tuple(int(v) for v in str(value).split(",") if v.strip())
     except ValueError:
         raise click.BadParameter(f"expected opsets like 21 or 16,21, got {value!r}") from None
-    bad = [o for o in opsets if not MIN_OPSET <= o <= MAX_OPSET]
-    if not opsets or bad:
-        raise click.BadParameter(
-            f"opsets in {MIN_OPSET}..{MAX_OPSET} (like 21 or 16,21), got {value!r}"
-        )
-    if len(set(opsets)) != len(opsets):
-        raise click.BadParameter(f"each opset once, got {value!r}")
+    problem = opsets_problem(opsets)
+    if problem:
+        raise click.BadParameter(problem)
     return opsets
 
 

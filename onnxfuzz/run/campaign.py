@@ -602,8 +602,7 @@ class Campaign:
     def _opset_configs(self) -> list[Config]:
         """The campaign's generator options at each of its opsets (--opset 16,21), each
         probed on its own."""
-        cfg = self.cfg
-        return [replace(cfg, opset=o, opset_mix=()) for o in cfg.opset_mix or (cfg.opset,)]
+        return [replace(self.cfg, opset=o, opset_mix=()) for o in self.cfg.opsets]
 
     def _seed_blocks(self) -> dict[str, Any]:
         """The user models' blocks (``--seed-models``), lifted once and stored, so that a

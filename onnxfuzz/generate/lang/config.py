@@ -34,6 +34,16 @@ def ir_version_for(opset: int) -> int:
     return helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
 
 
+def opsets_problem(opsets: tuple[int, ...]) -> str | None:
+    """What is wrong with a list of opsets (``--opset 16,21``), or None."""
+    joined = ",".join(map(str, opsets))
+    if not opsets or any(not MIN_OPSET <= o <= MAX_OPSET for o in opsets):
+        return f"opsets in {MIN_OPSET}..{MAX_OPSET} (like 21 or 16,21), got {joined or '-'}"
+    if len(set(opsets)) != len(opsets):
+        return f"each opset once, got {joined}"
+    return None
+
+
 OP_MIXES = ("chains", "uniform", "layers")  # --op-mix; the first is the default
 DEFAULT_OP_MIX = OP_MIXES[0]
 
@@ -124,16 +134,18 @@ class Config:
                 f"stops at {ORT_MAX_OPSET}), got {self.opset}"
             )
         if self.opset_mix:
-            bad = [o for o in self.opset_mix if not MIN_OPSET <= o <= MAX_OPSET]
-            if bad or len(set(self.opset_mix)) != len(self.opset_mix):
-                raise ConfigError(
-                    f"--opset: distinct opsets in {MIN_OPSET}..{MAX_OPSET}, got "
-                    f"{','.join(map(str, self.opset_mix))}"
-                )
+            problem = opsets_problem(self.opset_mix)
+            if problem:
+                raise ConfigError(f"--opset: {problem}")
             if self.opset_mix[0] != self.opset:
                 raise ConfigError(
                     f"opset_mix {list(self.opset_mix)} must start with opset {self.opset}"
                 )
+
+    @property
+    def opsets(self) -> tuple[int, ...]:
+        """Every opset the run's models are made at (``opset`` alone, or ``opset_mix``)."""
+        return self.opset_mix or (self.opset,)
 
     def opset_of(self, seed: int) -> int:
         """The opset of the model of ``seed``: ``opset``, or with several, one picked by a
