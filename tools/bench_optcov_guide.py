@@ -12,12 +12,16 @@ failures left out), and for a guided campaign what each kind of decision brought
 (``by_kind``: tests, new fused-pattern keys, new bug-family keys, from the guide's stored
 reward keys); then each guide's ratio to the first (the baseline). Test *i* of a campaign
 of seed *s* is the model of seed *s + i*, so seeds closer than ``--campaign-tests`` share
-models: they are refused.
+models: they are refused. Campaigns run with ``--probe off`` unless ``--probe`` says
+otherwise (``steer`` is what ``fuzz`` does by default: it changes both guides' counts a
+great deal against TVM, see README).
 
     nice -n 10 .venv/bin/python tools/bench_optcov_guide.py --campaign-tests 300 \\
         --pairs ort+tvm:pipeline=fuse --seeds 9100 --guides random,optcov --mix layers
     nice -n 10 .venv/bin/python tools/bench_optcov_guide.py --campaign-tests 2000 \\
         --pairs ort:opt=none+ort --seeds 9100,20000 --baseline-mix chains --opset 16,21
+    nice -n 10 .venv/bin/python tools/bench_optcov_guide.py --campaign-tests 300 \\
+        --pairs ort+tvm:pipeline=fuse --seeds 9100 --mix chains --probe steer
 """
 
 from __future__ import annotations
@@ -35,8 +39,6 @@ from pathlib import Path
 def read_campaign(out: Path) -> dict:
     """What a finished campaign's campaign.db says: tests, optimizations per backend and
     kind, bug families per backend."""
-    from onnxfuzz.judge.signature import family
-
     db = sqlite3.connect(out / "campaign.db")
     try:
         tests = db.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
@@ -46,9 +48,7 @@ def read_campaign(out: Path) -> dict:
             "GROUP BY backend, kind"
         ):
             fired.setdefault(backend, {})[kind] = n
-        families: dict[str, set[str]] = {}
-        for backend, sig in db.execute("SELECT backend, signature FROM bugs"):
-            families.setdefault(backend, set()).add(family(sig))
+        families = _family_sets(out)
         by_kind = _by_kind(db)
     finally:
         db.close()
@@ -60,6 +60,20 @@ def read_campaign(out: Path) -> dict:
     if by_kind:
         out["by_kind"] = by_kind
     return out
+
+
+def _family_sets(out: Path) -> dict[str, set[str]]:
+    """Each backend's bug families in a finished campaign (``read_campaign`` counts them)."""
+    from onnxfuzz.judge.signature import family
+
+    db = sqlite3.connect(out / "campaign.db")
+    try:
+        fams: dict[str, set[str]] = {}
+        for backend, sig in db.execute("SELECT backend, signature FROM bugs"):
+            fams.setdefault(backend, set()).add(family(sig))
+        return fams
+    finally:
+        db.close()
 
 
 def _kind(decision: dict | None) -> str:
@@ -98,7 +112,10 @@ def campaigns(args: argparse.Namespace) -> None:
     guides = args.guides.split(",")
     for pair in args.pairs.split(","):
         backends = pair.split("+")
-        for seed in (int(s) for s in args.seeds.split(",")):
+        seeds = [int(s) for s in args.seeds.split(",")]
+        summed: dict[str, Counter[str]] = {g: Counter() for g in guides}
+        distinct: dict[str, dict[str, set[str]]] = {g: {} for g in guides}
+        for seed in seeds:
             procs = {}
             for g in guides:
                 out = root / f"{pair.replace(':', '_').replace('=', '_')}-{seed}-{g}"
@@ -109,7 +126,7 @@ def campaigns(args: argparse.Namespace) -> None:
                 mix = args.baseline_mix if g == guides[0] and args.baseline_mix else args.mix
                 cmd += ["--seed", str(seed), "--guide", g, "--op-mix", mix, "--out", str(out)]
                 cmd += ["--opset", args.opset] if args.opset else []
-                cmd += ["--probe", "off", "--no-reduce", "--confirm", "0"]
+                cmd += ["--probe", args.probe, "--no-reduce", "--confirm", "0"]
                 log = open(out.with_suffix(".log"), "w")  # noqa: SIM115 - closed below
                 procs[g] = (subprocess.Popen(cmd, stdout=log, stderr=log), out, log, cmd)
             got = {}
@@ -120,6 +137,11 @@ def campaigns(args: argparse.Namespace) -> None:
                     raise SystemExit(f"{' '.join(cmd)} failed ({rc}); see {out}.log")
                 got[g] = read_campaign(out)
                 print(f"{pair} seed {seed} --guide {g}: {json.dumps(got[g])}", flush=True)
+                for b, kinds in got[g]["fired"].items():
+                    summed[g].update({f"{b} {k}": n for k, n in kinds.items()})
+                summed[g].update({f"{b} bug families": n for b, n in got[g]["families"].items()})
+                for b, fams in _family_sets(out).items():
+                    distinct[g].setdefault(b, set()).update(fams)
             base = got[guides[0]]
             for g in guides[1:]:
                 for b, kinds in sorted(got[g]["fired"].items()):
@@ -130,6 +152,15 @@ def campaigns(args: argparse.Namespace) -> None:
                 for b in sorted(set(base["families"]) | set(got[g]["families"])):
                     a, x = base["families"].get(b, 0), got[g]["families"].get(b, 0)
                     print(f"  {b} bug families: {guides[0]} {a}, {g} {x}, {_ratio(x, a)}")
+        if len(seeds) > 1:  # what the seeds' campaigns found together
+            print(f"{pair}, {len(seeds)} seeds: summed over the campaigns (distinct families)")
+            for g in guides[1:]:
+                for key in sorted(set(summed[guides[0]]) | set(summed[g])):
+                    a, x = summed[guides[0]][key], summed[g][key]
+                    print(f"  {key}: {guides[0]} {a}, {g} {x}, {_ratio(x, a)}")
+                for b in sorted(set(distinct[guides[0]]) | set(distinct[g])):
+                    a, x = len(distinct[guides[0]].get(b, ())), len(distinct[g].get(b, ()))
+                    print(f"  {b} distinct bug families: {guides[0]} {a}, {g} {x}, {_ratio(x, a)}")
 
 
 def _ratio(x: float, a: float) -> str:
@@ -146,6 +177,12 @@ def main() -> int:
     )
     ap.add_argument("--opset", default="", help="--opset of every campaign (e.g. 16,21)")
     ap.add_argument("--seeds", default="9100", help="campaign seeds, comma-separated")
+    ap.add_argument(
+        "--probe",
+        default="off",
+        choices=["steer", "classify", "exclude", "off"],
+        help="each campaign's --probe (off: every test's model as drawn; steer: fuzz's default)",
+    )
     # ORT's optimizer bugs are failures of ort against ort:opt=none: the reference is
     # first, and its own failures are left out of the families
     ap.add_argument("--pairs", default="ort+tvm:pipeline=fuse,ort:opt=none+ort")

@@ -140,6 +140,11 @@ OPT_VARIETY_CHAINED = 1.0
 # (OPT_ANCHORED 1.0): fused 293 / 288 / 306, families 15 / 11 / 13; segments of 2-4 ops:
 # fused 299 / 291 / 294, families 12 / 11 / 12. These shares: fused 313 / 294 / 299,
 # families 13 / 14 / 13. Fused patterns and families trade against each other here.
+# All of the above ran with --probe off. With the probe (fuzz's default, --probe steer),
+# random's models all import into TVM: random 274 / 278 / 301 fused, 21 / 23 / 16
+# families; these shares 344 / 348 / 352 (1.23x) and 13 / 14 / 12 (0.65x); chains on
+# every test (seed 9100) 388, three segments all anchored 394 (1.42x / 1.44x): under the
+# probe, chains cannot reach 2x random while tests keep their seed's node count.
 OPT_CHAIN_SHARE = 0.45
 VARIETY = "variety"  # the key that marks a variety draw's decision
 # A chain is OPT_SEGMENTS segments, each an anchor op (always, past the first segment:
