@@ -142,7 +142,7 @@ OPT_VARIETY_CHAINED = 1.0
 # families 13 / 14 / 13. Fused patterns and families trade against each other here.
 # All of the above ran with --probe off. With the probe (fuzz's default, --probe steer),
 # random's models all import into TVM: random 274 / 278 / 301 fused, 21 / 23 / 16
-# families; these shares 344 / 348 / 352 (1.23x) and 13 / 14 / 12 (0.65x); chains on
+# families; these shares 344 / 348 / 352 (1.22x) and 13 / 14 / 12 (0.65x); chains on
 # every test (seed 9100) 388, three segments all anchored 394 (1.42x / 1.44x): under the
 # probe, chains cannot reach 2x random while tests keep their seed's node count.
 OPT_CHAIN_SHARE = 0.45
