@@ -215,7 +215,7 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
             problem = protocol_problem(outs)
             if problem is not None:
                 raise AdapterProtocolError(problem)
-            outs = {k: np.asarray(v) for k, v in outs.items()}
+            outs = {k: _as_array(k, v) for k, v in outs.items()}
             _flush_stderr()
             conn.send(Done(outs, compile_s, run_s, t0, cpu_s, feedback, feedback_s, feedback_error))
         except BaseException as e:  # noqa: BLE001 - every failure is a verdict
@@ -236,6 +236,22 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
                     protocol=isinstance(e, AdapterProtocolError),
                 )
             )
+
+
+def _as_array(name: str, value: object) -> np.ndarray:
+    """An output as one array; a list of arrays of different shapes (a ragged sequence, or
+    a sequence given where the graph declares a tensor) fails in words, not numpy's
+    ("inhomogeneous shape after 5 dimensions")."""
+    try:
+        return np.asarray(value)
+    except ValueError:
+        if not isinstance(value, list | tuple):
+            raise
+        shapes = [list(x.shape) if hasattr(x, "shape") else type(x).__name__ for x in value[:4]]
+        raise ValueError(
+            f"output {name!r} is a list of {len(value)} arrays of different shapes "
+            f"({', '.join(map(str, shapes))}{' ...' if len(value) > 4 else ''}), not one array"
+        ) from None
 
 
 def protocol_problem(outs: object) -> str | None:

@@ -8,6 +8,7 @@ resumed, it ends with the same counts as one that never stopped.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import traceback
@@ -404,6 +405,7 @@ class Campaign:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._last_finish: dict[int, float] = {}
+        self._unfiled_ids: set[str] = set()  # bundles that failed to write, said once each
         self.lanes: list[BackendPool] = []
         self.names: dict[str, str] = {}  # label -> display name, once the backends start
         self.infos: dict[str, BackendInfo] = {}
@@ -965,7 +967,14 @@ class Campaign:
                     f.bug_id = bug_id(key, self.names)
                     where = "reference-bugs" if r.pattern == REFERENCE_ONLY else "bugs"
                     # before the commit: a kill re-runs it
-                    filed.append(write_bundle(self.out, f, reduced, where))
+                    try:
+                        filed.append(write_bundle(self.out, f, reduced, where))
+                    except Exception as e:  # noqa: BLE001 - one bundle, not the campaign
+                        # Raised here, the test was never stored: the campaign died, and
+                        # --resume re-ran the same test into the same error.
+                        self._unfiled(f, where, e)
+                        r.bug, r.pattern = None, ""  # a later hit may file it
+                        continue
                     known.add(key)
                     if self.avoidance is not None and where == "bugs":
                         # the reduced model's trigger (with its attribute values)
@@ -1129,6 +1138,21 @@ class Campaign:
         return Judged(results, findings, sum(b.assessed.probe_s for b in blamed.values()))
 
     # --- bugs: dedup after reduction --------------------------------------------------
+    def _unfiled(self, f: Finding, where: str, e: Exception) -> None:
+        """Say that a finding's bundle could not be written (once per bug id, on stderr,
+        and with the traceback in ``bundle-errors.log``): its test is still stored."""
+        if f.bug_id in self._unfiled_ids:
+            return
+        self._unfiled_ids.add(f.bug_id)
+        line = (
+            f"onnxfuzz: could not write the bundle of {f.bug_id} ({type(e).__name__}: {e}); "
+            f"its test is stored and the campaign goes on; what was written is in "
+            f"{self.out / where / ('.tmp_' + f.bug_id)} (an onnxfuzz bug: please report it)"
+        )
+        print(line, file=sys.stderr, flush=True)
+        with open(self.out / "bundle-errors.log", "a") as log:
+            log.write(line + "\n" + traceback.format_exc() + "\n")
+
     def bug_key(
         self, f: Finding, lane: BackendPool | None, gen: Generator | None = None
     ) -> tuple[str | None, Reduced | None]:

@@ -245,7 +245,12 @@ def _expected_values(plain: Path, reference: str | None) -> str:
     )
 
 
-def _show(a: np.ndarray) -> str:
+def _show(a: object) -> str:
+    if isinstance(a, list | tuple):  # a sequence where a tensor was declared: said as such
+        more = " ..." if len(a) > 3 else ""
+        return f"a sequence of {len(a)}: " + "; ".join(_show(x) for x in a[:3]) + more
+    if a is None:
+        return "None"
     a = np.asarray(a)
     values = np.array2string(a.ravel()[:8], precision=6, separator=", ")
     return f"{a.dtype}{list(a.shape)} {values}" + (" ..." if a.size > 8 else "")

@@ -223,6 +223,10 @@ def reference_agrees(
         want = stored.get(out.name)
         if want is None:
             continue
+        if not isinstance(value, np.ndarray | np.generic):
+            # not a tensor where the graph declares one (onnx 1.23's evaluator gives
+            # SequenceAt's whole sequence, a list, after Optional -> OptionalGetElement)
+            return False
         a, e = np.asarray(value), np.asarray(want)
         if a.dtype != e.dtype or a.shape != e.shape:
             return False

@@ -442,3 +442,31 @@ def test_a_reducer_failure_keeps_the_finding_and_the_campaign_goes_on(
     assert (c.out / "bugs" / bugs[0]["id"] / "model.onnx").exists()
     log = (c.out / "reducer-errors.log").read_text()
     assert "reducer bug for this test" in log and "seed " in log
+
+
+def test_a_bundle_that_fails_to_write_keeps_the_test_and_the_campaign_goes_on(
+    tmp_path, monkeypatch
+) -> None:
+    # A bundle writer that raised (on a model whose reference-evaluator outputs it could not
+    # compare) ended the campaign before the test was stored, so --resume re-ran the same
+    # test into the same error: now it is said and logged, and a later hit files the bug.
+    import onnxfuzz.run.campaign as campaign_module
+
+    real, calls = campaign_module.write_bundle, []
+
+    def fails_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("bundle writer bug for this finding")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(campaign_module, "write_bundle", fails_once)
+    label = f"{ADAPTERS}:Raise:op=Add"
+    c = _campaign(tmp_path, label, tests=12)
+    counts = _verdicts(c, label)
+    assert sum(counts.values()) == 12 and counts.get("crash", 0) >= 2, counts
+    bugs = _bugs(c)
+    assert len(bugs) == 1 and len(calls) == 2, (bugs, calls)
+    assert (c.out / "bugs" / bugs[0]["id"] / "model.onnx").exists()
+    log = (c.out / "bundle-errors.log").read_text()
+    assert "bundle writer bug for this finding" in log and "Traceback" in log

@@ -301,3 +301,5 @@ def test_a_sequence_output_is_no_protocol_error() -> None:
     r = onnxfuzz("backend", "check", "ort", "--ops", "SplitToSequence", "--smoke", "0")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "adapter" not in r.stderr and "SplitToSequence" in r.stdout
+    # the ragged one's error in words, not numpy's "inhomogeneous shape after N dimensions"
+    assert "'seq' is a list of 2 arrays of different shapes ([1, 6], [2, 6])" in r.stdout

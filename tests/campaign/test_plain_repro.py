@@ -544,3 +544,37 @@ def test_tvm_wrong_result_is_bisected_to_the_pass(tmp_path, monkeypatch) -> None
     assert culprit is not None and culprit.stage == "optimization", culprit
     assert culprit.component == "PlantedDoubleConstants", culprit
     assert "disabled_pass=['PlantedDoubleConstants']" in culprit.workaround, culprit
+
+
+def test_a_bundle_is_written_where_the_evaluator_gives_a_sequence_for_a_tensor(
+    tmp_path,
+) -> None:
+    # onnx 1.23's evaluator gives SequenceAt's whole sequence (a list of arrays of two
+    # shapes) after Optional -> OptionalGetElement; comparing it once raised numpy's
+    # "inhomogeneous shape" and ended the campaign that was writing the bundle.
+    from onnx.reference import ReferenceEvaluator
+
+    from onnxfuzz.store.issue import issue_markdown
+
+    starts = [helper.make_tensor(n, TensorProto.INT64, [1], [v]) for n, v in (("a", 0), ("b", 1))]
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    pos = helper.make_tensor("pos", TensorProto.INT64, [], [0])
+    nodes = [
+        helper.make_node("Slice", ["x", "a", "b", "axes"], ["col"]),
+        helper.make_node("SequenceConstruct", ["x", "col"], ["seq"]),
+        helper.make_node("Optional", ["seq"], ["opt"]),
+        helper.make_node("OptionalGetElement", ["opt"], ["seq2"]),
+        helper.make_node("SequenceAt", ["seq2", "pos"], ["y"]),
+    ]
+    f32 = TensorProto.FLOAT
+    model = _model(nodes, (f32, [2, 3]), (f32, [2, 3]), [*starts, axes, pos])
+    onnx.checker.check_model(model, full_check=True)
+    got = ReferenceEvaluator(model).run(None, _inputs(model))[0]
+    if not isinstance(got, list):
+        pytest.skip("this onnx's evaluator gives SequenceAt's tensor here: nothing to check")
+    bundle = _bundle(tmp_path, "ort", model, CRASH)
+    assert (bundle / "model.onnx").exists() and (bundle / NAME).exists()
+    # the evaluator is not the source of expected values: the reference's are stored
+    assert (bundle / "test_data_set_0" / "output_0.pb").exists()
+    assert "ONNX reference evaluator disagrees or fails" in (bundle / NAME).read_text()
+    issue_markdown(bundle)  # the evaluator's values, where shown, are said as a sequence
