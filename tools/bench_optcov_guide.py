@@ -36,9 +36,11 @@ from collections import Counter
 from pathlib import Path
 
 
-def read_campaign(out: Path) -> dict:
+def read_campaign(out: Path) -> tuple[dict, dict[str, set[str]]]:
     """What a finished campaign's campaign.db says: tests, optimizations per backend and
-    kind, bug families per backend."""
+    kind, bug families per backend (counted); and the families themselves, per backend."""
+    from onnxfuzz.judge.signature import family
+
     db = sqlite3.connect(out / "campaign.db")
     try:
         tests = db.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
@@ -48,32 +50,20 @@ def read_campaign(out: Path) -> dict:
             "GROUP BY backend, kind"
         ):
             fired.setdefault(backend, {})[kind] = n
-        families = _family_sets(out)
+        families: dict[str, set[str]] = {}
+        for backend, sig in db.execute("SELECT backend, signature FROM bugs"):
+            families.setdefault(backend, set()).add(family(sig))
         by_kind = _by_kind(db)
     finally:
         db.close()
-    out = {
+    summary = {
         "tests": tests,
         "fired": fired,
         "families": {b: len(f) for b, f in sorted(families.items())},
     }
     if by_kind:
-        out["by_kind"] = by_kind
-    return out
-
-
-def _family_sets(out: Path) -> dict[str, set[str]]:
-    """Each backend's bug families in a finished campaign (``read_campaign`` counts them)."""
-    from onnxfuzz.judge.signature import family
-
-    db = sqlite3.connect(out / "campaign.db")
-    try:
-        fams: dict[str, set[str]] = {}
-        for backend, sig in db.execute("SELECT backend, signature FROM bugs"):
-            fams.setdefault(backend, set()).add(family(sig))
-        return fams
-    finally:
-        db.close()
+        summary["by_kind"] = by_kind
+    return summary, families
 
 
 def _kind(decision: dict | None) -> str:
@@ -135,12 +125,12 @@ def campaigns(args: argparse.Namespace) -> None:
                 log.close()
                 if rc not in (0, 1):
                     raise SystemExit(f"{' '.join(cmd)} failed ({rc}); see {out}.log")
-                got[g] = read_campaign(out)
+                got[g], fams_of = read_campaign(out)
                 print(f"{pair} seed {seed} --guide {g}: {json.dumps(got[g])}", flush=True)
                 for b, kinds in got[g]["fired"].items():
                     summed[g].update({f"{b} {k}": n for k, n in kinds.items()})
                 summed[g].update({f"{b} bug families": n for b, n in got[g]["families"].items()})
-                for b, fams in _family_sets(out).items():
+                for b, fams in fams_of.items():
                     distinct[g].setdefault(b, set()).update(fams)
             base = got[guides[0]]
             for g in guides[1:]:
@@ -152,7 +142,7 @@ def campaigns(args: argparse.Namespace) -> None:
                 for b in sorted(set(base["families"]) | set(got[g]["families"])):
                     a, x = base["families"].get(b, 0), got[g]["families"].get(b, 0)
                     print(f"  {b} bug families: {guides[0]} {a}, {g} {x}, {_ratio(x, a)}")
-        if len(seeds) > 1:  # what the seeds' campaigns found together
+        if len(seeds) > 1 and len(guides) > 1:  # what the seeds' campaigns found together
             print(f"{pair}, {len(seeds)} seeds: summed over the campaigns (distinct families)")
             for g in guides[1:]:
                 for key in sorted(set(summed[guides[0]]) | set(summed[g])):
