@@ -111,6 +111,32 @@ def test_tvm_fusing_pipeline_reports_fused_patterns() -> None:
     )
 
 
+def test_one_op_sequence_at_two_shapes_is_one_fused_pattern() -> None:
+    """LegalizeOps names Cast's PrimFuncs at two shapes cast and cast1, and FuseTIR names
+    the kernels after them: both are the pattern Cast -> Exp."""
+    branches = [
+        node
+        for i in (1, 2)
+        for node in (
+            helper.make_node("Cast", [f"x{i}"], [f"c{i}"], to=TensorProto.DOUBLE),
+            helper.make_node("Exp", [f"c{i}"], [f"y{i}"]),
+        )
+    ]
+    graph = helper.make_graph(
+        branches,
+        "g",
+        [
+            helper.make_tensor_value_info("x1", TensorProto.FLOAT, [2, 4]),
+            helper.make_tensor_value_info("x2", TensorProto.FLOAT, [3, 5]),
+        ],
+        [helper.make_tensor_value_info(y, TensorProto.DOUBLE, None) for y in ("y1", "y2")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    fusing = load_adapter("tvm:pipeline=fuse")
+    assert fusing.optimizations(fusing.backend.compile(model))["fused"] == ["fused_cast_tir_exp"]
+
+
 def test_isolate_names_the_optimizer_that_changed_the_result() -> None:
     broken = load_adapter(f"{ADAPTERS}:BrokenFusion:victim=FuseReluClip")
     exe = broken.backend.compile(_conv_relu_clip())
