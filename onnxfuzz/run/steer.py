@@ -158,7 +158,12 @@ OPT_VARIETY_CHAINED = 0.0
 # every test (seed 9100) 388, three segments all anchored 394 (1.42x / 1.44x): under the
 # probe, chains cannot reach 2x random while tests keep their seed's node count. Fused
 # counts in these notes kept TVM's numbers inside names (``cast1``), as the tvm adapter
-# did until the afternoon of 2026-11-26: 5-10 % above today's count (README).
+# did until the afternoon of 2026-11-26: 5-10 % above today's count (README). Counted
+# without them, chains as branches (three segments, each past the first taking the
+# chain's first input, so no anchor is needed to part the groups; unanchored segments of
+# 2-3 ops): fused 309 / 326 / 291 (1.17x random's 260 / 261 / 272; these shares 299 /
+# 306 / 284, 1.12x), families 22 / 15 / 17 (these shares 24 / 17 / 18); on every test
+# 359 (plain chains 358): not taken.
 OPT_CHAIN_SHARE = 0.3
 VARIETY = "variety"  # the key that marks a variety draw's decision
 # A chain is OPT_SEGMENTS segments, each an anchor op (always, past the first segment:
