@@ -29,6 +29,11 @@ RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"0x[0-9a-fA-F]+"), "ADDR"),
     (re.compile(r"(/[\w.\-+]+)+\.(py|cc|cpp|h|hpp|c)(:\d+)?"), "FILE"),
     (re.compile(r"\b\d{4}-\d\d-\d\d[ T][\d:.]+"), "TIME"),
+    # TVM Relax's variable names (its BlockBuilder's lv, lv1, ..., gv, gv1, ...): the
+    # first has no number, so one converter bug read "R.subtract(..., lv)" on an op fed by
+    # a graph input and "lv1" after another op: two signatures, and a reduction that
+    # could not drop the op before it (three bundles of Mul -> Elu, Einsum -> Elu, ...)
+    (re.compile(r"\b[lg]v\d*\b"), "T"),
     # onnxfuzz's tensor/node names: in3, relu2_out, conv0_W, add1_out0
     (re.compile(r"\b[a-z][a-z0-9_]*?\d+(_[A-Za-z]\w*)?\b"), "T"),
     (re.compile(r"'[^']{0,80}'|\"[^\"]{0,80}\""), "S"),

@@ -71,12 +71,29 @@ def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
 
 def _types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:
     g = model.graph
+    infos = list(g.input) + list(g.value_info) + list(g.output)
+    typed = {vi.name for vi in infos}
+    if any(t not in typed for n in g.node for t in n.output if t):
+        # A model from elsewhere often has no value_info: without a node's output type
+        # nothing can be rewired past it. ONNX's shape inference gives those it can (static
+        # shapes only: a symbolic dim would match any other).
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model).graph.value_info
+        except Exception:  # a model inference refuses: no types beyond those it states
+            inferred = []
+        infos += [
+            vi
+            for vi in inferred
+            if vi.name not in typed
+            and vi.type.tensor_type.HasField("shape")
+            and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
+        ]
     out = {
         vi.name: (
             vi.type.tensor_type.elem_type,
             tuple(d.dim_value for d in vi.type.tensor_type.shape.dim),
         )
-        for vi in list(g.input) + list(g.value_info) + list(g.output)
+        for vi in infos
         if vi.type.HasField("tensor_type")  # a sequence is neither rewired nor made an output
     }
     out.update({i.name: (i.data_type, tuple(i.dims)) for i in g.initializer})

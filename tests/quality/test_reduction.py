@@ -153,3 +153,30 @@ def test_reduction_never_feeds_a_node_values_its_spec_does_not_allow() -> None:
     base = {**known, **r.inputs}[r.model.graph.node[0].input[0]]
     assert float(base) > 0, onnx.printer.to_text(r.model.graph)
     assert value_faults(r.model, r.inputs) == set()
+
+
+def test_a_tvm_converter_crash_reduces_to_its_one_op() -> None:
+    """Found in a campaign: TVM's Elu converter mixes a float32 constant into a float16
+    graph, and Mul -> Elu reduced to two nodes, not one, because TVM named Elu's operand
+    lv1 after a Mul and lv after a graph input (now one name), so each campaign hit of the
+    bug behind another op (Mul, Einsum, ReduceSumSquare) became a bundle of its own. The
+    model states no value_info, as models from elsewhere often do: the Mul is bypassed at
+    the type shape inference gives its output."""
+    h = onnx.helper
+    f16 = onnx.TensorProto.FLOAT16
+    graph = h.make_graph(
+        [h.make_node("Mul", ["x", "x"], ["m"], name="mul0"), h.make_node("Elu", ["m"], ["y"])],
+        "mul_elu",
+        [h.make_tensor_value_info("x", f16, [2, 3])],
+        [h.make_tensor_value_info("y", f16, [2, 3])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    inputs = {"x": np.linspace(-1, 1, 6, dtype=np.float16).reshape(2, 3)}
+    with BackendPool(["ort", "tvm"], timeout=30.0) as pool:
+        rep = Reproducer(pool, Target("tvm", "ort"))
+        a = rep.assess(model, inputs)
+        assert a.signature is not None and "R.subtract" in a.signature, a.signature
+        rep.target.signature = a.signature
+        r = reduce_model(model, inputs, rep, budget_s=60)
+        assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
+    assert r.ops == ["Elu"], onnx.printer.to_text(r.model.graph)

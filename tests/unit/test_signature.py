@@ -206,6 +206,15 @@ def test_shapes_in_a_message_do_not_split_a_bug() -> None:
     assert normalize("expected rank 3") != normalize("expected rank-3 tensor")  # words count
 
 
+def test_tvm_variable_names_are_names_numbered_or_not() -> None:
+    """Relax names its first binding ``lv`` and the next ``lv1``: a float16 Elu fed by a
+    graph input and one fed by a Mul are one bug. A word that only starts alike stays."""
+    msg = 'R.subtract(R.const(1.0, "float32"), {}) uses datatype T.float16'
+    assert normalize(msg.format("lv")) == normalize(msg.format("lv1"))
+    assert normalize(msg.format("gv")) == normalize(msg.format("lv12"))
+    assert normalize("lvalue expected") != normalize("T expected")
+
+
 def test_a_scalars_empty_shape_is_a_shape_too() -> None:
     """``make run`` filed one Cast->Elu crash twice: TVM printed the operand's shape as ``()``
     in one model and ``(1,)`` in another. A call's ``()`` is not a shape."""
