@@ -235,7 +235,9 @@ class Judge:
         """The first diverging node of a value mismatch, then the "not a bug" checks."""
         probe, again = self._timed_runs(inputs, base, label, spent)
         culprit = v.output
-        div = first_divergence(model, base, label, probe, self.config, inputs, again, tol_dtypes)
+        div = first_divergence(
+            model, base, label, probe, self.config, inputs, again, tol_dtypes, v.output
+        )
         if div is not None and div.node is not None:
             culprit = div.node.output[0]
             v.message += f"\nfirst diverging node: {div.node.name} ({div.node.op_type})"

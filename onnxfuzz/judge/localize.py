@@ -78,10 +78,12 @@ def first_divergence(
     feeds: dict[str, np.ndarray] | None = None,
     run_reference: Callable[[bytes, dict], Outcome] | None = None,
     tol_dtypes: dict[str, str] | None = None,
+    output: str = "",
 ) -> Divergence | None:
-    """The first node (topological order) whose output differs between the backends; a
-    divergence without a node when they agree everywhere once every intermediate is
-    exposed; None when the exposed model did not run on both."""
+    """The first node (topological order) whose output differs between the backends, among
+    those ``output`` (the mismatching graph output; "" any) depends on; a divergence
+    without a node when they agree everywhere once every intermediate is exposed; None
+    when the exposed model did not run on both."""
     probe = expose_all(model)
     outcomes = run(probe.SerializeToString())
     ref, got = outcomes.get(reference), outcomes.get(backend)
@@ -89,7 +91,14 @@ def first_divergence(
         return None
     want: dict[str, np.ndarray] = ref.outputs or {}
     have: dict[str, np.ndarray] = got.outputs or {}
-    for node in probe.graph.node:
+    # A node off another output's path is not this mismatch's cause: in a campaign, torch's
+    # Range came back int64 for int16 while a float16 Sign in another branch flipped once
+    # every intermediate was exposed, and the bug was filed as "dtype in Sign output", a
+    # signature no reduction to either op could keep.
+    upstream = _ancestors(probe.graph, output)
+    for k, node in enumerate(probe.graph.node):
+        if upstream is not None and k not in upstream:
+            continue
         names = [t for t in node.output if t in want]
         if (
             not names
@@ -103,6 +112,34 @@ def first_divergence(
             )
         return Divergence(node, unstable, have, want)
     return Divergence(None, False, have, want)
+
+
+def _reads(node: onnx.NodeProto) -> set[str]:
+    """The tensors ``node`` reads: its inputs and, through its subgraphs, any they name
+    (a subgraph's own tensors too: names are unique across a model's graphs, so those
+    never match an outer node's output)."""
+    out = {t for t in node.input if t}
+    for a in node.attribute:
+        for sub in [a.g] if a.HasField("g") else list(a.graphs):
+            for n in sub.node:
+                out |= _reads(n)
+    return out
+
+
+def _ancestors(g: onnx.GraphProto, output: str) -> set[int] | None:
+    """The indices of the nodes ``output`` depends on (itself made by one of them); None
+    where no node makes it (a graph input passed through, or "")."""
+    made = {t: k for k, n in enumerate(g.node) for t in n.output if t}
+    if output not in made:
+        return None
+    found: set[int] = set()
+    todo = [output]
+    while todo:
+        k = made.get(todo.pop())
+        if k is not None and k not in found:
+            found.add(k)
+            todo.extend(_reads(g.node[k]))
+    return found
 
 
 def _explained_by_inputs(

@@ -1,0 +1,54 @@
+"""Localization blames a node on the mismatching output's path, never one in another
+branch that also diverges once every intermediate is exposed.
+
+The planted adapter (``adapters.py:WrongOp``) adds 0.5 to every float32 Sigmoid. Branch B's
+Sigmoid diverges first in topological order, but a Greater after it hides that from its
+graph output; branch A's Sigmoid makes the output that mismatches. The real ONNX Runtime is
+the reference and runs under the adapter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxfuzz.execute.pool import BackendPool
+from onnxfuzz.judge.judge import Judge
+from onnxfuzz.judge.oracle import OracleConfig, Verdict
+
+WRONG_SIGMOID = "tests/campaign/adapters.py:WrongOp:op=Sigmoid"
+
+
+def test_the_culprit_is_on_the_mismatching_outputs_path() -> None:
+    f32 = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Sigmoid", ["xb"], ["sb"], name="sigmoid_b"),
+        helper.make_node("Greater", ["sb", "low"], ["yb"], name="greater_b"),
+        helper.make_node("Neg", ["xa"], ["na"], name="neg_a"),
+        helper.make_node("Sigmoid", ["na"], ["ya"], name="sigmoid_a"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "two_branches",
+        [helper.make_tensor_value_info(x, f32, [4]) for x in ("xa", "xb")],
+        [
+            helper.make_tensor_value_info("ya", f32, [4]),
+            helper.make_tensor_value_info("yb", TensorProto.BOOL, [4]),
+        ],
+        initializer=[numpy_helper.from_array(np.float32(-1.0), "low")],
+        value_info=[
+            helper.make_tensor_value_info("sb", f32, [4]),
+            helper.make_tensor_value_info("na", f32, [4]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.linspace(-2, 2, 4, dtype=np.float32)
+    inputs = {"xa": x, "xb": x}
+    with BackendPool(["ort", WRONG_SIGMOID]) as pool:
+        outcomes = pool.run_all(model.SerializeToString(), inputs)
+        assert np.array_equal(outcomes["ort"].outputs["yb"], outcomes[WRONG_SIGMOID].outputs["yb"])
+        got = Judge("ort", OracleConfig(), pool).assess(model, inputs, outcomes)[WRONG_SIGMOID]
+    v = got.judgement
+    assert v.verdict == Verdict.MISMATCH and v.output == "ya", v.message
+    assert "first diverging node: sigmoid_a (Sigmoid)" in v.message, v.message
+    assert "sigmoid_b" not in v.message
