@@ -23,6 +23,7 @@ from onnx import helper
 
 from onnxfuzz.execute.sandbox import Outcome, Status
 from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare
+from onnxfuzz.judge.precision import graphs, subgraphs
 
 
 @dataclass
@@ -118,12 +119,8 @@ def _reads(node: onnx.NodeProto) -> set[str]:
     """The tensors ``node`` reads: its inputs and, through its subgraphs, any they name
     (a subgraph's own tensors too: names are unique across a model's graphs, so those
     never match an outer node's output)."""
-    out = {t for t in node.input if t}
-    for a in node.attribute:
-        for sub in [a.g] if a.HasField("g") else list(a.graphs):
-            for n in sub.node:
-                out |= _reads(n)
-    return out
+    inner = (g for sub in subgraphs(node) for g in graphs(sub))
+    return {t for t in node.input if t} | {t for g in inner for n in g.node for t in n.input}
 
 
 def _ancestors(g: onnx.GraphProto, output: str) -> set[int] | None:

@@ -255,12 +255,10 @@ def _inside(node: onnx.NodeProto, outer: dict[str, str]) -> list[str]:
     and those of the outer tensors they read (in ``outer``): its outputs carry their
     rounding (a Loop body that casts a float64 value to float16 and back)."""
     from onnxfuzz import dtypes as dt
-    from onnxfuzz.judge.precision import graphs, tensor_types
+    from onnxfuzz.judge.precision import graphs, subgraphs, tensor_types
 
     found: list[str] = []
-    subs = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
-    subs += [g for a in node.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
-    for g in (inner for sub in subs for inner in graphs(sub)):
+    for g in (inner for sub in subgraphs(node) for inner in graphs(sub)):
         infos = list(g.input) + list(g.value_info) + list(g.output)
         kinds = [tt.elem_type for vi in infos for tt in tensor_types(vi.type)]
         kinds += [i.data_type for i in g.initializer]

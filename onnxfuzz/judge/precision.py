@@ -43,16 +43,20 @@ NUDGE_DRAWS = 3
 _TYPE_ATTRS = ("to", "dtype")  # attributes that name an element type (Cast, EyeLike, ...)
 
 
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """A node's own subgraphs (If branches, Loop and Scan bodies)."""
+    subs = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+    return subs + [
+        g for a in node.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs
+    ]
+
+
 def graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """``g`` and every subgraph inside it (If branches, Loop and Scan bodies), depth first."""
+    """``g`` and every subgraph inside it, depth first."""
     yield g
     for node in g.node:
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                yield from graphs(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for sub in a.graphs:
-                    yield from graphs(sub)
+        for sub in subgraphs(node):
+            yield from graphs(sub)
 
 
 def tensor_types(tp: onnx.TypeProto) -> Iterator[onnx.TypeProto.Tensor]:
