@@ -34,11 +34,33 @@ class Divergence:
     want_exposed: dict[str, np.ndarray] = field(default_factory=dict)  # the reference's
 
 
+def inferred_types(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """Types for the node outputs ``model`` declares none for, from ONNX's shape inference
+    (static tensor shapes only: a symbolic dim would match any other). A model from
+    elsewhere often has no value_info; without it an intermediate can be neither exposed
+    nor replaced, nor a node bypassed."""
+    g = model.graph
+    typed = {vi.name for vi in (*g.input, *g.value_info, *g.output)}
+    if all(t in typed for n in g.node for t in n.output if t):
+        return []
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph.value_info
+    except Exception:  # a model inference refuses: no types beyond those it states
+        return []
+    return [
+        vi
+        for vi in inferred
+        if vi.name not in typed
+        and vi.type.tensor_type.HasField("shape")
+        and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
+    ]
+
+
 def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
     m = onnx.ModelProto()
     m.CopyFrom(model)
     have = {o.name for o in m.graph.output}
-    info = {vi.name: vi for vi in m.graph.value_info}
+    info = {vi.name: vi for vi in (*m.graph.value_info, *inferred_types(m))}
     for n in m.graph.node:
         for t in n.output:
             # tensors only: sequences and optionals stay inside (graph outputs are tensors)

@@ -26,6 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxfuzz.generate.corpus.validate import check_static
+from onnxfuzz.judge.localize import inferred_types
 from onnxfuzz.reduce import control
 from onnxfuzz.reduce.control import prune_nodes, reads, rename_reads
 from onnxfuzz.reduce.domains import Fault, value_faults
@@ -71,23 +72,7 @@ def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
 
 def _types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:
     g = model.graph
-    infos = list(g.input) + list(g.value_info) + list(g.output)
-    typed = {vi.name for vi in infos}
-    if any(t not in typed for n in g.node for t in n.output if t):
-        # A model from elsewhere often has no value_info: without a node's output type
-        # nothing can be rewired past it. ONNX's shape inference gives those it can (static
-        # shapes only: a symbolic dim would match any other).
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model).graph.value_info
-        except Exception:  # a model inference refuses: no types beyond those it states
-            inferred = []
-        infos += [
-            vi
-            for vi in inferred
-            if vi.name not in typed
-            and vi.type.tensor_type.HasField("shape")
-            and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
-        ]
+    infos = [*g.input, *g.value_info, *g.output, *inferred_types(model)]
     out = {
         vi.name: (
             vi.type.tensor_type.elem_type,
@@ -190,19 +175,21 @@ def replace_nodes(
         vals = values(s)
         if vals is None:
             return
-        nodes = list(s.model.graph.node)
+        g0 = s.model.graph
+        nodes = list(g0.node)
+        infos = {vi.name: vi for vi in list(g0.value_info) + list(g0.output)}
+        # an output nothing reads (TopK's indices, often) just goes with its node
+        used = {t for n in nodes for t in reads(n)} | {o.name for o in g0.output}
         for k in reversed(range(len(nodes))):
             node = nodes[k]
-            if not all(t in vals for t in node.output if t):
+            outs = [t for t in node.output if t in used]
+            if not all(t in vals and t in infos for t in outs):
                 continue
             m = _copy(s.model)
             g = m.graph
-            infos = {vi.name: vi for vi in list(g.value_info) + list(g.output)}
             del g.node[k]
             feeds = dict(s.inputs)
-            for t in node.output:
-                if not t:
-                    continue
+            for t in outs:
                 if as_constant:
                     g.initializer.append(numpy_helper.from_array(np.asarray(vals[t]), t))
                 else:
@@ -246,11 +233,17 @@ def reduce_graph(
         vals = values(s)
         return None if vals is None else value_faults(s.model, vals)
 
+    # A node output the model gives no type (a model from elsewhere) is typed once, here,
+    # so that every pass can expose, replace or bypass it.
+    typed = inferred_types(state.model)
+    if typed:
+        model = _copy(state.model)
+        model.graph.value_info.extend(typed)
+        state = State(model, state.inputs)
     start = faults(state)  # None: the reference gives no values to judge by
 
     def keep(old: State, new: State) -> State | None:
-        new_size, old_size = new.size, old.size
-        if not new_size.no_larger_than(old_size) or new_size == old_size:
+        if not new.size.simpler_than(old.size):
             return None
         if check_static(new.model):
             return None

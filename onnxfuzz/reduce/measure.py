@@ -1,4 +1,4 @@
-"""Sizes of a test case. A reduction step is kept only if no measure grows."""
+"""Sizes of a test case. A reduction step is kept only if the case gets simpler."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import onnx
 
 @dataclass(frozen=True, order=True)
 class Size:
-    """The measures a reduction step may not grow, most important first (``order``
-    compares them lexicographically). Leaf counts (graph inputs, initializers) are not
-    among them: replacing a node by a new input trades a node for a leaf."""
+    """The measures of a case's size, most important first (``order`` compares them
+    lexicographically); a reduction step must make them simpler (``simpler_than``).
+    Leaf counts (graph inputs, initializers) are not among them: replacing a node by a
+    new input trades a node for a leaf."""
 
     nodes: int
     elements: int  # of every tensor with a declared shape
@@ -22,6 +23,17 @@ class Size:
 
     def no_larger_than(self, other: Size) -> bool:
         return all(a <= b for a, b in zip(astuple(self), astuple(other), strict=True))
+
+    def simpler_than(self, other: Size) -> bool:
+        """A graph reduction step's test: fewer nodes, no tensor larger or of higher rank;
+        or as many nodes and no measure grown, one shrunk. The input values are not
+        weighed against a node: a node replaced by a new input carrying what it computed
+        adds that input's values (a Transpose of a weight becomes an input holding the
+        transposed weight), and is still the simpler case. Steps stay finite: each
+        drops a node or shrinks a measure without growing one."""
+        if self.nodes < other.nodes:
+            return self.elements <= other.elements and self.max_rank <= other.max_rank
+        return self != other and self.no_larger_than(other)
 
 
 def _shape(vi: onnx.ValueInfoProto) -> list[int]:

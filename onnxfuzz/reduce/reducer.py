@@ -1,5 +1,7 @@
 """Reduce one finding: choice-stream shrinking where the choices are known, then graph
-passes; both keep only candidates that fail with the same signature and grow no measure."""
+passes; both keep only candidates that fail with the same signature and get simpler
+(``measure.Size``: choice passes grow no measure; a graph pass may add input values where it
+drops a node)."""
 
 from __future__ import annotations
 

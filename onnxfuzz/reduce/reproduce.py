@@ -132,10 +132,15 @@ class Reproducer:
     def reference_values(
         self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]
     ) -> dict[str, np.ndarray] | None:
-        """Every tensor's value on the reference backend (to stand in for removed nodes)."""
-        out = self.pool.run_one(
-            self.target.reference, expose_all(model).SerializeToString(), inputs
-        )
-        if out.status != Status.OK or out.outputs is None:
-            return None
-        return {**inputs, **out.outputs}
+        """Every tensor's value (to stand in for removed nodes): the reference's, or where
+        it gives none, another backend's in the pool. The reference fails where it is the
+        backend at fault (the campaign's reference crashing, outvoted by the others), and
+        without values no node could be replaced by an input or a constant."""
+        data = expose_all(model).SerializeToString()
+        at_fault = self.target.backend
+        others = [b for b in (self.target.reference, *self.pool.labels) if b != at_fault]
+        for label in dict.fromkeys([*others, at_fault]):  # the culprit's values come last
+            out = self.pool.run_one(label, data, inputs)
+            if out.status == Status.OK and out.outputs is not None:
+                return {**inputs, **out.outputs}
+        return None

@@ -175,18 +175,25 @@ class WrongOp(_OrtWrapper):
         self.dtype = np.dtype(dtype)
         self.elem_type = onnx.helper.np_dtype_to_tensor_dtype(self.dtype)
 
+    def wrong_nodes(self, g: onnx.GraphProto) -> set[int]:
+        """Positions in ``g.node`` of the nodes the planted bug computes wrong."""
+        return {k for k, n in enumerate(g.node) if n.op_type == self.op}
+
     def compile(self, model: onnx.ModelProto) -> Any:
         m = onnx.ModelProto()
         m.CopyFrom(model)
         g = m.graph
+        wrong = self.wrong_nodes(g)
+        typed = onnx.shape_inference.infer_shapes(m).graph  # a model may declare no types
         nodes = list(g.node)
         del g.node[:]
         producers_dtype = {
-            vi.name: vi.type.tensor_type.elem_type for vi in list(g.value_info) + list(g.output)
+            vi.name: vi.type.tensor_type.elem_type
+            for vi in [*g.value_info, *g.output, *typed.value_info]
         }
-        for n in nodes:
+        for k, n in enumerate(nodes):
             out = n.output[0]
-            if n.op_type == self.op and producers_dtype.get(out) == self.elem_type:
+            if k in wrong and producers_dtype.get(out) == self.elem_type:
                 bad = f"{out}__planted"
                 n.output[0] = bad
                 half = f"{out}__half"
@@ -195,6 +202,26 @@ class WrongOp(_OrtWrapper):
             else:
                 g.node.append(n)
         return (self._session(m), False)
+
+
+class WrongOpAtRunTime(WrongOp):
+    """WrongOp (``op`` + 0.5) where the op reads a value computed at run time: an ``op``
+    whose inputs are all constants (initializers, or what nodes compute from them alone)
+    is folded at compile time by a separate, right evaluator, as compilers' constant
+    folders do."""
+
+    name = "wrong-op-at-run-time"
+
+    def wrong_nodes(self, g: onnx.GraphProto) -> set[int]:
+        constant = {i.name for i in g.initializer} | {""}
+        for n in g.node:
+            if all(t in constant for t in n.input):
+                constant.update(n.output)
+        return {
+            k
+            for k, n in enumerate(g.node)
+            if n.op_type == self.op and not all(t in constant for t in n.input)
+        }
 
 
 class NoRun:

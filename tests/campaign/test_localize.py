@@ -52,3 +52,29 @@ def test_the_culprit_is_on_the_mismatching_outputs_path() -> None:
     assert v.verdict == Verdict.MISMATCH and v.output == "ya", v.message
     assert "first diverging node: sigmoid_a (Sigmoid)" in v.message, v.message
     assert "sigmoid_b" not in v.message
+
+
+def test_a_model_without_value_info_is_localized_by_inferred_types() -> None:
+    """A model from elsewhere often declares no intermediate types: its intermediates are
+    exposed with the types ONNX's shape inference gives them, so the Sigmoid in the middle
+    is blamed, not the Neg that makes the mismatching output."""
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [
+            helper.make_node("Neg", ["x"], ["a"], name="neg_in"),
+            helper.make_node("Sigmoid", ["a"], ["s"], name="sigmoid_mid"),
+            helper.make_node("Neg", ["s"], ["y"], name="neg_out"),
+        ],
+        "untyped",
+        [helper.make_tensor_value_info("x", f32, [4])],
+        [helper.make_tensor_value_info("y", f32, [4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    inputs = {"x": np.linspace(-2, 2, 4, dtype=np.float32)}
+    with BackendPool(["ort", WRONG_SIGMOID]) as pool:
+        outcomes = pool.run_all(model.SerializeToString(), inputs)
+        got = Judge("ort", OracleConfig(), pool).assess(model, inputs, outcomes)[WRONG_SIGMOID]
+    v = got.judgement
+    assert v.verdict == Verdict.MISMATCH, v.message
+    assert "first diverging node: sigmoid_mid (Sigmoid)" in v.message, v.message
+    assert "Sigmoid output" in got.signature, got.signature
