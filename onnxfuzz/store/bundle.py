@@ -43,7 +43,7 @@ from onnxfuzz.judge.oracle import Judgement, precision_dtypes
 from onnxfuzz.judge.signature import RULES, normalize
 from onnxfuzz.reduce.reducer import Reduced
 from onnxfuzz.store.issue import write_issue
-from onnxfuzz.store.plain_repro import PlainRepro, supported, write_plain
+from onnxfuzz.store.plain_repro import PlainRepro, exit_note, supported, write_plain
 from onnxfuzz.store.readable import what_went_wrong
 
 TEMPLATE = Path(__file__).parents[1] / "data" / "repro.py.tmpl"
@@ -220,7 +220,12 @@ def _write_plain(
     stored = outcomes.get(f.reference)
     write_plain(
         folder,
-        PlainRepro(f.backend, title, tolerance=dict(f.tolerance)),
+        PlainRepro(
+            f.backend,
+            title,
+            tolerance=dict(f.tolerance),
+            exits=exit_note(str(j.verdict), f.signature),
+        ),
         model,
         inputs,
         stored.outputs if stored is not None and f.reference != f.backend else None,

@@ -25,6 +25,7 @@ from onnxfuzz.errors import BackendError
 from onnxfuzz.generate.corpus.testdata import DATA_SET
 from onnxfuzz.judge.second_opinion import sentence
 from onnxfuzz.store.plain_repro import NAME as PLAIN
+from onnxfuzz.store.plain_repro import exit_note
 from onnxfuzz.store.readable import (
     doc_sentence,
     model_text,
@@ -117,7 +118,7 @@ def issue_markdown(bundle: Path) -> str:
         + _upstream_text(bundle, meta, model),
         "repro": "\n".join(
             [
-                *_plain_text(plain, folder != bundle),
+                *_plain_text(plain, folder != bundle, meta),
                 "onnxfuzz's own check (the same failure signature, the backend sandboxed):",
                 "```",
                 f"{repro}    # exit 1 and REPRODUCES while the bug is there, 0 and FIXED after",
@@ -176,14 +177,15 @@ def _reproducibility(meta: dict[str, Any]) -> str:
     return f" Reproduced {failed} of {runs} runs in a fresh process."
 
 
-def _plain_text(plain: Path, reduced: bool) -> list[str]:
+def _plain_text(plain: Path, reduced: bool, meta: dict[str, Any]) -> list[str]:
     """The plain reproducer, shown whole (it is at most 40 lines)."""
     if not plain.exists():
         return []
     where = "cd reduced && " if reduced else ""
+    ends = exit_note(meta.get("verdict", ""), meta.get("signature", ""))
     return [
         f"`{where}python {PLAIN}`: onnx, numpy and the backend's own API only; prints actual "
-        "vs expected, exit 1 while the bug is there, 0 once it is fixed.",
+        f"vs expected; {ends}.",
         "```python",
         plain.read_text().rstrip(),
         "```",

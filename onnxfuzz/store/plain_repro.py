@@ -43,6 +43,19 @@ _NO_WORKAROUND = "# optimizers to switch off (none: the bug is there)"
 SHIPPED = ("ort", "ort-cuda", "tvm", "torch", "openvino", "onnx-reference")
 
 
+def exit_note(verdict: str, signature: str) -> str:
+    """How the plain reproducer ends while the bug is there, and once it is fixed: a
+    process crash kills it (no exit 1 can be printed), a hang never ends."""
+    if verdict == "crash" and ("killed by signal" in signature or "worker exited" in signature):
+        return (
+            "the backend's crash kills this process while the bug is there (a shell "
+            "reports exit 128 + the signal: 134 SIGABRT, 139 SIGSEGV), exit 0 once it is fixed"
+        )
+    if verdict == "timeout":
+        return "it hangs while the bug is there (Ctrl-C to stop it), exit 0 once it is fixed"
+    return "exit 1 while the bug is there, 0 once it is fixed"
+
+
 @dataclass
 class PlainRepro:
     """What a plain reproducer needs to know about one bundle."""
@@ -55,6 +68,7 @@ class PlainRepro:
     # where expected values come from: "reference" (the evaluator, run by the script) or a
     # sentence naming the backend whose stored outputs (test_data_set_0/output_<k>.pb) it reads
     expected: str = "reference"
+    exits: str = exit_note("mismatch", "")  # how it ends (``exit_note``)
 
 
 def supported(label: str) -> bool:
@@ -154,7 +168,7 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
     evaluator = by_evaluator or ref.target == "onnx-reference"
     lines = [
         f'"""{p.title}',
-        'Exit 1 while the bug is there, 0 once it is fixed."""',
+        f'{p.exits[0].upper()}{p.exits[1:]}."""',
         "import sys",
         "from pathlib import Path",
         "",

@@ -533,6 +533,20 @@ class ReturnsNone(_OrtWrapper):
         return None
 
 
+class RaggedOutput(_OrtWrapper):
+    """Returns each output of a model with ``op`` as a list of two arrays of different
+    shapes (a sequence where the graph declares a tensor, as the ONNX reference evaluator
+    does after OptionalGetElement of a sequence)."""
+
+    name = "ragged-output"
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> Any:
+        outs = super().run(executable, inputs)
+        if not executable[1]:
+            return outs
+        return {k: [v, np.zeros((v.size + 1,), v.dtype)] for k, v in outs.items()}
+
+
 class ReturnsList(_OrtWrapper):
     """Breaks the protocol: run() returns the outputs as a list, not by name."""
 

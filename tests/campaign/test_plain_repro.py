@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -117,6 +118,7 @@ def _bundle(
     model: onnx.ModelProto,
     judgement: Judgement,
     reference_y: np.ndarray | None = None,
+    signature: str | None = None,
 ) -> Path:
     """A bundle as the campaign writes it; the reference's stored outputs are ORT's without
     optimizations unless ``reference_y`` plants others."""
@@ -130,7 +132,7 @@ def _bundle(
         providers = ["CPUExecutionProvider"]
         y = ort.InferenceSession(model.SerializeToString(), options, providers).run(None, inputs)[0]
     f = Finding(
-        signature=f"{backend}|{judgement.verdict}|test",
+        signature=signature or f"{backend}|{judgement.verdict}|test",
         bug_id="bug",
         judgement=judgement,
         backend=backend,
@@ -213,6 +215,37 @@ def test_ort_fusion_crash_exits_1_and_the_workaround_passes(python, tmp_path) ->
     r = _run(python, bundle, tmp_path, ("disabled = []", "disabled = ['FuseReluClip']"))
     assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
     assert "y: actual   int32 [4] [0 0 0 0]" in r.stdout, r.stdout
+
+
+def test_an_ort_process_crash_kills_the_script_and_both_say_so(python, tmp_path) -> None:
+    """Found in a campaign: ORT segfaults running a blocked DequantizeLinear (5 elements,
+    block_size 4) into MatMul, optimized. The script cannot exit 1 when the crash kills it:
+    its docstring and issue.md say what it does instead (they said "exit 1")."""
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [
+            helper.make_node("QuantizeLinear", ["x", "qs"], ["q"]),
+            helper.make_node("DequantizeLinear", ["q", "ds"], ["d"], axis=-1, block_size=4),
+            helper.make_node("MatMul", ["d", "d"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", f32, [5])],
+        [helper.make_tensor_value_info("y", f32, [])],
+        [
+            onnx.numpy_helper.from_array(np.array(0.5, np.float32), "qs"),
+            onnx.numpy_helper.from_array(np.array([0.86, 0.42], np.float32), "ds"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    crash = Judgement(Verdict.CRASH, Stage.RUN, message="killed by signal SIGSEGV")
+    signature = "ort|crash|run|killed by signal SIGSEGV | at run (ort.py)"
+    bundle = _bundle(tmp_path / "b", "ort", model, crash, signature=signature)
+    script = _plain(bundle, "ort")
+    assert "kills this process" in script.splitlines()[1], script
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stdout, r.stderr[-2000:])
+    issue = (bundle / "issue.md").read_text()
+    assert "kills this process" in issue and "exit 1 while" not in issue.split("repro.py")[0]
 
 
 def test_tvm_float16_acos_exits_1_and_float32_exits_0(python, tmp_path) -> None:

@@ -21,6 +21,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Outcome, Stage, Status
 from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, Judgement, Verdict
 from onnxfuzz.judge.signature import RULES, normalize
@@ -271,6 +272,18 @@ def test_a_crash_with_another_message_or_stage_is_different(python, tmp_path) ->
     # and a crash recorded at another stage is not this one either
     r = _run(python, _failure(tmp_path / "c", label, same, Stage.RUN), tmp_path)
     _check(r, 4, "DIFFERENT")
+
+
+def test_a_ragged_output_reproduces_in_the_workers_words(python, tmp_path) -> None:
+    """Found in a campaign: the reference evaluator returned a list of arrays of different
+    shapes for a tensor output. The worker says so in words; repro.py said numpy's
+    "inhomogeneous shape" instead, so the bundle read DIFFERENT."""
+    label = f"{ADAPTERS}:RaggedOutput:op=Add"
+    with BackendPool([label]) as pool:
+        got = pool.run_one(label, _model("Add").SerializeToString(), X)
+    assert got.status == Status.ERROR and "arrays of different shapes" in got.message, got
+    bundle = _failure(tmp_path / "a", label, got.message, got.stage)
+    _check(_run(python, bundle, tmp_path), 1, "REPRODUCES")
 
 
 def test_a_mismatch_of_another_kind_is_different(python, tmp_path) -> None:
