@@ -192,6 +192,30 @@ def _splice(
     rest = list(g.node)
     del g.node[:]
     g.node.extend(rest[:k] + nodes + rest[k + 1 :])
+    _expose_unread(m, nodes)
+
+
+def _expose_unread(m: onnx.ModelProto, spliced: list[onnx.NodeProto]) -> None:
+    """The spliced body nodes' outputs nothing reads become graph outputs, typed by shape
+    inference: a node a body computes for nothing still runs there (a converter or the
+    reference evaluator may fail on it), and out of the body a prune would drop it (a
+    generated model's top level keeps such outputs as graph outputs too)."""
+    g = m.graph
+    read = {t for n in g.node for t in reads(n)} | {o.name for o in g.output}
+    unread = [o for n in spliced for o in n.output if o and o not in read]
+    if not unread:
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m).graph.value_info
+    except Exception:  # noqa: BLE001 - untyped, they stay inside (and a prune drops them)
+        return
+    typed = {vi.name: vi for vi in (*g.value_info, *inferred) if vi.type.HasField("tensor_type")}
+    exposed = [typed[o] for o in unread if o in typed]
+    g.output.extend(exposed)
+    names = {vi.name for vi in exposed}
+    kept = [vi for vi in g.value_info if vi.name not in names]  # outputs now
+    del g.value_info[:]
+    g.value_info.extend(kept)
 
 
 def _attr(node: onnx.NodeProto, name: str) -> onnx.AttributeProto | None:
