@@ -4,7 +4,7 @@
 - bypass a node: wire a tensor of the same type and shape that exists earlier in its place;
 - replace a node by a new graph input carrying the reference's values of its output (what
   the node computed, so the failure downstream usually survives), or fold it to a constant;
-- simplify input values: zeros, then ones;
+- simplify input values: zeros, then ones, then each value's sign;
 - control flow (``onnxfuzz.reduce.control``): inline an If branch, replace a Loop by its
   body run once, shrink a body; pruning also drops an If's, Loop's or Scan's outputs that
   nothing reads (and the body nodes only they needed).
@@ -206,10 +206,18 @@ def replace_nodes(
 
 
 def simplify_values(s: State) -> Iterator[State]:
+    """Zeros, then ones, then each value's sign (-1, 0, 1): a bug that needs a negative
+    input (an Abs, a Floor, a Relu that is wrong only there) keeps it, in the fewest
+    distinct values."""
     for fill in (0, 1):
         for name, v in s.inputs.items():
             if v.size and not (v == fill).all():
                 yield State(s.model, {**s.inputs, name: np.full_like(v, fill)})
+    for name, v in s.inputs.items():
+        if v.size and v.dtype.kind in "iuf":
+            signs = np.sign(v).astype(v.dtype)
+            if not np.array_equal(signs, v, equal_nan=v.dtype.kind == "f"):
+                yield State(s.model, {**s.inputs, name: signs})
 
 
 def reduce_graph(

@@ -533,6 +533,21 @@ class ReturnsNone(_OrtWrapper):
         return None
 
 
+class AbsAsIdentity(_OrtWrapper):
+    """A planted value-dependent bug: every Abs returns its input (wrong only where an input
+    is negative)."""
+
+    name = "abs-as-identity"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        for n in m.graph.node:
+            if n.op_type == "Abs":
+                n.op_type = "Identity"
+        return (self._session(m), False)
+
+
 class RaggedOutput(_OrtWrapper):
     """Returns each output of a model with ``op`` as a list of two arrays of different
     shapes (a sequence where the graph declares a tensor, as the ONNX reference evaluator

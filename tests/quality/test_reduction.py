@@ -305,3 +305,27 @@ def test_a_crash_of_the_reference_reduces_with_another_backends_values() -> None
         r = reduce_model(model, inputs, rep, budget_s=60)
         assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
     assert r.ops == ["DequantizeLinear", "MatMul"], onnx.printer.to_text(r.model.graph)
+
+
+def test_a_bug_that_needs_a_negative_input_keeps_one_in_the_fewest_values() -> None:
+    """Found with a planted bug (Abs returning its input): zeros and ones hide it, so the
+    reduced input kept four arbitrary values. Each value's sign keeps the negative one."""
+    h = onnx.helper
+    f32 = onnx.TensorProto.FLOAT
+    graph = h.make_graph(
+        [h.make_node("Abs", ["x"], ["y"], name="abs0")],
+        "abs",
+        [h.make_tensor_value_info("x", f32, [4])],
+        [h.make_tensor_value_info("y", f32, [4])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)], ir_version=10)
+    inputs = {"x": np.array([2.94, 1.09, 0.65, -2.17], np.float32)}
+    label = f"{ADAPTERS}:AbsAsIdentity"
+    with BackendPool(["ort", label], timeout=10.0) as pool:
+        rep = Reproducer(pool, Target(label, "ort"))
+        a = rep.assess(model, inputs)
+        assert a.signature is not None, "the planted Abs bug does not show"
+        rep.target.signature = a.signature
+        r = reduce_model(model, inputs, rep, budget_s=60)
+        assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
+    assert r.inputs["x"].tolist() == [1.0, 1.0, 1.0, -1.0], r.inputs
