@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 import onnx
 
+# The evaluator wraps the error of a node inside a body in one naming the control-flow op.
+_BODY_WRAPPER = re.compile(r"\(operator '(If|Loop|Scan|SequenceMap)'\)\.?$")
+
 
 class ReferenceBackend:
     name = "onnx-reference"
@@ -38,10 +41,6 @@ class ReferenceBackend:
                 raise
             raise inner from None
         return dict(zip(names, outs, strict=True))
-
-
-# The evaluator wraps the error of a node inside a body in one naming the control-flow op.
-_BODY_WRAPPER = re.compile(r"\(operator '(If|Loop|Scan|SequenceMap)'\)\.?$")
 
 
 def _node_error(e: BaseException) -> BaseException:

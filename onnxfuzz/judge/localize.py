@@ -34,11 +34,11 @@ class Divergence:
     want_exposed: dict[str, np.ndarray] = field(default_factory=dict)  # the reference's
 
 
-def inferred_types(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+def inferred_types(model: onnx.ModelProto, static: bool = True) -> list[onnx.ValueInfoProto]:
     """Types for the node outputs ``model`` declares none for, from ONNX's shape inference
-    (static tensor shapes only: a symbolic dim would match any other). A model from
-    elsewhere often has no value_info; without it an intermediate can be neither exposed
-    nor replaced, nor a node bypassed."""
+    (``static``: tensors of static shape only, for matching, where a symbolic dim would
+    match any other; else any tensor). A model from elsewhere often has no value_info;
+    without it an intermediate can be neither exposed nor replaced, nor a node bypassed."""
     g = model.graph
     typed = {vi.name for vi in (*g.input, *g.value_info, *g.output)}
     if all(t in typed for n in g.node for t in n.output if t):
@@ -51,8 +51,12 @@ def inferred_types(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
         vi
         for vi in inferred
         if vi.name not in typed
-        and vi.type.tensor_type.HasField("shape")
-        and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
+        and vi.type.HasField("tensor_type")
+        and (
+            not static
+            or vi.type.tensor_type.HasField("shape")
+            and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
+        )
     ]
 
 

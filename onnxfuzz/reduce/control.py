@@ -28,6 +28,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from onnxfuzz.judge.localize import inferred_types
+
 _G, _GS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
 _STRING = onnx.TensorProto.STRING
 
@@ -205,12 +207,9 @@ def _expose_unread(m: onnx.ModelProto, spliced: list[onnx.NodeProto]) -> None:
     unread = [o for n in spliced for o in n.output if o and o not in read]
     if not unread:
         return
-    try:
-        inferred = onnx.shape_inference.infer_shapes(m).graph.value_info
-    except Exception:  # noqa: BLE001 - untyped, they stay inside (and a prune drops them)
-        return
-    typed = {vi.name: vi for vi in (*g.value_info, *inferred) if vi.type.HasField("tensor_type")}
-    exposed = [typed[o] for o in unread if o in typed]
+    # an output inference cannot type stays unread (and a prune drops it)
+    typed = {vi.name: vi for vi in (*g.value_info, *inferred_types(m, static=False))}
+    exposed = [typed[o] for o in unread if o in typed and typed[o].type.HasField("tensor_type")]
     g.output.extend(exposed)
     names = {vi.name for vi in exposed}
     kept = [vi for vi in g.value_info if vi.name not in names]  # outputs now

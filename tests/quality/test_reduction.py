@@ -4,7 +4,7 @@ the signature is preserved, and the reduced model is valid and simpler
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,7 @@ from onnxfuzz.judge.localize import expose_all
 from onnxfuzz.reduce.domains import value_faults
 from onnxfuzz.reduce.graph_passes import prune
 from onnxfuzz.reduce.measure import size_of
-from onnxfuzz.reduce.reducer import reduce_case, reduce_model
+from onnxfuzz.reduce.reducer import Reduced, reduce_case, reduce_model
 from onnxfuzz.reduce.reproduce import Reproducer, Target
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "campaign" / "adapters.py"
@@ -81,6 +81,31 @@ def _check(rep: Reproducer, sig: str, before, model, inputs, trigger: list[str])
     assert not check_static(model), "the reduced model is not valid"
     after = size_of(model, inputs)
     assert after == before or after.simpler_than(before)
+
+
+def _reduce_found(
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    backends: list[str],
+    target: str,
+    reference: str,
+    shows: str = "",
+    trap: Callable[[Reproducer, BackendPool], None] | None = None,
+    timeout: float = 10.0,
+) -> Reduced:
+    """``target``'s failure on ``model`` against ``reference`` (its signature holding
+    ``shows``), reduced by the graph passes alone; ``trap``: the test's own checks on the
+    reproducer before it reduces. The reduced model must still fail the same way."""
+    with BackendPool(backends, timeout=timeout) as pool:
+        rep = Reproducer(pool, Target(target, reference))
+        a = rep.assess(model, inputs)
+        assert a.signature is not None and shows in a.signature, a.signature
+        rep.target.signature = a.signature
+        if trap is not None:
+            trap(rep, pool)
+        r = reduce_model(model, inputs, rep, budget_s=60)
+        assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
+    return r
 
 
 def test_choice_shrinking_reaches_the_trigger(planted) -> None:
@@ -176,13 +201,7 @@ def test_a_tvm_converter_crash_reduces_to_its_one_op() -> None:
     )
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
     inputs = {"x": np.linspace(-1, 1, 6, dtype=np.float16).reshape(2, 3)}
-    with BackendPool(["ort", "tvm"], timeout=30.0) as pool:
-        rep = Reproducer(pool, Target("tvm", "ort"))
-        a = rep.assess(model, inputs)
-        assert a.signature is not None and "R.subtract" in a.signature, a.signature
-        rep.target.signature = a.signature
-        r = reduce_model(model, inputs, rep, budget_s=60)
-        assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
+    r = _reduce_found(model, inputs, ["ort", "tvm"], "tvm", "ort", "R.subtract", timeout=30.0)
     assert r.ops == ["Elu"], onnx.printer.to_text(r.model.graph)
 
 
@@ -209,22 +228,19 @@ def test_a_node_gives_way_to_an_input_holding_more_distinct_values() -> None:
     )
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)], ir_version=10)
     inputs = {"x": np.zeros(3, np.float32)}
-    label = f"{ADAPTERS}:WrongOpAtRunTime:op=Sigmoid"
-    with BackendPool(["ort", label], timeout=10.0) as pool:
-        rep = Reproducer(pool, Target(label, "ort"))
-        a = rep.assess(model, inputs)
-        assert a.signature is not None, "the planted Sigmoid bug does not show"
-        rep.target.signature = a.signature
-        folded = onnx.ModelProto()
-        folded.CopyFrom(model)
-        del folded.graph.node[0]
-        folded.graph.initializer.append(
-            onnx.numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "t")
-        )
-        const = prune(folded, inputs)
+    folded = onnx.ModelProto()
+    folded.CopyFrom(model)
+    del folded.graph.node[0]
+    folded.graph.initializer.append(
+        onnx.numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "t")
+    )
+    const = prune(folded, inputs)
+
+    def trap(rep: Reproducer, pool: BackendPool) -> None:
         assert not rep(const.model, const.inputs), "the bug shows on a constant: no trap"
-        r = reduce_model(model, inputs, rep, budget_s=60)
-        assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
+
+    label = f"{ADAPTERS}:WrongOpAtRunTime:op=Sigmoid"
+    r = _reduce_found(model, inputs, ["ort", label], label, "ort", trap=trap)
     assert r.ops == ["Sigmoid"], onnx.printer.to_text(r.model.graph)
     assert size_of(r.model, r.inputs).simpler_than(size_of(model, inputs))
 
@@ -258,13 +274,8 @@ def test_a_node_with_an_output_nothing_reads_can_become_an_input() -> None:
     )
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)], ir_version=10)
     inputs = {"x": np.array([[3, -4]], np.int8)}
-    with BackendPool(["ort", "ort:opt=none"], timeout=10.0) as pool:
-        rep = Reproducer(pool, Target("ort", "ort:opt=none"))
-        a = rep.assess(model, inputs)
-        assert a.signature is not None and "FuseReluClip" in a.signature, a.signature
-        rep.target.signature = a.signature
-        r = reduce_model(model, inputs, rep, budget_s=60)
-        assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
+    backends = ["ort", "ort:opt=none"]
+    r = _reduce_found(model, inputs, backends, "ort", "ort:opt=none", "FuseReluClip")
     assert r.ops == ["Relu", "Clip"], onnx.printer.to_text(r.model.graph)
 
 
@@ -295,15 +306,13 @@ def test_a_crash_of_the_reference_reduces_with_another_backends_values() -> None
     )
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)], ir_version=10)
     inputs = {"x": np.array([3], np.int64)}
-    with BackendPool(["ort", "ort:opt=none"], timeout=10.0) as pool:
-        rep = Reproducer(pool, Target("ort", "ort"))
-        a = rep.assess(model, inputs)
-        assert a.signature is not None and "MatMulIntegerToFloat" in a.signature, a.signature
-        rep.target.signature = a.signature
+
+    def trap(rep: Reproducer, pool: BackendPool) -> None:
         exposed = expose_all(model).SerializeToString()
         assert pool.run_one("ort", exposed, inputs).outputs is None, "ORT gives values"
-        r = reduce_model(model, inputs, rep, budget_s=60)
-        assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
+
+    backends = ["ort", "ort:opt=none"]
+    r = _reduce_found(model, inputs, backends, "ort", "ort", "MatMulIntegerToFloat", trap)
     assert r.ops == ["DequantizeLinear", "MatMul"], onnx.printer.to_text(r.model.graph)
 
 
@@ -321,11 +330,5 @@ def test_a_bug_that_needs_a_negative_input_keeps_one_in_the_fewest_values() -> N
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)], ir_version=10)
     inputs = {"x": np.array([2.94, 1.09, 0.65, -2.17], np.float32)}
     label = f"{ADAPTERS}:AbsAsIdentity"
-    with BackendPool(["ort", label], timeout=10.0) as pool:
-        rep = Reproducer(pool, Target(label, "ort"))
-        a = rep.assess(model, inputs)
-        assert a.signature is not None, "the planted Abs bug does not show"
-        rep.target.signature = a.signature
-        r = reduce_model(model, inputs, rep, budget_s=60)
-        assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
+    r = _reduce_found(model, inputs, ["ort", label], label, "ort")
     assert r.inputs["x"].tolist() == [1.0, 1.0, 1.0, -1.0], r.inputs
