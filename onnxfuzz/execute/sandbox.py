@@ -2,8 +2,13 @@
 
 A worker loads one adapter once and serves tests over a pipe. The parent enforces a
 per-test timeout and a memory cap (resident set size, polled), and turns a segfault,
-abort, hang, out-of-memory or exception into an ``Outcome`` with its stage (compile or
-run). A dead or killed worker is respawned for the next test: the campaign goes on.
+abort, hang, out-of-memory or exception into an ``Outcome`` with its stage (compile, run,
+or rerun). A dead or killed worker is respawned for the next test: the campaign goes on.
+
+Each compiled model runs twice on the same input arrays, as a user calls a session twice:
+a second run that fails or differs from the first (a buffer reused without reset, a
+kernel that wrote into the caller's input) is a bug no single run shows. It costs one run,
+next to a compile that takes ten to a thousand times as long.
 
 A worker may hold the next test while it runs one (``QUEUE_AHEAD``): it goes on to it the
 moment it answers, without waiting for the parent to collect the answer and send more, so
@@ -81,6 +86,10 @@ class Status(StrEnum):
 class Stage(StrEnum):
     COMPILE = "compile"
     RUN = "run"
+    RERUN = "rerun"  # the same compiled model's second run on the same inputs
+
+
+_STAGE_BYTES = (Stage.COMPILE, Stage.RUN, Stage.RERUN)  # the test clock's stage byte
 
 
 @dataclass
@@ -99,10 +108,15 @@ class Outcome:
     optimizations: Feedback | None = None
     feedback_s: float = 0.0
     feedback_error: str = ""
+    # The second run of the same compiled model (``serve``): its outputs where they are not
+    # bit-identical to the first's (None: they are), the inputs the first run changed, its time.
+    second: dict[str, np.ndarray] | None = None
+    inputs_changed: tuple[str, ...] = ()
+    rerun_s: float = 0.0
 
     @property
     def backend_s(self) -> float:
-        return self.compile_s + self.run_s
+        return self.compile_s + self.run_s + self.rerun_s
 
     @property
     def too_costly(self) -> bool:
@@ -123,7 +137,7 @@ class BackendInfo:
 
 
 # The worker's clock for the test in flight, in a small file both processes map: the stage
-# byte (0 compile, 1 run), the test's number (``Test.seq``), when the worker began the test
+# byte (0 compile, 1 run, 2 rerun), the test's number (``Test.seq``), when the worker began the test
 # and its run (perf_counter, a system-wide monotonic clock) and where its stderr stood then.
 # The parent reads it instead of a message per test: a timeout is measured from when the
 # *worker* started, whatever the parent was doing, and a test queued behind another is
@@ -209,15 +223,33 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
             stage = Stage.RUN
             t1 = time.perf_counter()
             _mark(clock, 1, seq, t0, t1, err_at)
-            outs = backend.run(exe, req.inputs)
+            pristine = {k: np.array(v, copy=True) for k, v in req.inputs.items()}
+            outs = _outputs(backend.run(exe, req.inputs))
             run_s = time.perf_counter() - t1
+            stage = Stage.RERUN
+            t2 = time.perf_counter()
+            _mark(clock, 2, seq, t0, t1, err_at)
+            again = _outputs(backend.run(exe, req.inputs))
+            rerun_s = time.perf_counter() - t2
             cpu_s = time.process_time() - c0
-            problem = protocol_problem(outs)
-            if problem is not None:
-                raise AdapterProtocolError(problem)
-            outs = {k: _as_array(k, v) for k, v in outs.items()}
+            changed = tuple(k for k, v in req.inputs.items() if not identical(pristine[k], v))
+            second = None if same_outputs(outs, again) else again
             _flush_stderr()
-            conn.send(Done(outs, compile_s, run_s, t0, cpu_s, feedback, feedback_s, feedback_error))
+            conn.send(
+                Done(
+                    outs,
+                    compile_s,
+                    run_s,
+                    t0,
+                    cpu_s,
+                    feedback,
+                    feedback_s,
+                    feedback_error,
+                    second,
+                    changed,
+                    rerun_s,
+                )
+            )
         except BaseException as e:  # noqa: BLE001 - every failure is a verdict
             if isinstance(e, KeyboardInterrupt):
                 return
@@ -226,16 +258,43 @@ def serve(text: str, conn: Any, clock: Any = None) -> None:
             conn.send(
                 Failed(
                     stage,
-                    is_unsupported(adapter, e),
+                    # a model that ran once is supported: a second run's failure is a bug
+                    stage != Stage.RERUN and is_unsupported(adapter, e),
                     f"{type(e).__name__}: {e}",
                     traceback.format_exc(limit=20),
-                    compile_s if stage == Stage.RUN else elapsed,  # a failed compile took time too
-                    elapsed - compile_s if stage == Stage.RUN else 0.0,
+                    compile_s if stage != Stage.COMPILE else elapsed,  # a failed compile took time
+                    elapsed - compile_s if stage != Stage.COMPILE else 0.0,
                     t0,
                     time.process_time() - c0,
                     protocol=isinstance(e, AdapterProtocolError),
                 )
             )
+
+
+def _outputs(outs: object) -> dict[str, np.ndarray]:
+    """What ``run()`` returned, checked against the protocol, as arrays of our own (a copy:
+    an adapter may hand out views of buffers its next run overwrites)."""
+    problem = protocol_problem(outs)
+    if problem is not None:
+        raise AdapterProtocolError(problem)
+    assert isinstance(outs, Mapping)
+    return {k: np.array(_as_array(k, v), copy=True) for k, v in outs.items()}
+
+
+def identical(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit for bit the same dtype, shape and values (NaN equal to NaN)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind in "fc":
+        return bool(np.array_equal(a, b, equal_nan=True))
+    if a.dtype.kind in "biu":
+        return bool(np.array_equal(a, b))
+    # bfloat16, float8, strings, objects: compare what they hold
+    return a.tobytes() == b.tobytes() if a.dtype.kind == "V" else bool((a == b).all())
+
+
+def same_outputs(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(identical(a[k], b[k]) for k in a)
 
 
 def _as_array(name: str, value: object) -> np.ndarray:
@@ -515,7 +574,7 @@ class Worker:
         stage, on, began, run_began, err_at = _CLOCK.unpack_from(self._clock, 0)
         if on != seq or began == 0.0:  # the worker is on an earlier test, or receiving
             return Stage.COMPILE, 0.0, 0.0, None
-        return (Stage.RUN if stage else Stage.COMPILE), began, run_began, err_at
+        return _STAGE_BYTES[min(stage, 2)], began, run_began, err_at
 
     def _stage(self, seq: int) -> Stage:
         return self._read_clock(seq)[0]
@@ -708,6 +767,9 @@ class Worker:
                     optimizations=msg.optimizations,
                     feedback_s=msg.feedback_s,
                     feedback_error=msg.feedback_error,
+                    second=msg.second,
+                    inputs_changed=msg.inputs_changed,
+                    rerun_s=msg.rerun_s,
                 )
             if msg.protocol:  # the adapter's defect, the same on every test: stop here
                 raise AdapterProtocolError(

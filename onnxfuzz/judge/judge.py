@@ -19,7 +19,7 @@ from onnxfuzz.execute.sandbox import Outcome, Stage, Status
 from onnxfuzz.judge.budget import beyond_screen, lone_op_error
 from onnxfuzz.judge.checks import NOT_A_BUG, Check, Mismatch
 from onnxfuzz.judge.declared import declared_outputs, departures
-from onnxfuzz.judge.localize import first_divergence
+from onnxfuzz.judge.localize import first_divergence, first_rerun_divergence
 from onnxfuzz.judge.oracle import (
     Judgement,
     OracleConfig,
@@ -127,9 +127,18 @@ class Judge:
                 if v.verdict == Verdict.MISMATCH and tol_dtypes is None:
                     tol_dtypes = precision_dtypes(model)
                     v = judge(reference, want, label, got, order, cfg, tol_dtypes)
+            if v.verdict == Verdict.OK and got.inputs_changed:
+                v = inputs_written(label, got, inputs, cfg)
+            elif v.verdict == Verdict.OK and got.second is not None and ref.status == Status.OK:
+                v = second_run(reference, ref, label, got, order, cfg, tol_dtypes)
             culprit = v.output
+            if v.stage == Stage.RERUN and v.is_bug and self.runner is not None:
+                culprit = self._localize_rerun(model, inputs, label, v, tol_dtypes, spent)
             if (
                 v.verdict == Verdict.MISMATCH
+                # what one run's values show: not a second run's, nor a written input
+                and v.stage != Stage.RERUN
+                and v.kind != "input"
                 and self.runner is not None
                 and (label != reference or witness is not None)
             ):
@@ -199,6 +208,32 @@ class Judge:
         )
         return with_known(label, precise, self.config), node.output[0]
 
+    def _localize_rerun(
+        self,
+        model: onnx.ModelProto,
+        inputs: dict[str, np.ndarray],
+        label: str,
+        v: Judgement,
+        tol_dtypes: dict[str, str] | None,
+        spent: list[float],
+    ) -> str:
+        """The culprit of a second run's mismatch: the first node whose output differs
+        between the backend's own two runs with every intermediate exposed (no reference
+        needed); the mismatching output where none does."""
+        runner = self.runner
+        assert runner is not None
+
+        def run(data: bytes) -> Outcome:
+            o = runner.run_one(label, data, inputs)
+            spent.append(o.backend_s)
+            return o
+
+        node = first_rerun_divergence(model, label, run, self.config, tol_dtypes, v.output)
+        if node is None:
+            return v.output
+        v.message += f"\nfirst node that differs between the runs: {node.name} ({node.op_type})"
+        return node.output[0]
+
     def _timed_runs(
         self, inputs: dict[str, np.ndarray], base: str, label: str, spent: list[float]
     ) -> tuple[Callable[[bytes], dict[str, Outcome]], Callable[[bytes, dict], Outcome]]:
@@ -251,6 +286,57 @@ class Judge:
                     Verdict.UNSTABLE, v.stage, v.kind, culprit, v.message + "\n" + why
                 ), culprit
         return v, culprit
+
+
+def inputs_written(
+    label: str, got: Outcome, inputs: dict[str, np.ndarray], cfg: OracleConfig
+) -> Judgement:
+    """A run that wrote into the caller's input arrays (a kernel working in place on a
+    graph input's buffer): a bug whatever the outputs, as the caller's data is lost and a
+    second run on the same arrays computes from other values."""
+    names = ", ".join(got.inputs_changed)
+    shown = got.inputs_changed[0]
+    first = inputs.get(shown)
+    what = f" ({first.dtype} {list(first.shape)})" if first is not None else ""
+    return with_known(
+        label,
+        Judgement(
+            Verdict.MISMATCH,
+            Stage.RUN,
+            "input",
+            shown,
+            f"run() wrote into the caller's input array(s) {names}{what}: they hold other "
+            "values after the run than before it",
+        ),
+        cfg,
+    )
+
+
+def second_run(
+    reference: str,
+    ref: Outcome,
+    label: str,
+    got: Outcome,
+    order: list[str],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None,
+) -> Judgement:
+    """``label``'s second run of the same compiled model (its first run agreed) against
+    the reference's first: a mismatch at the rerun stage, or ok where the two runs differ
+    within the tolerance (a reduction whose order varies between runs)."""
+    again = replace(got, outputs=got.second)
+    v = judge(reference, ref, label, again, order, cfg, tol_dtypes)
+    if v.verdict == Verdict.KNOWN:
+        return replace(v, stage=Stage.RERUN)
+    if v.verdict != Verdict.MISMATCH:
+        return Judgement(Verdict.OK)
+    first = "its first run" if label == reference else f"its first run agreed with {reference}"
+    changed = ""
+    if got.inputs_changed:
+        names = ", ".join(got.inputs_changed)
+        changed = f"; the first run wrote into the caller's input array(s) {names}"
+    why = f"a second run of the same compiled model on the same inputs differs ({first}{changed})"
+    return with_known(label, replace(v, stage=Stage.RERUN, message=f"{why}: {v.message}"), cfg)
 
 
 def _excused(ref: Outcome, got: Outcome, ref_off: dict[str, str]) -> Outcome:

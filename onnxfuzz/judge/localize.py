@@ -141,6 +141,36 @@ def first_divergence(
     return Divergence(None, False, have, want)
 
 
+def first_rerun_divergence(
+    model: onnx.ModelProto,
+    backend: str,
+    run: Callable[[bytes], Outcome],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None = None,
+    output: str = "",
+) -> onnx.NodeProto | None:
+    """The first node (topological order, among those ``output`` depends on) whose output
+    differs beyond the tolerance between the backend's two runs of the model with every
+    intermediate exposed (the worker runs each compiled model twice); None where the
+    exposed model's runs agree (exposing them changed what the backend compiled) or it
+    did not run."""
+    probe = expose_all(model)
+    got = run(probe.SerializeToString())
+    if got.status != Status.OK or got.outputs is None or got.second is None:
+        return None
+    first, second = got.outputs, got.second
+    upstream = _ancestors(probe.graph, output)
+    for k, node in enumerate(probe.graph.node):
+        if upstream is not None and k not in upstream:
+            continue
+        names = [t for t in node.output if t in first and t in second]
+        if names and compare(backend, first, backend, second, names, cfg, tol_dtypes).verdict != (
+            Verdict.OK
+        ):
+            return node
+    return None
+
+
 def _reads(node: onnx.NodeProto) -> set[str]:
     """The tensors ``node`` reads: its inputs and, through its subgraphs, any they name
     (a subgraph's own tensors too: names are unique across a model's graphs, so those

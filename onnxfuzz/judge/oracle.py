@@ -60,7 +60,9 @@ class Judgement:
 
     verdict: Verdict
     stage: Stage | None = None
-    kind: str = ""  # for mismatches: values | shape | dtype | missing
+    # for mismatches: values | shape | dtype | missing | precision (judge.budget) | input
+    # (run() wrote into the caller's input arrays)
+    kind: str = ""
     output: str = ""  # the first output at fault
     message: str = ""  # error text or mismatch statistics
     min_atol: float = 0.0  # minimum atol that would have passed (values mismatches)

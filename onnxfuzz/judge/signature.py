@@ -80,6 +80,8 @@ def signature(
     if v.verdict == Verdict.MISMATCH:
         # Not the dtype: one wrong kernel usually shows in every dtype it serves.
         detail = f"{v.kind} in {producer or '?'} output"
+        if v.kind == "input":  # written by run(): no node to name without more runs
+            detail = "input written in place"
     else:
         detail = _crash_detail(v, trace)
     return f"{backend}|{v.verdict}|{v.stage or '-'}|{detail}"
@@ -132,8 +134,11 @@ def family(sig: str) -> str:
     blamed on whichever node it hit) is one family. A crash with native frames is told by
     its signal or exit and those frames alone: where it died is the root cause, whatever
     its last words named. A wrong value carries no words: its family is its backend, stage
-    and kind (values, shape, dtype); a precision finding is a wrong value (``root_kind``)."""
+    and kind (values, shape, dtype); a precision finding is a wrong value (``root_kind``).
+    A second run's failure is of its first run's family (the same kernel's)."""
     backend, verdict, stage, detail = (sig.split("|", 3) + ["", "", ""])[:4]
+    # A flaky kernel is wrong on a first run or on a second alike: one family.
+    stage = "run" if stage == "rerun" else stage
     if verdict == Verdict.MISMATCH:
         detail = root_kind(detail.split(" in ", 1)[0])
     elif " | at " in detail:

@@ -572,9 +572,13 @@ def tvm_culprit(
 
 def find_culprit(bundle: Path, timeout: float = 120.0) -> Culprit | None:
     """The culprit of a bundle's bug (its reduced model where there is one), for the
-    backends this module knows; None for the others."""
+    backends this module knows; None for the others, and for a bug no single run shows."""
     meta = json.loads((bundle / "meta.json").read_text())
     folder = bundle / "reduced" if (bundle / "reduced" / "model.onnx").exists() else bundle
+    if meta.get("stage") == "rerun" or meta.get("kind") == "input":
+        # The searches below compare one run per configuration: a second run's bug, or an
+        # input written in place, never shows there, and "it does not show" would mislead.
+        return None
     try:
         target = parse_backend(meta["backend"]).target
     except BackendError:

@@ -2,7 +2,8 @@
 
 model.onnx
 test_data_set_0/input_<k>.pb                 the inputs
-test_data_set_0/<backend>/output_<k>.pb      each backend's outputs, where it had any
+test_data_set_0/<backend>/output_<k>.pb      each backend's outputs, where it had any (a
+                                             bug of the second run: the culprit's second)
 meta.json                                    signature, verdict, stage, backend, seed, ...
 log.txt                                      the backend's error text / mismatch statistics
 repro.py                                     standalone: 1 REPRODUCES, 0 FIXED, 4 DIFFERENT,
@@ -36,7 +37,7 @@ from onnxfuzz import __version__
 from onnxfuzz.backend import UNSUPPORTED_PATTERNS, entry_points, parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.messages import Test
-from onnxfuzz.execute.sandbox import Outcome
+from onnxfuzz.execute.sandbox import Outcome, Stage
 from onnxfuzz.generate.build.generator import Case
 from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs, write_test
 from onnxfuzz.judge.oracle import Judgement, precision_dtypes
@@ -225,6 +226,7 @@ def _write_plain(
             title,
             tolerance=dict(f.tolerance),
             exits=exit_note(str(j.verdict), f.signature),
+            shows="input" if j.kind == "input" else ("rerun" if j.stage == Stage.RERUN else ""),
         ),
         model,
         inputs,
@@ -244,11 +246,14 @@ def write_bundle(
         shutil.rmtree(tmp)
     data = write_test(tmp, f.model, f.inputs)
     for label, out in f.outcomes.items():
-        if out.outputs is None:
+        # a bug of the second run shows in that run's outputs
+        second = label == f.backend and f.judgement.stage == Stage.RERUN and out.second
+        outputs = out.second if second else out.outputs
+        if outputs is None:
             continue
         sub = data / safe(label)
         sub.mkdir()
-        write_outputs(sub, f.model, out.outputs)
+        write_outputs(sub, f.model, outputs)
     meta: dict[str, Any] = {
         "id": f.bug_id,
         "signature": f.signature,

@@ -30,7 +30,7 @@ from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs
 from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE
 
 NAME = "repro_plain.py"
-MAX_LINES = 40
+MAX_LINES = 45
 MAX_EVALUATOR_NODES = 40
 _ORT_LEVELS = {
     "none": "ORT_DISABLE_ALL",
@@ -69,6 +69,14 @@ class PlainRepro:
     # sentence naming the backend whose stored outputs (test_data_set_0/output_<k>.pb) it reads
     expected: str = "reference"
     exits: str = exit_note("mismatch", "")  # how it ends (``exit_note``)
+    # where the bug shows: "rerun" (the same compiled model's second run) or "input" (the
+    # run writes into the caller's input arrays); "": one run's outputs
+    shows: str = ""
+
+
+# The lines of each backend's script that run the compiled model (the rest compile it): a
+# bug on the second run repeats them; the number counted from the end.
+_RUN_LINES = {"ort": 1, "ort-cuda": 1, "tvm": 3, "torch": 3, "openvino": 5, "onnx-reference": 1}
 
 
 def supported(label: str) -> bool:
@@ -151,7 +159,8 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
     elif ref.target == "openvino":
         imports, run = _run_openvino(options)
     elif ref.target == "onnx-reference":
-        imports, run = "", ["actual = ReferenceEvaluator(model).run(None, inputs)"]
+        imports = ""
+        run = ["evaluator = ReferenceEvaluator(model)", "actual = evaluator.run(None, inputs)"]
     else:
         raise BackendError(f"no plain reproducer for backend {p.backend!r}")
     by_evaluator = p.expected == "reference" and ref.target != "onnx-reference"
@@ -165,6 +174,19 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
             "            for k in range(len(model.graph.output))]",
         ]
     tol = {k: tuple(v) for k, v in sorted(p.tolerance.items()) if k in output_dtypes}
+    check_inputs: list[str] = []
+    if p.shows == "rerun":
+        k = len(run) - _RUN_LINES[ref.target]
+        once = [f"    {line}" for line in run[k:]]
+        twice = "for _ in range(2):  # the same compiled model, run twice: the second is wrong"
+        run = [*run[:k], twice, *once]
+    elif p.shows == "input":
+        run = ["before = {k: v.copy() for k, v in inputs.items()}", *run]
+        check_inputs = [
+            "written = [k for k, v in inputs.items() if v.tobytes() != before[k].tobytes()]",
+            'print("input arrays the run wrote into (the bug):", written or "none")',
+            "bug = bug or bool(written)",
+        ]
     evaluator = by_evaluator or ref.target == "onnx-reference"
     lines = [
         f'"""{p.title}',
@@ -182,6 +204,8 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
         'model, data = onnx.load(HERE / "model.onnx"), HERE / "test_data_set_0"',
         'files = [data / f"input_{k}.pb" for k in range(len(list(data.glob("input_*.pb"))))]',
         "inputs = {t.name: numpy_helper.to_array(t) for t in map(onnx.load_tensor, files)}",
+        *(["inputs = {k: v.copy() for k, v in inputs.items()}  # writable, as a caller's are"]
+          if p.shows == "input" else []),
         "args = [inputs[i.name] for i in model.graph.input if i.name in inputs]  # in order",
         *run,
         *expect,
@@ -198,6 +222,7 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
         "        err = np.abs(a.astype(np.float64) - e.astype(np.float64))[bad]",
         '        print(f"  {bad.sum()} of {a.size} differ, max abs error {err.max():.6g}")',
         "        bug = True",
+        *check_inputs,
         "sys.exit(1 if bug else 0)",
     ]
     return "\n".join(lines) + "\n"

@@ -100,7 +100,10 @@ def what_went_wrong(meta: dict[str, Any]) -> str:
         "torch": "while converting (onnx2torch.convert)",
         "torch-compile": "while converting or compiling (onnx2torch / torch.compile)",
     }.get(target, "while compiling")
-    where = compile_call if stage == "compile" else "while running"
+    where = {
+        "compile": compile_call,
+        "rerun": "when the same compiled model runs a second time",
+    }.get(stage, "while running")
     culprit = meta.get("culprit") or {}
     if target == "tvm" and stage == "compile" and culprit.get("stage"):
         where = {
@@ -115,11 +118,14 @@ def what_went_wrong(meta: dict[str, Any]) -> str:
     if verdict == "timeout":
         return f"hangs {where}"
     if verdict == "mismatch":
-        return {
+        if kind == "input":
+            return "writes into the caller's input arrays while running"
+        wrong = {
             "dtype": "returns an output of the wrong type",
             "shape": "returns an output of the wrong shape",
             "missing": "leaves out an output",
         }.get(kind, "returns wrong results")
+        return f"{wrong} {where}" if stage == "rerun" else wrong
     return f"fails ({verdict})"
 
 

@@ -664,3 +664,51 @@ class OffByOne(_OrtWrapper):
     def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outs = super().run(executable, inputs)
         return {k: v + v.dtype.type(1) if v.dtype.kind == "f" else v for k, v in outs.items()}
+
+
+class SecondRunWrong(WrongOp):
+    """A planted stateful kernel: a compiled model is right on its first run; on each later
+    run every float32 ``op`` computes ``op`` + 0.5 (WrongOp), as a kernel whose scratch
+    buffer is not reset between runs."""
+
+    name = "second-run-wrong"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        return [self._session(model), super().compile(model)[0], 0]
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        right, wrong, runs = executable
+        executable[2] = runs + 1
+        return super().run((wrong if runs else right, False), inputs)
+
+
+class WritesIntoInputs(_OrtWrapper):
+    """A planted in-place kernel: running a model with ``op`` zeroes the caller's float
+    input arrays after computing the outputs (a graph input's buffer reused as scratch)."""
+
+    name = "writes-into-inputs"
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs = super().run(executable, inputs)
+        if executable[1]:
+            for v in inputs.values():
+                if v.dtype.kind == "f" and v.flags.writeable:
+                    v[...] = 0
+        return outs
+
+
+class SecondRunSegfault(_OrtWrapper):
+    """Dereferences NULL on the second run of a compiled model with ``op`` (the first is
+    right): a buffer freed after the first run and used again."""
+
+    name = "second-run-segfault"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        return [self._session(model), self.triggered(model), 0]
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        sess, triggered, runs = executable
+        executable[2] = runs + 1
+        if triggered and runs:
+            ctypes.string_at(0)
+        return super().run((sess, triggered), inputs)

@@ -1,4 +1,4 @@
-"""A bundle's ``repro_plain.py`` is the backend's own test: at most 40 lines, importing only
+"""A bundle's ``repro_plain.py`` is the backend's own test: at most 45 lines, importing only
 onnx, numpy and the culprit backend's public API, run from a copy of the script with its
 model and inputs alone, by an interpreter that cannot import onnxfuzz. Exit 1 while the
 bug is there, 0 once it is not, for every shipped adapter, on real bugs of the real
@@ -611,3 +611,50 @@ def test_a_bundle_is_written_where_the_evaluator_gives_a_sequence_for_a_tensor(
     assert (bundle / "test_data_set_0" / "output_0.pb").exists()
     assert "ONNX reference evaluator disagrees or fails" in (bundle / NAME).read_text()
     issue_markdown(bundle)  # the evaluator's values, where shown, are said as a sequence
+
+
+SHIPPED_HERE = ["ort", "tvm", "torch", "onnx-reference"]
+RERUN = Judgement(Verdict.MISMATCH, Stage.RERUN, "values", "y", "the second run differs")
+WRITTEN = Judgement(Verdict.MISMATCH, Stage.RUN, "input", "x", "run() wrote into x")
+
+
+@pytest.mark.parametrize("backend", SHIPPED_HERE)
+def test_a_second_run_bug_runs_the_compiled_model_twice(python, tmp_path, backend) -> None:
+    """A bug of the second run: the script runs the compiled model's run lines twice and
+    judges the second; the real backends give the same outputs twice (exit 0)."""
+    model = _unary("Relu", TensorProto.FLOAT)
+    bundle = _bundle(tmp_path / "b", backend, model, RERUN)
+    script = _plain(bundle, backend)
+    loop = "for _ in range(2):  # the same compiled model, run twice: the second is wrong"
+    assert loop in script, script
+    body = script.split(loop + "\n", 1)[1].splitlines()
+    assert body[0].startswith("    ") and not body[-1].startswith("    "), script
+    # compiling stays outside the loop: the model is compiled once
+    compile_call = {
+        "ort": "ort.InferenceSession(",
+        "tvm": "tvm.compile(",
+        "torch": "onnx2torch.convert(",
+        "onnx-reference": "ReferenceEvaluator(model)",
+    }[backend]
+    assert script.index(compile_call) < script.index(loop), script
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+
+
+def test_ort_scripts_show_a_wrong_second_run_and_a_written_input(python, tmp_path) -> None:
+    """Both checks catch what they are for: a second run planted wrong in the script, an
+    input array planted overwritten by the run (exit 1); as written, ORT has neither (0)."""
+    model = _unary("Relu", TensorProto.FLOAT)
+    call = "    actual = session.run(None, inputs)"
+    bundle = _bundle(tmp_path / "b", "ort", model, RERUN)
+    wrong = f"{call} if _ == 0 else [a + 1 for a in session.run(None, inputs)]"
+    r = _run(python, bundle, tmp_path, (call, wrong))
+    assert r.returncode == 1 and "6 of 6 differ" in r.stdout, (r.stdout, r.stderr[-2000:])
+    bundle = _bundle(tmp_path / "c", "ort", model, WRITTEN)
+    script = _plain(bundle, "ort")
+    assert "before = {k: v.copy() for k, v in inputs.items()}" in script, script
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 0 and "wrote into (the bug): none" in r.stdout, r.stdout
+    call = "actual = session.run(None, inputs)"
+    r = _run(python, bundle, tmp_path, (call, f"{call}; inputs['x'][...] = 0"))
+    assert r.returncode == 1 and "wrote into (the bug): ['x']" in r.stdout, r.stdout

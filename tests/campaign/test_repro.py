@@ -7,6 +7,7 @@ it cannot even load its backend: never REPRODUCES then."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import runpy
 import shutil
@@ -354,3 +355,49 @@ def test_the_normalization_is_onnxfuzzs(tmp_path) -> None:
     assert ns["EXPECT"]["message"] == normalize(message)
     samples = [message, "killed by signal SIGSEGV", "\x1b[31mCheck failed: 2 == 3\x1b[0m", ""]
     assert [ns["normalize"](s) for s in samples] == [normalize(s) for s in samples]
+
+
+@pytest.mark.parametrize(
+    ("adapter", "stage", "kind"),
+    [("SecondRunWrong", "rerun", "values"), ("WritesIntoInputs", "run", "input")],
+)
+def test_a_bug_no_single_run_shows_is_filed_once_reduced_and_reproduces(
+    python, tmp_path, adapter, stage, kind
+) -> None:
+    """A compiled model right on its first run and wrong on its second (a buffer not reset),
+    and a run that writes into the caller's input arrays: both found by running each
+    compiled model twice, filed once, reduced to the one op, and repro.py (which runs the
+    model twice too) reproduces them from a copy and reads FIXED once they are gone."""
+    label = f"{ADAPTERS}:{adapter}:op=Sigmoid"
+    opts = CampaignOptions(
+        backends=["ort", label],
+        tests=15,
+        seed=0,
+        timeout=10.0,
+        generator={
+            "min_nodes": 2,
+            "max_nodes": 5,
+            "ops": ["Add", "Relu", "Mul", "Sigmoid", "Tanh"],
+            "dtypes": ["float32"],
+        },
+    )
+    c = Campaign(tmp_path / "camp", opts, resume=False)
+    c.start()
+    try:
+        c.run()
+    finally:
+        c.close()
+    bundles = sorted((c.out / "bugs").iterdir())
+    assert len(bundles) == 1, bundles
+    meta = json.loads((bundles[0] / "meta.json").read_text())
+    assert (meta["stage"], meta["kind"], meta["reproducibility"]) == (stage, kind, "deterministic")
+    reduced = onnx.load(str(bundles[0] / "reduced" / "model.onnx"))
+    assert [n.op_type for n in reduced.graph.node] == ["Sigmoid"]
+    for folder in (bundles[0], bundles[0] / "reduced"):
+        _check(_run(python, folder, tmp_path), 1, "REPRODUCES")
+    fixed = _replace("'op': 'Sigmoid'", "'op': 'NoSuchOp'")
+    _check(_run(python, bundles[0] / "reduced", tmp_path, fixed), 0, "FIXED")
+    issue = (bundles[0] / "issue.md").read_text()
+    assert "disagree" not in issue.splitlines()[0]  # the backend is at odds with itself
+    words = "runs a second time" if stage == "rerun" else "writes into the caller's input"
+    assert words in issue.splitlines()[0], issue.splitlines()[0]
