@@ -12,6 +12,7 @@ not wait for the campaign to judge and store.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +28,39 @@ from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Worker, pack
 Inputs = dict[str, np.ndarray]
 
 
+class Spares:
+    """Fresh processes launched ahead, at most one per backend, for ``fresh_runs``: shared
+    by the pools of one campaign (its lanes are threads), so that a campaign of many lanes
+    holds one idle process per backend, not one per lane."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_label: dict[str, Worker] = {}
+
+    def take(self, label: str) -> Worker | None:
+        with self._lock:
+            return self._by_label.pop(label, None)
+
+    def launch(self, label: str, like: Worker) -> None:
+        """A process of ``like``'s backend, launched now (none if one is waiting)."""
+        with self._lock:
+            if label in self._by_label:
+                return
+            spare = Worker(like.ref, like.timeout, like.memory_mb, like.startup_timeout)
+            try:
+                spare.launch()
+            except OSError:  # no process to spare now: the next call starts its own
+                spare.close()
+                return
+            self._by_label[label] = spare
+
+    def close(self) -> None:
+        with self._lock:
+            for w in self._by_label.values():
+                w.close()
+            self._by_label.clear()
+
+
 class BackendPool:
     """Backends by label, each in its own worker process; a context manager."""
 
@@ -36,6 +70,7 @@ class BackendPool:
         timeout: float = 30.0,
         memory_mb: float = 8192.0,
         startup_timeout: float = 300.0,
+        spares: Spares | None = None,
     ) -> None:
         self.workers = {
             label: Worker(parse_backend(label), timeout, memory_mb, startup_timeout)
@@ -48,6 +83,12 @@ class BackendPool:
         self._inflight: deque[tuple[int, dict[str, Outcome | None]]] = deque()
         self._done: deque[tuple[int, dict[str, Outcome]]] = deque()
         self.last_seq = 0  # the test number of the test ``wait`` answered last
+        # Per backend, a fresh process launched ahead for the next ``fresh_runs`` (after
+        # its first): it loads its library (seconds for TVM or torch) while the campaign
+        # goes on, and is as fresh as one started on demand: it has run nothing. Shared
+        # ``spares`` are their owner's to close.
+        self._own_spares = spares is None
+        self.spares = spares if spares is not None else Spares()
 
     @property
     def labels(self) -> list[str]:
@@ -71,6 +112,8 @@ class BackendPool:
     def close(self) -> None:
         for w in self.workers.values():
             w.close()
+        if self._own_spares:
+            self.spares.close()
 
     def __enter__(self) -> BackendPool:
         self.start()
@@ -191,10 +234,11 @@ class BackendPool:
         """Run a model ``runs`` times in a new process of ``label``'s backend (started for
         this, closed after: no state of this pool's workers), after the ``earlier`` tests
         in the same process (their outcomes are not kept); stops at the first outcome
-        ``until`` accepts. ``timeout``: the per-test limit (None: the pool's)."""
+        ``until`` accepts. ``timeout``: the per-test limit (None: the pool's). The process
+        is the one launched ahead after the last call for ``label`` where there is one."""
         mine = self.workers[label]
-        worker = Worker(mine.ref, timeout or mine.timeout, mine.memory_mb, mine.startup_timeout)
-        worker.start()
+        worker = self._fresh(label)
+        worker.timeout = timeout or mine.timeout
         try:
             for t in earlier:
                 worker.execute(t.model_bytes, t.inputs)
@@ -206,3 +250,19 @@ class BackendPool:
             return got
         finally:
             worker.close()
+            self.spares.launch(label, mine)
+
+    def _fresh(self, label: str) -> Worker:
+        """A loaded process of ``label``'s backend that has run nothing: the spare launched
+        ahead, else one started now (also where the spare died while loading)."""
+        spare = self.spares.take(label)
+        if spare is not None:
+            try:
+                spare.ready()
+                return spare
+            except BackendError:
+                spare.close()
+        mine = self.workers[label]
+        worker = Worker(mine.ref, mine.timeout, mine.memory_mb, mine.startup_timeout)
+        worker.start()
+        return worker

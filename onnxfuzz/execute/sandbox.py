@@ -478,10 +478,18 @@ class Worker:
     # the tests collected, oldest first: (test number, the process that ran it, the test)
     _ran: deque[tuple[int, int, bytes]] = field(default_factory=deque, repr=False)
     _ran_bytes: int = field(default=0, repr=False)
+    _loading: tuple[Any, Any] | None = field(default=None, repr=False)  # launched, not ready
 
     def start(self) -> BackendInfo:
         """Spawn a fresh interpreter (``python -m onnxfuzz.execute.worker``) talking over a socket
-        pair; its stderr goes to a file whose tail is kept when it crashes."""
+        pair; its stderr goes to a file whose tail is kept when it crashes. Returns once it
+        has loaded its backend."""
+        self.launch()
+        return self.ready()
+
+    def launch(self) -> None:
+        """``start``'s first half: the process is spawned and loads its backend while the
+        caller goes on; ``ready`` waits for it."""
         self.starts += 1
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         stage_file = tempfile.TemporaryFile()  # noqa: SIM115 - mapped, then closed
@@ -495,6 +503,13 @@ class Worker:
             self._stderr,
         )
         stage_file.close()
+        self._loading = (proc, conn)
+
+    def ready(self) -> BackendInfo:
+        """Wait for the process ``launch`` spawned to have loaded its backend."""
+        assert self._loading is not None, "launch() first"
+        proc, conn = self._loading
+        self._loading = None
         if not conn.poll(self.startup_timeout):
             proc.kill()
             raise BackendError(
@@ -549,6 +564,9 @@ class Worker:
         stop(self._proc, self._conn)
         self._proc = self._conn = None
         self._queue.clear()
+        if self._loading is not None:  # launched and never waited for
+            kill(*self._loading)
+            self._loading = None
 
     def _crash(self, stage: str) -> Outcome:
         code = self._proc.returncode if self._proc is not None else None

@@ -26,7 +26,7 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.backend import display_names, parse_backend
 from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.messages import Test
-from onnxfuzz.execute.pool import BackendPool
+from onnxfuzz.execute.pool import BackendPool, Spares
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
 from onnxfuzz.generate.build.generator import Case, Generator
 from onnxfuzz.generate.build.guide import Decision, Guided
@@ -407,6 +407,7 @@ class Campaign:
         self._last_finish: dict[int, float] = {}
         self._unfiled_ids: set[str] = set()  # bundles that failed to write, said once each
         self.lanes: list[BackendPool] = []
+        self.spares = Spares()  # fresh processes launched ahead for confirmations, shared
         self.names: dict[str, str] = {}  # label -> display name, once the backends start
         self.infos: dict[str, BackendInfo] = {}
         self.pregens: list[Pregenerator] = []  # one generator process per lane, or none
@@ -470,7 +471,7 @@ class Campaign:
         total)`` as it goes: a slow compiler's probe takes minutes), open campaign.db."""
         o = self.opts
         for _ in range(self._lane_count()):
-            lane = BackendPool(self.labels, o.timeout, o.memory_mb)
+            lane = BackendPool(self.labels, o.timeout, o.memory_mb, spares=self.spares)
             self.lanes.append(lane)
             self.infos.update(lane.start())
         self.names = display_names(self.labels, {k: i.name for k, i in self.infos.items()})
@@ -692,6 +693,7 @@ class Campaign:
             pregen.close()
         for lane in self.lanes:
             lane.close()
+        self.spares.close()
         if self.store is not None:
             if self._diversity_loaded:  # else it would overwrite the stored one
                 self._save_diversity()

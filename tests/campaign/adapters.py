@@ -712,3 +712,15 @@ class SecondRunSegfault(_OrtWrapper):
         if triggered and runs:
             ctypes.string_at(0)
         return super().run((sess, triggered), inputs)
+
+
+class LoadLog(_OrtWrapper):
+    """ONNX Runtime, appending its process id to the file ``log`` each time a process
+    loads it: which processes were started, and when."""
+
+    name = "load-log"
+
+    def __init__(self, op: str = "Add", log: str = "") -> None:
+        super().__init__(op)
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
