@@ -192,6 +192,11 @@ def node_tests(
             if o.status == Status.OK:
                 names = [x.name for x in model.graph.output]
                 bad = _matches(outs, o.outputs or {}, names, tc.rtol, tc.atol)
+                if bad is None and o.inputs_changed:
+                    bad = f"run() wrote into the caller's input(s) {', '.join(o.inputs_changed)}"
+                elif bad is None and o.second is not None:
+                    again = _matches(outs, o.second, names, tc.rtol, tc.atol)
+                    bad = again and f"the second run of the same compiled model: {again}"
                 status = "pass" if bad is None else "fail"
                 if bad:
                     report.failures.append(f"{tc.name}: {bad}")

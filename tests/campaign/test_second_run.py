@@ -103,3 +103,15 @@ def test_second_runs_that_differ_within_the_tolerance_are_ok() -> None:
         Verdict.MISMATCH,
         Stage.RERUN,
     )
+
+
+def test_backend_check_fails_a_node_test_whose_second_run_is_wrong() -> None:
+    """The conformance kit (``onnxfuzz backend check``) runs each node test's compiled model
+    twice too: a planted second-run bug fails ONNX's Sigmoid tests, in those words."""
+    from onnxfuzz.run.conformance import node_tests
+
+    report = node_tests(f"{ADAPTERS}:SecondRunWrong:op=Sigmoid", ops="Sigmoid")
+    assert report.failures, report
+    assert all("the second run of the same compiled model" in f for f in report.failures)
+    healthy = node_tests("ort", ops="Sigmoid")
+    assert not healthy.failures, healthy.failures
