@@ -137,8 +137,9 @@ class BackendInfo:
 
 
 # The worker's clock for the test in flight, in a small file both processes map: the stage
-# byte (0 compile, 1 run, 2 rerun), the test's number (``Test.seq``), when the worker began the test
-# and its run (perf_counter, a system-wide monotonic clock) and where its stderr stood then.
+# byte (0 compile, 1 run, 2 rerun), the test's number (``Test.seq``), when the worker began
+# the test and its run (perf_counter, a system-wide monotonic clock) and where its stderr
+# stood then.
 # The parent reads it instead of a message per test: a timeout is measured from when the
 # *worker* started, whatever the parent was doing, and a test queued behind another is
 # not timed (nor blamed for a crash) until the worker is on it.
