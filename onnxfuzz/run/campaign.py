@@ -27,7 +27,7 @@ from onnxfuzz.backend import display_names, parse_backend
 from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.messages import Test
 from onnxfuzz.execute.pool import BackendPool, Spares
-from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status, busy_seconds
+from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Stage, Status, busy_seconds
 from onnxfuzz.generate.build.generator import Case, Generator
 from onnxfuzz.generate.build.guide import Decision, Guided
 from onnxfuzz.generate.build.seeds import blocks_from_record, blocks_to_record, lift_folder
@@ -1247,6 +1247,8 @@ class Campaign:
             self.progress.confirming += time.perf_counter() - t0
         f.extra.update(conf.as_meta())
         f.earlier = conf.earlier
+        if conf.first_run and f.judgement.stage == Stage.RERUN:
+            on_first_run(f, conf)
         return conf
 
     def _reduce(
@@ -1351,6 +1353,23 @@ class Campaign:
                 log.write(f"second opinion, seed {f.seed}:\n{traceback.format_exc()}\n")
             return
         f.extra["second_opinion"] = opinion.as_dict()
+
+
+def on_first_run(f: Finding, conf: Confirmation) -> None:
+    """A second run's finding that fresh runs showed on their first run too: a failure of
+    any run (a flaky kernel), filed at the run stage, with the wrong values it was found on
+    as the backend's outputs (its first run was right that time)."""
+    j = f.judgement
+    note = (
+        f"\nits first run was wrong too in {conf.first_run} of {conf.runs} fresh runs: a "
+        "failure of any run (a race), not of second runs only"
+    )
+    f.judgement = replace(j, stage=Stage.RUN, message=j.message + note)
+    backend, verdict, _, detail = f.signature.split("|", 3)
+    f.signature = f"{backend}|{verdict}|{Stage.RUN}|{detail}"
+    got = f.outcomes[f.backend]
+    if got.second is not None:
+        f.outcomes[f.backend] = replace(got, outputs=got.second, second=None)
 
 
 def reduction_timeout(f: Finding) -> float | None:

@@ -10,7 +10,9 @@ an earlier model**). If nothing re-creates it, it is **not reproducible**: count
 filed as a bug.
 
 "The same way" is what a bundle's ``repro.py`` checks: the same verdict and stage, and the
-same mismatch kind on the same output, or the same normalized error message (a crash).
+same mismatch kind on the same output, or the same normalized error message (a crash). A
+finding of a second run (stage ``rerun``) that a fresh run shows on its *first* run too is
+a flaky kernel, not a second-run bug: those runs count, and ``first_run`` says how many.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from onnxfuzz.execute.messages import Test
 from onnxfuzz.execute.pool import BackendPool
-from onnxfuzz.execute.sandbox import OUT_OF_MEMORY, Outcome
+from onnxfuzz.execute.sandbox import OUT_OF_MEMORY, Outcome, Stage
 from onnxfuzz.judge.budget import precision_again
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict
@@ -60,6 +62,8 @@ class Confirmation:
     replayed: int = 0  # earlier models of the worker's process that were replayed
     processes: int = 0  # fresh processes started
     seconds: float = 0.0
+    # a second run's finding: fresh runs that showed it on their first run already
+    first_run: int = 0
 
     @property
     def rate(self) -> float:
@@ -96,6 +100,8 @@ class Confirmation:
                 "seconds": round(self.seconds, 3),
             },
         }
+        if self.first_run:
+            meta["confirmed"]["first_run"] = self.first_run
         if self.kind == Reproducibility.STATE:
             meta["confirmed"]["replayed"] = self.replayed
         return meta
@@ -159,13 +165,21 @@ class Confirmer:
         costly = f.judgement.verdict == Verdict.TIMEOUT or f.outcomes[f.backend].too_costly
         runs = min(self.runs, COSTLY_RUNS) if costly else self.runs
         processes = 0
+        first_run = 0
+        on_first = (
+            replace(f.judgement, stage=Stage.RUN) if f.judgement.stage == Stage.RERUN else None
+        )
 
         def fails(outcome: Outcome) -> bool:
+            nonlocal first_run
             again = judge_again(f, outcome, self.cfg)
             if f.judgement.kind == "precision":  # found by localizing: inside the tolerance
                 return again.verdict == Verdict.OK and precision_again(
                     f.outcomes[f.reference], outcome
                 )
+            if on_first is not None and same_failure(on_first, again):
+                first_run += 1  # wrong on the first run already: a flaky kernel's way
+                return True
             return same_failure(f.judgement, again)
 
         def check(before: Sequence[Test]) -> bool:
@@ -183,7 +197,9 @@ class Confirmer:
                 if failed == len(outs)
                 else Reproducibility.INTERMITTENT
             )
-            return Confirmation(kind, len(outs), failed, [], 0, processes, time.perf_counter() - t0)
+            return Confirmation(
+                kind, len(outs), failed, [], 0, processes, time.perf_counter() - t0, first_run
+            )
         replay = list(earlier)[-EARLIER_MAX:]
         found = bisect(replay, check, BISECT_CHECKS) if replay else None
         kind = Reproducibility.STATE if found else Reproducibility.NOT_REPRODUCIBLE
