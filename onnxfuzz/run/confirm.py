@@ -11,8 +11,9 @@ filed as a bug.
 
 "The same way" is what a bundle's ``repro.py`` checks: the same verdict and stage, and the
 same mismatch kind on the same output, or the same normalized error message (a crash). A
-finding of a second run (stage ``rerun``) that a fresh run shows on its *first* run too is
-a flaky kernel, not a second-run bug: those runs count, and ``first_run`` says how many.
+model's first and second run are one stage there: a flaky kernel fails on either. A finding
+of a second run (stage ``rerun``) that a fresh run shows on its *first* run is a flaky
+kernel, not a second-run bug: ``first_run`` says how many fresh runs did.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -130,13 +131,20 @@ def same_failure(want: Judgement, got: Judgement) -> bool:
     runaway allocation may time out before it reaches the cap)."""
     if too_costly(want):
         return too_costly(got)
-    if got.verdict != want.verdict or got.stage != want.stage:
+    if got.verdict != want.verdict or not same_stage(got.stage, want.stage):
         return False
     if want.verdict == Verdict.MISMATCH:
         return got.kind == want.kind and (want.output is None or got.output == want.output)
     if want.verdict == Verdict.TIMEOUT:
         return True
     return normalize(got.message) == normalize(want.message)
+
+
+def same_stage(a: Stage | None, b: Stage | None) -> bool:
+    """Whether two failures are at one stage: a compiled model's first and second run are
+    (the same kernel, flaky, fails on either)."""
+    runs = (Stage.RUN, Stage.RERUN)
+    return a == b or (a in runs and b in runs)
 
 
 def judge_again(f: Finding, outcome: Outcome, cfg: OracleConfig) -> Judgement:
@@ -166,9 +174,6 @@ class Confirmer:
         runs = min(self.runs, COSTLY_RUNS) if costly else self.runs
         processes = 0
         first_run = 0
-        on_first = (
-            replace(f.judgement, stage=Stage.RUN) if f.judgement.stage == Stage.RERUN else None
-        )
 
         def fails(outcome: Outcome) -> bool:
             nonlocal first_run
@@ -177,10 +182,10 @@ class Confirmer:
                 return again.verdict == Verdict.OK and precision_again(
                     f.outcomes[f.reference], outcome
                 )
-            if on_first is not None and same_failure(on_first, again):
+            same = same_failure(f.judgement, again)
+            if same and f.judgement.stage == Stage.RERUN and again.stage == Stage.RUN:
                 first_run += 1  # wrong on the first run already: a flaky kernel's way
-                return True
-            return same_failure(f.judgement, again)
+            return same
 
         def check(before: Sequence[Test]) -> bool:
             nonlocal processes
