@@ -316,8 +316,9 @@ def test_a_hang_reproduces_as_a_timeout_and_a_rejection_is_different(python, tmp
     assert "unsupported" in r.stdout
 
 
-def test_a_campaigns_bundle_and_its_reduction_reproduce_standalone(python, tmp_path) -> None:
-    label = f"{ADAPTERS}:WrongOp:op=Sigmoid"
+def _one_bundle(tmp_path: Path, label: str) -> Path:
+    """The one bundle a 15-test campaign of ``ort`` against ``label`` (small float32 models
+    of Add, Relu, Mul, Sigmoid, Tanh) files."""
     opts = CampaignOptions(
         backends=["ort", label],
         tests=15,
@@ -338,7 +339,11 @@ def test_a_campaigns_bundle_and_its_reduction_reproduce_standalone(python, tmp_p
         c.close()
     bundles = sorted((c.out / "bugs").iterdir())
     assert len(bundles) == 1, bundles
-    bundle = bundles[0]
+    return bundles[0]
+
+
+def test_a_campaigns_bundle_and_its_reduction_reproduce_standalone(python, tmp_path) -> None:
+    bundle = _one_bundle(tmp_path, f"{ADAPTERS}:WrongOp:op=Sigmoid")
     assert (bundle / "reduced" / "repro.py").exists()
     _check(_run(python, bundle, tmp_path), 1, "REPRODUCES")
     # reduced/ stores no reference outputs: its repro.py runs the reference (ort) itself
@@ -368,36 +373,16 @@ def test_a_bug_no_single_run_shows_is_filed_once_reduced_and_reproduces(
     and a run that writes into the caller's input arrays: both found by running each
     compiled model twice, filed once, reduced to the one op, and repro.py (which runs the
     model twice too) reproduces them from a copy and reads FIXED once they are gone."""
-    label = f"{ADAPTERS}:{adapter}:op=Sigmoid"
-    opts = CampaignOptions(
-        backends=["ort", label],
-        tests=15,
-        seed=0,
-        timeout=10.0,
-        generator={
-            "min_nodes": 2,
-            "max_nodes": 5,
-            "ops": ["Add", "Relu", "Mul", "Sigmoid", "Tanh"],
-            "dtypes": ["float32"],
-        },
-    )
-    c = Campaign(tmp_path / "camp", opts, resume=False)
-    c.start()
-    try:
-        c.run()
-    finally:
-        c.close()
-    bundles = sorted((c.out / "bugs").iterdir())
-    assert len(bundles) == 1, bundles
-    meta = json.loads((bundles[0] / "meta.json").read_text())
+    bundle = _one_bundle(tmp_path, f"{ADAPTERS}:{adapter}:op=Sigmoid")
+    meta = json.loads((bundle / "meta.json").read_text())
     assert (meta["stage"], meta["kind"], meta["reproducibility"]) == (stage, kind, "deterministic")
-    reduced = onnx.load(str(bundles[0] / "reduced" / "model.onnx"))
+    reduced = onnx.load(str(bundle / "reduced" / "model.onnx"))
     assert [n.op_type for n in reduced.graph.node] == ["Sigmoid"]
-    for folder in (bundles[0], bundles[0] / "reduced"):
+    for folder in (bundle, bundle / "reduced"):
         _check(_run(python, folder, tmp_path), 1, "REPRODUCES")
     fixed = _replace("'op': 'Sigmoid'", "'op': 'NoSuchOp'")
-    _check(_run(python, bundles[0] / "reduced", tmp_path, fixed), 0, "FIXED")
-    issue = (bundles[0] / "issue.md").read_text()
+    _check(_run(python, bundle / "reduced", tmp_path, fixed), 0, "FIXED")
+    issue = (bundle / "issue.md").read_text()
     assert "disagree" not in issue.splitlines()[0]  # the backend is at odds with itself
     words = "runs a second time" if stage == "rerun" else "writes into the caller's input"
     assert words in issue.splitlines()[0], issue.splitlines()[0]

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Outcome, Stage, Status
-from onnxfuzz.judge.judge import Judge
+from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.oracle import OracleConfig, Verdict
 from onnxfuzz.judge.signature import family
 
@@ -29,7 +29,7 @@ def _model(*ops: str) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def _runs(label: str, model: onnx.ModelProto) -> dict[str, Outcome]:
+def _runs(label: str, model: onnx.ModelProto) -> tuple[dict[str, Outcome], dict[str, Assessed]]:
     with BackendPool(["ort", label], timeout=30) as pool:
         outcomes = pool.run_all(model.SerializeToString(), {k: v.copy() for k, v in X.items()})
         judged = Judge("ort", OracleConfig(), runner=pool).assess(model, X, outcomes)
