@@ -103,7 +103,7 @@ _MACHINERY = re.compile(
 )
 # The worker's loop that calls the adapter, and what runs that loop: the same in every
 # crash, so no evidence (the stack is cut at the loop's frame).
-_HARNESS = frozenset({("serve", "sandbox.py")})
+_HARNESS = frozenset({("serve", "sandbox.py"), ("serve_loaded", "sandbox.py")})
 _OUTERMOST = frozenset({"runpy.py", "<frozen runpy>"})
 _OPERATOR = re.compile(r"operator\s*(<<=|>>=|<=>|<<|>>|<=|>=|->\*|->|\(\)|\[\]|<|>)")
 _MAX_FRAME = 120

@@ -1,9 +1,10 @@
 """What a worker process and its parent say to each other (pickled over a socket pair).
 
 Parent -> worker: a ``Test``, or ``None`` to leave. Worker -> parent: ``Ready`` or
-``LoadError`` once at start, then ``Done`` or ``Failed`` for each test, in the order the
-tests came (a parent may send the next test before the last one's answer: it waits in the
-socket, and the worker goes on to it without waiting for the parent).
+``LoadError`` once at start (a fork server: ``Hello``), then ``Done`` or ``Failed`` for each
+test, in the order the tests came (a parent may send the next test before the last one's
+answer: it waits in the socket, and the worker goes on to it without waiting for the
+parent).
 """
 
 from __future__ import annotations
@@ -70,3 +71,12 @@ class Failed:
     started: float
     cpu_s: float
     protocol: bool = False  # run() answered in a form the adapter protocol does not allow
+
+
+@dataclass(frozen=True)
+class Hello:
+    """A fork server's first word (``onnxfuzz.execute.fork_server``): the backend's
+    ``Ready`` (or its ``LoadError``), and why it will not fork (None: it will)."""
+
+    loaded: Ready | LoadError
+    unforkable: str | None

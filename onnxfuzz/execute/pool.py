@@ -12,6 +12,7 @@ not wait for the campaign to judge and store.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
@@ -24,18 +25,55 @@ from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.messages import Test
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Worker, pack
+from onnxfuzz.execute.zygote import Zygote
 
 Inputs = dict[str, np.ndarray]
 
 
 class Spares:
-    """Fresh processes launched ahead, at most one per backend, for ``fresh_runs``: shared
-    by the pools of one campaign (its lanes are threads), so that a campaign of many lanes
-    holds one idle process per backend, not one per lane."""
+    """Fresh processes for ``fresh_runs``, shared by the pools of one campaign (its lanes
+    are threads): per backend, a fork server (``onnxfuzz.execute.zygote``) that forks one
+    in milliseconds, started at the first need; where a backend cannot be forked from
+    (``Zygote.unforkable``), one process launched ahead instead, so that a campaign of
+    many lanes holds one idle process per backend, not one per lane."""
 
-    def __init__(self) -> None:
+    def __init__(self, fork: bool | None = None) -> None:
+        """``fork``: use fork servers (None: unless the environment sets ONNXFUZZ_FORK=0)."""
         self._lock = threading.Lock()
         self._by_label: dict[str, Worker] = {}
+        self.fork = os.environ.get("ONNXFUZZ_FORK", "1") != "0" if fork is None else fork
+        self._zygotes: dict[str, Zygote | None] = {}
+        self._zygote_locks: dict[str, threading.Lock] = {}
+        self.unforkable: dict[str, str] = {}  # backend label -> why its zygote will not fork
+
+    def zygote(self, label: str, like: Worker) -> Zygote | None:
+        """``label``'s fork server, started now if it is the first call (None where it
+        cannot fork: the backend's library starts threads or CUDA as it loads, or the
+        server did not start)."""
+        if not self.fork:
+            return None
+        with self._lock:
+            if label in self._zygotes:
+                return self._zygotes[label]
+            lock = self._zygote_locks.setdefault(label, threading.Lock())
+        with lock:  # one start per backend; other backends' callers do not wait for it
+            with self._lock:
+                if label in self._zygotes:
+                    return self._zygotes[label]
+            z: Zygote | None = Zygote(like.ref.text, like.startup_timeout)
+            try:
+                z.start()
+            except (BackendError, OSError) as e:
+                self.unforkable[label] = f"its fork server did not start: {e}"
+                z.close()
+                z = None
+            if z is not None and not z.usable:
+                self.unforkable[label] = z.unforkable or "its fork server stopped"
+                z.close()
+                z = None
+            with self._lock:
+                self._zygotes[label] = z
+            return z
 
     def take(self, label: str) -> Worker | None:
         with self._lock:
@@ -59,6 +97,10 @@ class Spares:
             for w in self._by_label.values():
                 w.close()
             self._by_label.clear()
+            zygotes = [z for z in self._zygotes.values() if z is not None]
+            self._zygotes.clear()
+        for z in zygotes:
+            z.close()
 
 
 class BackendPool:
@@ -250,11 +292,22 @@ class BackendPool:
             return got
         finally:
             worker.close()
-            self.spares.launch(label, mine)
+            if worker.zygote is None:
+                self.spares.launch(label, mine)
 
     def _fresh(self, label: str) -> Worker:
-        """A loaded process of ``label``'s backend that has run nothing: the spare launched
-        ahead, else one started now (also where the spare died while loading)."""
+        """A loaded process of ``label``'s backend that has run nothing: forked from the
+        backend's zygote, else the spare launched ahead, else one started now (also where
+        the spare died while loading)."""
+        mine = self.workers[label]
+        zygote = self.spares.zygote(label, mine)
+        if zygote is not None:
+            mine.zygote = mine.zygote or zygote  # this pool's worker restarts by forks too
+            worker = Worker(
+                mine.ref, mine.timeout, mine.memory_mb, mine.startup_timeout, zygote=zygote
+            )
+            worker.start()
+            return worker
         spare = self.spares.take(label)
         if spare is not None:
             try:
@@ -262,7 +315,6 @@ class BackendPool:
                 return spare
             except BackendError:
                 spare.close()
-        mine = self.workers[label]
         worker = Worker(mine.ref, mine.timeout, mine.memory_mb, mine.startup_timeout)
         worker.start()
         return worker

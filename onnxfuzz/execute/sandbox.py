@@ -1,4 +1,7 @@
-"""Backends run in persistent *spawned* worker processes (never forked: CUDA).
+"""Backends run in persistent *spawned* worker processes (never forked from the campaign:
+CUDA); a fresh process after the first may be forked from a fork server that loaded the
+backend and never ran a model (``onnxfuzz.execute.zygote``), never from one that touched
+CUDA.
 
 A worker loads one adapter once and serves tests over a pipe. The parent enforces a
 per-test timeout and a memory cap (resident set size, polled), and turns a segfault,
@@ -45,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from onnxfuzz.backend import (
+    Adapter,
     BackendRef,
     Feedback,
     feedback_of,
@@ -55,6 +59,7 @@ from onnxfuzz.backend import (
 from onnxfuzz.errors import AdapterProtocolError, BackendError, OnnxFuzzError
 from onnxfuzz.execute import crashdump
 from onnxfuzz.execute.messages import Done, Failed, LoadError, Ready, Test
+from onnxfuzz.execute.zygote import ForkedProcess, Zygote
 
 OUT_OF_MEMORY = "out of memory"  # how a crash for the memory cap begins
 PICKUP_GRACE = 10.0  # seconds a worker may take to receive a test before its clock runs
@@ -159,30 +164,46 @@ def _stderr_at() -> int:
         return 0
 
 
+def load(text: str) -> tuple[Adapter, Ready]:
+    """The adapter of backend ``text``, loaded (its library imported), and what the worker
+    tells its parent of it."""
+    adapter = load_adapter(parse_backend(text))
+    backend = adapter.backend
+    return adapter, Ready(
+        backend.name,
+        str(backend.version()),
+        tuple(backend.supported_opsets()),
+        adapter.available() if adapter.available else None,
+        adapter.preferred_opset() if adapter.preferred_opset else None,
+    )
+
+
+def load_error(e: BaseException) -> LoadError:
+    # Our own errors already name the thing and the fix; others need their type.
+    return LoadError(str(e) if isinstance(e, OnnxFuzzError) else f"{type(e).__name__}: {e}")
+
+
 def serve(text: str, conn: Any, clock: Any = None) -> None:
     """Worker main loop (runs in the spawned process). ``clock``: the shared test clock
     (``_CLOCK``) the parent reads for timeouts and for the stage after a crash."""
-    clock = clock if clock is not None else bytearray(CLOCK_BYTES)
     armed = crashdump.arm()  # a fatal signal leaves the stacks on stderr, for the parent
     try:
-        adapter = load_adapter(parse_backend(text))
-        backend = adapter.backend
-        conn.send(
-            Ready(
-                backend.name,
-                str(backend.version()),
-                tuple(backend.supported_opsets()),
-                adapter.available() if adapter.available else None,
-                adapter.preferred_opset() if adapter.preferred_opset else None,
-            )
-        )
+        adapter, ready = load(text)
+        conn.send(ready)
     except BaseException as e:  # noqa: BLE001 - reported to the parent
-        # Our own errors already name the thing and the fix; others need their type.
-        conn.send(LoadError(str(e) if isinstance(e, OnnxFuzzError) else f"{type(e).__name__}: {e}"))
+        conn.send(load_error(e))
         return
     # The library is loaded now (its version and availability asked too): faulthandler goes
     # back in front of a fatal-signal handler the library installed, chaining to it.
     crashdump.rearm(armed)
+    serve_loaded(adapter, conn, clock)
+
+
+def serve_loaded(adapter: Adapter, conn: Any, clock: Any = None) -> None:
+    """``serve``'s loop over tests, for an adapter loaded (in this process, or in the fork
+    server this process was forked from: ``onnxfuzz.execute.zygote``)."""
+    clock = clock if clock is not None else bytearray(CLOCK_BYTES)
+    backend = adapter.backend
     import onnx
 
     # An adapter without supports() that can compile serialized bytes skips a parse here
@@ -480,13 +501,26 @@ class Worker:
     _ran: deque[tuple[int, int, bytes]] = field(default_factory=deque, repr=False)
     _ran_bytes: int = field(default=0, repr=False)
     _loading: tuple[Any, Any] | None = field(default=None, repr=False)  # launched, not ready
+    _loading_proc: Any = field(default=None, repr=False)  # the process launched last
+    # A fork server of this backend (``onnxfuzz.execute.zygote``): where there is one, a
+    # fresh process is forked from it (milliseconds) rather than spawned (seconds).
+    zygote: Zygote | None = field(default=None, repr=False)
 
     def start(self) -> BackendInfo:
         """Spawn a fresh interpreter (``python -m onnxfuzz.execute.worker``) talking over a socket
-        pair; its stderr goes to a file whose tail is kept when it crashes. Returns once it
-        has loaded its backend."""
+        pair, or fork one from ``zygote``; its stderr goes to a file whose tail is kept when
+        it crashes. Returns once it has loaded its backend."""
         self.launch()
-        return self.ready()
+        try:
+            return self.ready()
+        except BackendError:
+            if not isinstance(self._loading_proc, ForkedProcess):
+                raise
+            # A forked process that did not come up: spawn them from now on (a backend that
+            # cannot load fails again here, in its own words).
+            self.zygote = None
+            self.launch()
+            return self.ready()
 
     def launch(self) -> None:
         """``start``'s first half: the process is spawned and loads its backend while the
@@ -497,7 +531,8 @@ class Worker:
         stage_file.write(bytes(CLOCK_BYTES))
         stage_file.flush()
         self._clock = mmap.mmap(stage_file.fileno(), CLOCK_BYTES)
-        proc, conn = spawn(
+        forked = self._fork(stage_file.fileno()) if self.zygote is not None else None
+        proc, conn = forked or spawn(
             "onnxfuzz.execute.worker",
             [str(stage_file.fileno()), self.ref.text],
             (stage_file.fileno(),),
@@ -505,6 +540,21 @@ class Worker:
         )
         stage_file.close()
         self._loading = (proc, conn)
+        self._loading_proc = proc
+
+    def _fork(self, clock_fd: int) -> tuple[ForkedProcess, Connection] | None:
+        """A process forked from ``zygote``, talking over a new socket pair (None where
+        the zygote cannot fork one: the caller spawns it)."""
+        assert self.zygote is not None
+        ours, theirs = socket.socketpair()
+        try:
+            proc = self.zygote.fork((theirs.fileno(), clock_fd, self._stderr.fileno()))
+        except OSError:
+            ours.close()
+            return None
+        finally:
+            theirs.close()
+        return proc, Connection(ours.detach())
 
     def ready(self) -> BackendInfo:
         """Wait for the process ``launch`` spawned to have loaded its backend."""
@@ -522,7 +572,7 @@ class Worker:
             proc.wait(5)
             raise BackendError(
                 f"backend {self.ref.text}: worker died while loading "
-                f"({_death(proc.returncode)}): "
+                f"({_death(_code(proc))}): "
                 f"{crashdump.evidence(self.stderr_tail(DUMP_BYTES))}"
             ) from None
         if isinstance(msg, LoadError):
@@ -576,6 +626,8 @@ class Worker:
                 code = self._proc.wait(5)
             except subprocess.TimeoutExpired:
                 code = None
+        if getattr(self._proc, "lost", False):
+            code = None  # a forked process whose status went with its zygote
         self._kill()
         # Only what this test wrote: earlier tests' log lines are not its evidence. The
         # crash site's frames first (faulthandler's, or the library's own trace), then the
@@ -807,6 +859,11 @@ class Worker:
                 started=msg.started,
                 cpu_s=msg.cpu_s,
             )
+
+
+def _code(proc: Any) -> int | None:
+    """``proc``'s exit code (None where it is not known)."""
+    return None if getattr(proc, "lost", False) else proc.returncode
 
 
 def _death(code: int | None) -> str:

@@ -76,7 +76,8 @@ def test_fresh_runs_take_a_process_launched_ahead_that_has_run_nothing(case, tmp
     data, inputs = case
     log = tmp_path / "loads.txt"
     label = f"{ADAPTERS}:LoadLog:log={log}"
-    with BackendPool([label], timeout=30) as pool:
+    spares = Spares(fork=False)  # ONNX Runtime is not forked from anyway (it starts a thread)
+    with BackendPool([label], timeout=30, spares=spares) as pool:
         campaign_worker = _loads(log, 1)
         first = pool.fresh_runs(label, data, inputs, 2)
         assert [o.status for o in first] == [Status.OK, Status.OK]
@@ -92,9 +93,10 @@ def test_fresh_runs_take_a_process_launched_ahead_that_has_run_nothing(case, tmp
         with pytest.raises(ProcessLookupError):
             os.kill(spare, 0)  # closed after its runs: the next call will not reuse it
         assert campaign_worker == started[:1]
+    spares.close()
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):
-        os.kill(after[3], 0)  # the pool's close ends the spare it launched
+        os.kill(after[3], 0)  # closing the spares ends the one launched
 
 
 def test_a_campaigns_lanes_share_one_process_launched_ahead_per_backend(case, tmp_path) -> None:
@@ -103,7 +105,7 @@ def test_a_campaigns_lanes_share_one_process_launched_ahead_per_backend(case, tm
     data, inputs = case
     log = tmp_path / "loads.txt"
     label = f"{ADAPTERS}:LoadLog:log={log}"
-    spares = Spares()
+    spares = Spares(fork=False)
     with BackendPool([label], spares=spares) as a, BackendPool([label], spares=spares) as b:
         _loads(log, 2)  # the two lanes' own workers
         a.fresh_runs(label, data, inputs, 1)
