@@ -38,7 +38,6 @@ import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
-from typing import Any
 
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.messages import LoadError
@@ -111,7 +110,6 @@ class Zygote:
         self.text = text
         self.startup_timeout = startup_timeout
         self.unforkable: str | None = None
-        self.ready_msg: Any = None
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
         self._replies: queue.Queue[tuple] = queue.Queue()
@@ -154,7 +152,7 @@ class Zygote:
         if isinstance(hello.loaded, LoadError):
             conn.close()
             raise BackendError(hello.loaded.message)
-        self.ready_msg, self.unforkable = hello.loaded, hello.unforkable
+        self.unforkable = hello.unforkable
         if self.unforkable is not None:
             conn.close()
             return
