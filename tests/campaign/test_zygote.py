@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -205,3 +206,27 @@ def test_a_stale_cache_is_found_stale_in_forked_processes(tmp_path) -> None:
     zygotes = {line[0] for line in lines if line[1] == str(os.getpid())}
     forked = [line for line in lines if line[1] in zygotes]
     assert len(forked) >= state[0]["confirmed"]["processes"], lines
+
+
+def test_a_crash_confirmed_in_forked_processes_reproduces_from_its_bundle(tmp_path) -> None:
+    """A segfault is confirmed in forked processes as in spawned ones (the signal, five of
+    five), and the bundle's repro.py (which spawns its own process) agrees."""
+    log = tmp_path / "loads.txt"
+    c = _campaign(tmp_path, f"{FORKABLE}:Segfault:op=Add,log={log}", 20)
+    metas = _metas(c.out / "bugs")
+    assert len(metas) == 1, [m["id"] for m in metas]
+    m = metas[0]
+    lines = _loads(log, 3)
+    zygotes = {line[0] for line in lines if line[1] == str(os.getpid())}
+    assert any(line[1] in zygotes for line in lines), lines  # confirmed in forked ones
+    assert (m["verdict"], m["stage"], m["reproducibility"]) == ("crash", "run", "deterministic")
+    assert m["confirmed"]["failed"] == m["confirmed"]["runs"] == 5
+    assert m["reduced_ops"] == ["Add"]
+    copy = tmp_path / "copy"
+    shutil.copytree(c.out / "bugs" / m["id"] / "reduced", copy)
+    p = subprocess.run(
+        [sys.executable, "repro.py"], cwd=copy, capture_output=True, text=True, timeout=300
+    )
+    assert p.returncode == 1 and p.stdout.strip().splitlines()[-1].startswith("REPRODUCES"), (
+        p.stdout + p.stderr
+    )
