@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -171,9 +172,14 @@ def _child(
 
 def _leave_with(campaign: int) -> None:
     """In a child: leave when the campaign's process is gone (its pidfd reads ready), as a
-    spawned worker leaves when orphaned."""
-    with contextlib.suppress(OSError, ValueError):
+    spawned worker leaves when orphaned. Where the pidfd cannot be watched (an adapter
+    closed it), when the zygote is gone (it leaves when the campaign closes its socket)."""
+    zygote = os.getppid()
+    try:
         select.select([campaign], [], [])
+    except (OSError, ValueError):
+        while os.getppid() == zygote:
+            time.sleep(1.0)
     os._exit(0)
 
 
