@@ -22,6 +22,7 @@ import re
 import signal
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 SHOWN = 6  # frames the evidence shows (a signature takes fewer: see judge.signature)
 NOTE_LINES = 3  # last lines before the dump kept as its words (as the signature did before)
@@ -306,6 +307,24 @@ def read_dump(text: str) -> Dump:
         if i not in used and ln.strip() and not _LIBRARY_LOG.match(ln)
     ]
     return Dump(native, python, tuple(_clip(n, NOTE_CHARS) for n in note[-NOTE_LINES:]))
+
+
+# How much of a crashed test's stderr is searched for its dump: faulthandler's stacks of
+# many threads and a native trace run to tens of KB; more than this is a runaway log.
+DUMP_BYTES = 256 * 1024
+
+
+def file_tail(f: Any, limit: int = 2000, since: int = 0) -> str:
+    """The last ``limit`` bytes written to the stderr file ``f`` after byte ``since``. Read
+    with ``pread``: the file's offset is shared with the process appending to it."""
+    if f is None:
+        return ""
+    try:
+        size = os.fstat(f.fileno()).st_size
+        start = max(since, size - limit)
+        return os.pread(f.fileno(), size - start, start).decode(errors="replace").strip()
+    except (OSError, ValueError):
+        return ""
 
 
 def evidence(text: str, limit: int = TAIL) -> str:

@@ -5,15 +5,20 @@ for each request and reports each one's exit. The campaign's side, and why: ``zy
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
+import random
 import select
 import signal
 import socket
 import sys
 import threading
 import time
+import traceback
 from multiprocessing.connection import Connection
 from typing import Any
+
+import numpy as np
 
 from onnxfuzz.execute import crashdump
 from onnxfuzz.execute.messages import Hello
@@ -139,11 +144,6 @@ def _child(
         conn_fd, clock_fd, err_fd = fds
         os.dup2(err_fd, 2)
         os.close(err_fd)
-        import mmap
-        import random
-
-        import numpy as np
-
         clock = mmap.mmap(clock_fd, CLOCK_BYTES)
         os.close(clock_fd)
         conn = Connection(conn_fd)
@@ -160,8 +160,6 @@ def _child(
             serve_loaded(adapter, conn, clock)
         code = 0
     except BaseException:  # noqa: BLE001 - the worker's own defect: on its stderr
-        import traceback
-
         traceback.print_exc()
     finally:
         with contextlib.suppress(Exception):

@@ -125,10 +125,8 @@ class BackendPool:
         self._inflight: deque[tuple[int, dict[str, Outcome | None]]] = deque()
         self._done: deque[tuple[int, dict[str, Outcome]]] = deque()
         self.last_seq = 0  # the test number of the test ``wait`` answered last
-        # Per backend, a fresh process launched ahead for the next ``fresh_runs`` (after
-        # its first): it loads its library (seconds for TVM or torch) while the campaign
-        # goes on, and is as fresh as one started on demand: it has run nothing. Shared
-        # ``spares`` are their owner's to close.
+        # Where ``fresh_runs`` gets its processes (``Spares``: a fork server per backend,
+        # else one launched ahead); shared ``spares`` are their owner's to close.
         self._own_spares = spares is None
         self.spares = spares if spares is not None else Spares()
 
@@ -277,7 +275,7 @@ class BackendPool:
         this, closed after: no state of this pool's workers), after the ``earlier`` tests
         in the same process (their outcomes are not kept); stops at the first outcome
         ``until`` accepts. ``timeout``: the per-test limit (None: the pool's). The process
-        is the one launched ahead after the last call for ``label`` where there is one."""
+        comes from ``_fresh``."""
         mine = self.workers[label]
         worker = self._fresh(label)
         worker.timeout = timeout or mine.timeout

@@ -63,9 +63,6 @@ from onnxfuzz.execute.zygote import ForkedProcess, Zygote
 
 OUT_OF_MEMORY = "out of memory"  # how a crash for the memory cap begins
 PICKUP_GRACE = 10.0  # seconds a worker may take to receive a test before its clock runs
-# How much of a crashed test's stderr is searched for its dump: faulthandler's stacks of
-# many threads and a native trace run to tens of KB; more than this is a runaway log.
-DUMP_BYTES = 256 * 1024
 QUEUE_AHEAD = 1  # tests a worker holds behind the one it runs
 # A test larger than this waits for a free worker instead: the queued test and the answer
 # to the running one would cross in the socket pair's buffers (about 200 KiB each way), and
@@ -501,7 +498,6 @@ class Worker:
     _ran: deque[tuple[int, int, bytes]] = field(default_factory=deque, repr=False)
     _ran_bytes: int = field(default=0, repr=False)
     _loading: tuple[Any, Any] | None = field(default=None, repr=False)  # launched, not ready
-    _loading_proc: Any = field(default=None, repr=False)  # the process launched last
     # A fork server of this backend (``onnxfuzz.execute.zygote``): where there is one, a
     # fresh process is forked from it (milliseconds) rather than spawned (seconds).
     zygote: Zygote | None = field(default=None, repr=False)
@@ -511,10 +507,11 @@ class Worker:
         pair, or fork one from ``zygote``; its stderr goes to a file whose tail is kept when
         it crashes. Returns once it has loaded its backend."""
         self.launch()
+        forked = self._loading is not None and isinstance(self._loading[0], ForkedProcess)
         try:
             return self.ready()
         except BackendError:
-            if not isinstance(self._loading_proc, ForkedProcess):
+            if not forked:
                 raise
             # A forked process that did not come up: spawn them from now on (a backend that
             # cannot load fails again here, in its own words).
@@ -540,7 +537,6 @@ class Worker:
         )
         stage_file.close()
         self._loading = (proc, conn)
-        self._loading_proc = proc
 
     def _fork(self, clock_fd: int) -> tuple[ForkedProcess, Connection] | None:
         """A process forked from ``zygote``, talking over a new socket pair (None where
@@ -573,7 +569,7 @@ class Worker:
             raise BackendError(
                 f"backend {self.ref.text}: worker died while loading "
                 f"({_death(_code(proc))}): "
-                f"{crashdump.evidence(self.stderr_tail(DUMP_BYTES))}"
+                f"{crashdump.evidence(self.stderr_tail(crashdump.DUMP_BYTES))}"
             ) from None
         if isinstance(msg, LoadError):
             proc.wait(5)
@@ -585,17 +581,8 @@ class Worker:
         return self.info
 
     def stderr_tail(self, limit: int = 2000, since: int = 0) -> str:
-        """The last ``limit`` bytes the worker wrote to stderr after byte ``since``. Read
-        with ``pread``: the file's offset is shared with the worker, which appends to it."""
-        f = getattr(self, "_stderr", None)
-        if f is None:
-            return ""
-        try:
-            size = os.fstat(f.fileno()).st_size
-            start = max(since, size - limit)
-            return os.pread(f.fileno(), size - start, start).decode(errors="replace").strip()
-        except (OSError, ValueError):
-            return ""
+        """The last ``limit`` bytes the worker wrote to stderr after byte ``since``."""
+        return crashdump.file_tail(getattr(self, "_stderr", None), limit, since)
 
     def _stderr_size(self) -> int:
         f = getattr(self, "_stderr", None)
@@ -620,19 +607,15 @@ class Worker:
             self._loading = None
 
     def _crash(self, stage: str) -> Outcome:
-        code = self._proc.returncode if self._proc is not None else None
-        if code is None and self._proc is not None:
-            try:
-                code = self._proc.wait(5)
-            except subprocess.TimeoutExpired:
-                code = None
-        if getattr(self._proc, "lost", False):
-            code = None  # a forked process whose status went with its zygote
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(5)
+        code = _code(self._proc) if self._proc is not None else None
         self._kill()
         # Only what this test wrote: earlier tests' log lines are not its evidence. The
         # crash site's frames first (faulthandler's, or the library's own trace), then the
         # tail of that text.
-        text = self.stderr_tail(DUMP_BYTES, since=self._test_stderr)
+        text = self.stderr_tail(crashdump.DUMP_BYTES, since=self._test_stderr)
         return Outcome(Status.CRASH, stage, message=_death(code), trace=crashdump.evidence(text))
 
     def cpu_seconds(self) -> float:
@@ -862,7 +845,8 @@ class Worker:
 
 
 def _code(proc: Any) -> int | None:
-    """``proc``'s exit code (None where it is not known)."""
+    """``proc``'s exit code (None where it is not known: still running, or a forked process
+    whose status went with its zygote)."""
     return None if getattr(proc, "lost", False) else proc.returncode
 
 

@@ -40,6 +40,7 @@ import time
 from multiprocessing.connection import Connection
 
 from onnxfuzz.errors import BackendError
+from onnxfuzz.execute import crashdump
 from onnxfuzz.execute.messages import LoadError
 
 MODULE = "onnxfuzz.execute.fork_server"  # the zygote's own code
@@ -147,7 +148,8 @@ class Zygote:
             self._proc.wait(5)
             raise BackendError(
                 f"backend {self.text}: fork server died while loading "
-                f"(status {self._proc.returncode}): {self._stderr_tail()}"
+                f"(status {self._proc.returncode}): "
+                f"{crashdump.evidence(crashdump.file_tail(self._stderr, crashdump.DUMP_BYTES))}"
             ) from None
         if isinstance(hello.loaded, LoadError):
             conn.close()
@@ -229,14 +231,6 @@ class Zygote:
                 self._gone = True
                 self._cond.notify_all()
             self._replies.put(("failed", "it has died"))
-
-    def _stderr_tail(self, limit: int = 2000) -> str:
-        try:
-            size = os.fstat(self._stderr.fileno()).st_size
-            start = max(0, size - limit)
-            return os.pread(self._stderr.fileno(), size - start, start).decode(errors="replace")
-        except (OSError, ValueError):
-            return ""
 
 
 def _exited(pidfd: int) -> bool:

@@ -407,7 +407,7 @@ class Campaign:
         self._last_finish: dict[int, float] = {}
         self._unfiled_ids: set[str] = set()  # bundles that failed to write, said once each
         self.lanes: list[BackendPool] = []
-        self.spares = Spares()  # fresh processes launched ahead for confirmations, shared
+        self.spares = Spares()  # fresh processes for confirmations (fork servers), shared
         self.names: dict[str, str] = {}  # label -> display name, once the backends start
         self.infos: dict[str, BackendInfo] = {}
         self.pregens: list[Pregenerator] = []  # one generator process per lane, or none
