@@ -21,6 +21,7 @@ from onnxfuzz.generate.build.generator import (
     glue_per_op,
 )
 from onnxfuzz.generate.lang.choices import Span, spans_by_label
+from onnxfuzz.reduce import passes as driver
 from onnxfuzz.reduce.measure import Size, size_of
 from onnxfuzz.reduce.passes import Pass, fixed_point
 
@@ -109,6 +110,43 @@ def _zero_ops(c: Choices) -> Iterator[Choices]:
             yield Choices(tuple(rec), ())
 
 
+def _halvings(k: int) -> Iterator[int]:
+    """k, k // 2, ..., 1."""
+    while k >= 1:
+        yield k
+        k //= 2
+
+
+class _ZeroRuns:
+    """Free nonzero choices set to zero, one by one and, after a kept one, in runs twice as
+    long as the last kept run: most of a finding's choices do not matter to it and sit
+    side by side (an op's dims and attributes), and each candidate costs a backend run
+    (``_lower`` alone zeroes them one run each). A run that is not kept is halved until
+    one is, or down to one choice. Stateful: the driver abandons a candidate iterator
+    only at a kept candidate (or out of time), so a call that finds ``pending`` set goes
+    on after that run."""
+
+    def __init__(self) -> None:
+        self.pending: tuple[int, int] | None = None  # (first position, length) last yielded
+
+    def __call__(self, c: Choices) -> Iterator[Choices]:
+        fixed = c.fixed()
+        free = [i for i, v in enumerate(c.record) if v > 0 and i not in fixed]
+        j, k = 0, 1
+        if self.pending is not None:  # kept: go on after it, with a run twice as long
+            at, kept = self.pending
+            j = next((n for n, i in enumerate(free) if i > at), len(free))
+            k = 2 * kept
+        while j < len(free):
+            for length in _halvings(k):
+                rec = list(c.record)
+                for i in free[j : j + length]:
+                    rec[i] = 0
+                self.pending = (free[j], length)
+                yield Choices(tuple(rec), ())
+            j, k = j + 1, 1
+        self.pending = None
+
 def _lower(c: Choices) -> Iterator[Choices]:
     """Single choices toward zero: to 0, halved, minus one."""
     fixed = c.fixed()
@@ -169,6 +207,7 @@ def shrink_case(
         Pass("drop-ops", _drop_op_chunks),
         Pass("drop-op", _drop_ops),
         Pass("zero-op", _zero_ops),
+        *([] if driver.EARLIER else [Pass("zero-choices", _ZeroRuns(), resumes=False)]),
         Pass("lower-choice", _lower),
     ]
     if not still_fails(start_case):

@@ -8,6 +8,15 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 S = TypeVar("S")
+# After a kept candidate a pass goes on from where it was, not from its first candidate:
+# the ones before it failed a moment ago, and trying them again on the new state (a new
+# state, so no verdict is remembered) cost a backend run each, most of a reduction's runs
+# where a compiler takes a second a model. The next sweep tries every candidate again,
+# so the fixed point is the same kind: no pass's candidate is kept on the final state.
+# EARLIER = True: the strategy before that (each pass starts again from its first
+# candidate, no zero runs in choice_passes): tools/bench_reduce_strategy.py's reference,
+# measured in the same run.
+EARLIER = False
 
 
 @dataclass
@@ -24,6 +33,9 @@ class Pass(Generic[S]):
     name: str
     candidates: Callable[[S], Iterator[S]]
     stats: PassStats = field(default_factory=PassStats)
+    # False: the pass's candidates go on after a kept one by themselves (the driver does
+    # not pass over the ones before it; ``choice_passes._ZeroRuns``)
+    resumes: bool = True
 
 
 def fixed_point(
@@ -36,11 +48,14 @@ def fixed_point(
     while True:
         progress = False
         for p in sorted(passes, key=lambda p: -p.stats.kept):
+            skip = 0  # candidates to pass over: tried on the state before the last kept one
             restart = True
             while restart:
                 restart = False
                 t0 = time.perf_counter()
-                for cand in p.candidates(state):
+                for i, cand in enumerate(p.candidates(state)):
+                    if i < skip:
+                        continue
                     if time.perf_counter() > deadline:
                         p.stats.seconds += time.perf_counter() - t0
                         return state, False
@@ -50,6 +65,7 @@ def fixed_point(
                         p.stats.kept += 1
                         state = kept
                         progress = restart = True
+                        skip = 0 if EARLIER or not p.resumes else i
                         break
                 p.stats.seconds += time.perf_counter() - t0
         if not progress:

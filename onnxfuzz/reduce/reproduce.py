@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -80,6 +81,10 @@ class Reproducer:
     runs: int = 0
     seconds: float = 0.0
     fresh: AfterEarlier | None = None  # the target's runner when it has earlier models
+    # a deterministic target's verdict per candidate (``_key``): a candidate made twice
+    # runs once (remember=False: every time; tools/bench_reduce_strategy.py's reference)
+    remember: bool = True
+    verdicts: dict[bytes, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.target.earlier:
@@ -117,7 +122,28 @@ class Reproducer:
         False, untried, once a state-dependent target's fresh processes are spent."""
         if self.spent:
             return False
-        return any(self.matches(self.assess(model, inputs)) for _ in range(self.target.attempts))
+        attempts = self.target.attempts
+        if attempts > 1 or self.fresh is not None or not self.remember:
+            # an intermittent or state-dependent target's verdict may change between runs
+            return any(self.matches(self.assess(model, inputs)) for _ in range(attempts))
+        key = self._key(model, inputs)
+        verdict = self.verdicts.get(key)
+        if verdict is None:
+            verdict = self.verdicts[key] = self.matches(self.assess(model, inputs))
+        return verdict
+
+    def _key(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bytes:
+        """What a deterministic target's verdict depends on: the target, the model's bytes
+        and the inputs (two passes, or two choice records, often make the same candidate)."""
+        t = self.target
+        h = hashlib.blake2b(repr((t.backend, t.reference, t.signature, t.match)).encode())
+        h.update(model.SerializeToString())
+        for name in sorted(inputs):
+            x = np.ascontiguousarray(inputs[name])
+            h.update(f"{name}:{x.dtype.str}:{x.shape}".encode())
+            # an object array's bytes are pointers: its strings are hashed instead
+            h.update(repr(x.tolist()).encode() if x.dtype.kind == "O" else x.tobytes())
+        return h.digest()
 
     def matches(self, a: Assessed) -> bool:
         """Whether an assessment shows the target's failure."""

@@ -332,3 +332,25 @@ def test_a_bug_that_needs_a_negative_input_keeps_one_in_the_fewest_values() -> N
     label = f"{ADAPTERS}:AbsAsIdentity"
     r = _reduce_found(model, inputs, ["ort", label], label, "ort")
     assert r.inputs["x"].tolist() == [1.0, 1.0, 1.0, -1.0], r.inputs
+
+
+def test_a_candidate_made_twice_runs_once() -> None:
+    """Two passes, or two choice records, often make the same candidate: a deterministic
+    target's verdict is remembered (by the model's bytes and the inputs), an intermittent
+    one's is not (its next run may show what this one did not)."""
+    label = f"{ADAPTERS}:WrongOp:op=Sigmoid"
+    gen = Generator(Config(min_nodes=6, max_nodes=6, ops=OPS, dtypes=FLOAT32))
+    with BackendPool(["ort", label], timeout=10.0) as pool:
+        rep = Reproducer(pool, Target(label, "ort"))
+        case, sig = next(_findings(rep, gen, 1))
+        inputs = case.make_inputs(case.seed)
+        rep.target.signature = sig
+        runs = rep.runs
+        assert rep(case.model, inputs) and rep(case.model, inputs)
+        assert rep.runs == runs + 1
+        other = {k: v + 1 for k, v in inputs.items()}  # other inputs: another candidate
+        rep(case.model, other)
+        assert rep.runs == runs + 2
+        flaky = Reproducer(pool, Target(label, "ort", sig, attempts=2))
+        assert flaky(case.model, inputs) and flaky(case.model, inputs)
+        assert flaky.runs == 2  # shown at the first of its attempts, each time
