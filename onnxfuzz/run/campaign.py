@@ -93,6 +93,7 @@ MAX_REDUCED = 3  # hits of one signature that are reduced (their patterns split 
 # minutes of a slow compiler).
 GIVE_UP_AFTER = 3
 HANG_TRY_FLOOR, HANG_TRY_FACTOR = 2.0, 4.0  # per-try time limit reducing a hang (seconds, x)
+TRY_FLOOR, TRY_FACTOR = 10.0, 10.0  # per-try time limit reducing any other finding
 # Tests a lane keeps started: each worker holds the next test while it runs one, and goes
 # on to it without waiting for this process to judge and store (execute.sandbox).
 AHEAD = 2
@@ -1271,7 +1272,8 @@ class Campaign:
         target = Target(f.backend, f.reference, f.signature, attempts=attempts, earlier=earlier)
         rep = Reproducer(lane, target, self.oracle)
         try:
-            with lane.time_limit(reduction_timeout(f)):
+            limit = reduction_timeout(f) if earlier else candidate_timeout(f)
+            with lane.time_limit(limit):
                 reduced = reduce_case(gen or self.generator, f.case, rep, self.opts.reduce_budget)
         except Exception as e:  # noqa: BLE001 - a bug in onnxfuzz must not end the campaign
             # The finding is kept, unreduced, and the error logged with its seed; the bundle,
@@ -1382,6 +1384,19 @@ def reduction_timeout(f: Finding) -> float | None:
     ref = f.outcomes.get(f.reference)
     took = ref.backend_s if ref is not None and ref.status == Status.OK else 0.0
     return min(f.timeout, max(HANG_TRY_FLOOR, HANG_TRY_FACTOR * took))
+
+
+def candidate_timeout(f: Finding) -> float | None:
+    """The per-try time limit while reducing ``f``: a hang's or a memory blow-up's
+    (``reduction_timeout``), else ten times the longest a backend took on its test (floor
+    ``TRY_FLOOR``). A candidate is no larger than the test, and one that runs that long
+    instead of failing as the test did (a candidate that sends a compiler into a loop) is
+    rejected all the same: without the limit, after the campaign's whole ``--timeout``."""
+    limit = reduction_timeout(f)
+    if limit is not None:
+        return limit
+    took = max((o.backend_s for o in f.outcomes.values()), default=0.0)
+    return min(f.timeout, max(TRY_FLOOR, TRY_FACTOR * took))
 
 
 def _tolerance_of(
