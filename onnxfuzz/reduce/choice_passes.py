@@ -147,6 +147,7 @@ class _ZeroRuns:
             j, k = j + 1, 1
         self.pending = None
 
+
 def _lower(c: Choices) -> Iterator[Choices]:
     """Single choices toward zero: to 0, halved, minus one."""
     fixed = c.fixed()
