@@ -57,6 +57,9 @@ OPTIONAL = {
     "(what the optimizer did to this model: kind -> names)",
     "want_feedback": "want_feedback(self, on: bool) -> None  (is the next compile's "
     "optimizations feedback wanted? an adapter whose feedback costs compile time)",
+    "frontend": "frontend(self, model) -> None  (import the model as compile does, without "
+    "building it; raises what the import raises: a reduction checks its candidates of an "
+    "importer's failure with it)",
 }
 
 # Optimization feedback: kind -> the names of what fired on one compiled model, e.g.
@@ -145,6 +148,7 @@ class Adapter:
     compile_bytes: Callable[[bytes], Any] | None
     optimizations: Callable[[Any], dict[str, list[str]] | None] | None
     want_feedback: Callable[[bool], None] | None
+    frontend: Callable[[onnx.ModelProto], None] | None
 
     @classmethod
     def of(cls, backend: Any) -> Adapter:

@@ -57,7 +57,12 @@ def reduce_with(
 ) -> tuple[Reduced, float]:
     """``case`` reduced by the current strategy (or the earlier one), and its seconds."""
     passes.EARLIER = not current
-    rep = Reproducer(pool, Target(args.backend, args.reference, sig), remember=current)
+    rep = Reproducer(
+        pool,
+        Target(args.backend, args.reference, sig),
+        remember=current,
+        use_frontend=current,
+    )
     t0 = time.perf_counter()
     r = reduce_case(gen, case, rep, args.budget)
     return r, time.perf_counter() - t0

@@ -24,6 +24,9 @@ class Test:
     # Whether the campaign wants optimization feedback on it from an adapter that takes
     # requests (``want_feedback``: ``onnxfuzz.run.feedback_policy``); others always give it.
     feedback: bool = True
+    # Only the adapter's import (``Adapter.frontend``; a full test where it has none): a
+    # reduction's candidate of a failure the importer raises. Done with no outputs.
+    frontend: bool = False
 
 
 @dataclass(frozen=True)

@@ -250,10 +250,13 @@ class BackendPool:
             for label, failed in sent.items()
         }
 
-    def run_one(self, label: str, model_bytes: bytes, inputs: Inputs) -> Outcome:
-        """Run a model on one backend now (after the tests in flight, if any)."""
+    def run_one(
+        self, label: str, model_bytes: bytes, inputs: Inputs, frontend: bool = False
+    ) -> Outcome:
+        """Run a model on one backend now (after the tests in flight, if any; ``frontend``:
+        only its import, ``Test.frontend``)."""
         self.settle()
-        return self.workers[label].execute(model_bytes, inputs)
+        return self.workers[label].execute(model_bytes, inputs, frontend)
 
     # --- state: what ran before, and fresh processes ----------------------------------
     def ran_before(self, label: str, seq: int, limit: int) -> list[Test]:

@@ -223,6 +223,13 @@ def serve_loaded(adapter: Adapter, conn: Any, clock: Any = None) -> None:
         # An adapter that takes requests makes its feedback only on the tests that want it.
         wanted = adapter.want_feedback is None or getattr(req, "feedback", True)
         try:
+            if getattr(req, "frontend", False) and adapter.frontend is not None:
+                adapter.frontend(onnx.load_from_string(req.model_bytes))
+                _flush_stderr()
+                elapsed = time.perf_counter() - t0
+                cpu_s = time.process_time() - c0
+                conn.send(Done({}, elapsed, 0.0, t0, cpu_s, None, 0.0, "", None, (), 0.0))
+                continue
             if adapter.want_feedback is not None:
                 adapter.want_feedback(wanted)
             if from_bytes is not None:
@@ -461,11 +468,13 @@ def pack(
     inputs: dict[str, np.ndarray],
     feedback: bool = True,
     seq: int | None = None,
+    frontend: bool = False,
 ) -> Packed:
     """A test pickled once for its workers (``seq``: the number of a test packed already,
-    packed again with another ``feedback``)."""
+    packed again with another ``feedback``; ``frontend``: ``Test.frontend``)."""
     seq = next(_SEQ) if seq is None else seq
-    return Packed(seq, bytes(ForkingPickler.dumps(Test(model_bytes, inputs, seq, feedback))))
+    test = Test(model_bytes, inputs, seq, feedback, frontend)
+    return Packed(seq, bytes(ForkingPickler.dumps(test)))
 
 
 @dataclass
@@ -664,9 +673,12 @@ class Worker:
             started=began,
         )
 
-    def execute(self, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome:
+    def execute(
+        self, model_bytes: bytes, inputs: dict[str, np.ndarray], frontend: bool = False
+    ) -> Outcome:
+        """Run a test now (``frontend``: only the adapter's import, ``Test.frontend``)."""
         assert not self._queue, "collect the tests submitted first"
-        failed = self.submit(model_bytes, inputs)
+        failed = self.submit_packed(pack(model_bytes, inputs, frontend=frontend))
         return failed if failed is not None else self.collect()
 
     def submit(self, model_bytes: bytes, inputs: dict[str, np.ndarray]) -> Outcome | None:

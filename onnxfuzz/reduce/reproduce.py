@@ -85,6 +85,13 @@ class Reproducer:
     # runs once (remember=False: every time; tools/bench_reduce_strategy.py's reference)
     remember: bool = True
     verdicts: dict[bytes, bool] = field(default_factory=dict)
+    # A deterministic target whose failure the backend's importer raises (``at_import``,
+    # set by ``check_at_import``) has its candidates checked by the import alone
+    # (``Test.frontend``): one that imports cleanly no longer fails, and is not built and
+    # run for nothing (use_frontend=False: never; tools/bench_reduce_strategy.py's reference)
+    use_frontend: bool = True
+    at_import: bool = False
+    frontend_runs: int = 0
 
     def __post_init__(self) -> None:
         if self.target.earlier:
@@ -129,8 +136,42 @@ class Reproducer:
         key = self._key(model, inputs)
         verdict = self.verdicts.get(key)
         if verdict is None:
-            verdict = self.verdicts[key] = self.matches(self.assess(model, inputs))
+            if self.at_import:
+                a = self._at_import(model, inputs)
+                verdict = a is not None and self.matches(a)
+            else:
+                verdict = self.matches(self.assess(model, inputs))
+            self.verdicts[key] = verdict
         return verdict
+
+    def check_at_import(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
+        """Whether ``model`` fails as the target does at its backend's import alone: then
+        (``at_import``) a deterministic target's candidates are checked so. An adapter
+        without the ``frontend`` hook runs the whole test for it: its failure counts
+        only where its outcome is not a clean run (a mismatch never turns this on)."""
+        t = self.target
+        self.at_import = False
+        if not self.use_frontend or t.attempts > 1 or self.fresh is not None or self.spent:
+            return False
+        a = self._at_import(model, inputs)
+        self.at_import = a is not None and self.matches(a)
+        return self.at_import
+
+    def _at_import(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Assessed | None:
+        """The target's assessment of its import of ``model`` (None: it imports cleanly),
+        against the reference's whole run."""
+        t0 = time.perf_counter()
+        self.runs += 1
+        self.frontend_runs += 1
+        data = model.SerializeToString()
+        backend, reference = self.target.backend, self.target.reference
+        out = self.pool.run_one(backend, data, inputs, frontend=True)
+        a = None
+        if out.status != Status.OK:
+            outcomes = {reference: self.pool.run_one(reference, data, inputs), backend: out}
+            a = self.judge.assess(model, inputs, outcomes)[backend]
+        self.seconds += time.perf_counter() - t0
+        return a
 
     def _key(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bytes:
         """What a deterministic target's verdict depends on: the target, the model's bytes

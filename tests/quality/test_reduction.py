@@ -354,3 +354,50 @@ def test_a_candidate_made_twice_runs_once() -> None:
         flaky = Reproducer(pool, Target(label, "ort", sig, attempts=2))
         assert flaky(case.model, inputs) and flaky(case.model, inputs)
         assert flaky.runs == 2  # shown at the first of its attempts, each time
+
+
+def test_a_converter_crash_checks_its_candidates_at_the_import_alone() -> None:
+    """TVM's Elu converter fails in ``from_onnx`` (the finding above): every candidate is
+    checked by the import alone (``Test.frontend``), none is built and run, and the
+    reduced model still fails in a whole compile."""
+    h = onnx.helper
+    f16 = onnx.TensorProto.FLOAT16
+    graph = h.make_graph(
+        [
+            h.make_node("Mul", ["x", "x"], ["m"], name="mul0"),
+            h.make_node("Relu", ["m"], ["r"], name="relu0"),
+            h.make_node("Elu", ["r"], ["y"], name="elu0"),
+        ],
+        "mul_relu_elu",
+        [h.make_tensor_value_info("x", f16, [2, 3])],
+        [h.make_tensor_value_info("y", f16, [2, 3])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    inputs = {"x": np.linspace(-1, 1, 6, dtype=np.float16).reshape(2, 3)}
+    with BackendPool(["ort", "tvm"], timeout=30.0) as pool:
+        rep = Reproducer(pool, Target("tvm", "ort"))
+        whole = rep.assess(model, inputs)
+        assert whole.signature is not None and whole.judgement.stage == "compile"
+        rep.target.signature = whole.signature
+        runs = rep.runs
+        r = reduce_model(model, inputs, rep, budget_s=60)
+        assert rep.at_import
+        # every run but the final one (the message of the reduced model) was an import
+        assert rep.runs - runs == rep.frontend_runs + 1, (rep.runs - runs, rep.frontend_runs)
+        assert r.ops == ["Elu"], onnx.printer.to_text(r.model.graph)
+        assert rep.assess(r.model, r.inputs).signature == whole.signature  # built and run
+
+
+def test_a_mismatch_never_checks_candidates_at_the_import() -> None:
+    """A wrong value shows only when the model runs: the import check is not turned on
+    (here an adapter without the hook: the whole test runs, and its clean outcome says
+    the import alone cannot show the failure)."""
+    label = f"{ADAPTERS}:WrongOp:op=Sigmoid"
+    gen = Generator(Config(min_nodes=4, max_nodes=4, ops=OPS, dtypes=FLOAT32))
+    with BackendPool(["ort", label], timeout=10.0) as pool:
+        rep = Reproducer(pool, Target(label, "ort"))
+        case, sig = next(_findings(rep, gen, 1))
+        rep.target.signature = sig
+        assert not rep.check_at_import(case.model, case.make_inputs(case.seed))
+        r = reduce_case(gen, case, rep, budget_s=60)
+        assert not rep.at_import and r.ops == ["Sigmoid"]
