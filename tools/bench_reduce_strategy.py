@@ -2,10 +2,12 @@
 
 The earlier strategy (the reference, measured beside it on the same findings): each pass
 starts again from its first candidate after every kept one, choices are zeroed one at a
-time, and a candidate that two passes or two choice records make alike runs again. The
-current one goes on from the kept candidate, zeroes runs of choices that grow while they
-are kept, and runs each distinct candidate once (``onnxfuzz.reduce.passes.EARLIER``,
-``choice_passes._ZeroRuns``, ``Reproducer.remember``).
+time, a candidate that two passes or two choice records make alike runs again, and every
+candidate is compiled and run. The current one goes on from the kept candidate, zeroes
+runs of choices that grow while they are kept, runs each distinct candidate once, and
+checks the candidates of a failure the importer raises by the import alone
+(``onnxfuzz.reduce.passes.EARLIER``, ``choice_passes._ZeroRuns``, ``Reproducer.remember``,
+``Reproducer.use_frontend``).
 
 Findings: the first ``--findings`` of distinct families among default models from
 ``--seed`` on, failing on ``--backend`` against ``--reference`` (unsupported ops are not
