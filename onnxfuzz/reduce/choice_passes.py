@@ -9,7 +9,7 @@ an edit is kept only if the same failure reproduces and no size measure grows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from onnxfuzz.generate.build.generator import (
@@ -98,16 +98,21 @@ def _drop_ops(c: Choices) -> Iterator[Choices]:
             yield fewer
 
 
+def _zeroed(c: Choices, positions: Iterable[int]) -> Choices:
+    """``c``'s record with the choices at ``positions`` set to zero."""
+    rec = list(c.record)
+    for i in positions:
+        rec[i] = 0
+    return Choices(tuple(rec), ())
+
+
 def _zero_ops(c: Choices) -> Iterator[Choices]:
     """Every choice of one op but its type set to the simplest."""
     fixed = c.fixed()
     for op in c.op_spans:
         free = [i for i in range(op.start, op.end) if i not in fixed]
         if any(c.record[i] for i in free):
-            rec = list(c.record)
-            for i in free:
-                rec[i] = 0
-            yield Choices(tuple(rec), ())
+            yield _zeroed(c, free)
 
 
 def _halvings(k: int) -> Iterator[int]:
@@ -139,11 +144,8 @@ class _ZeroRuns:
             k = 2 * kept
         while j < len(free):
             for length in _halvings(k):
-                rec = list(c.record)
-                for i in free[j : j + length]:
-                    rec[i] = 0
                 self.pending = (free[j], length)
-                yield Choices(tuple(rec), ())
+                yield _zeroed(c, free[j : j + length])
             j, k = j + 1, 1
         self.pending = None
 

@@ -102,6 +102,12 @@ class Reproducer:
         return Judge(self.target.reference, self.cfg, self.fresh or self.pool)
 
     @property
+    def deterministic(self) -> bool:
+        """Whether a candidate's verdict is the same on every run: not an intermittent
+        target's, nor a state-dependent one's (each run in a fresh process after others)."""
+        return self.target.attempts == 1 and self.fresh is None
+
+    @property
     def spent(self) -> bool:
         """Whether a state-dependent target has used up its fresh processes."""
         return self.fresh is not None and self.fresh.processes >= STATE_PROCESSES
@@ -129,9 +135,8 @@ class Reproducer:
         False, untried, once a state-dependent target's fresh processes are spent."""
         if self.spent:
             return False
-        attempts = self.target.attempts
-        if attempts > 1 or self.fresh is not None or not self.remember:
-            # an intermittent or state-dependent target's verdict may change between runs
+        if not self.deterministic or not self.remember:
+            attempts = self.target.attempts
             return any(self.matches(self.assess(model, inputs)) for _ in range(attempts))
         key = self._key(model, inputs)
         verdict = self.verdicts.get(key)
@@ -149,9 +154,8 @@ class Reproducer:
         (``at_import``) a deterministic target's candidates are checked so. An adapter
         without the ``frontend`` hook runs the whole test for it: its failure counts
         only where its outcome is not a clean run (a mismatch never turns this on)."""
-        t = self.target
         self.at_import = False
-        if not self.use_frontend or t.attempts > 1 or self.fresh is not None or self.spent:
+        if not self.use_frontend or not self.deterministic or self.spent:
             return False
         a = self._at_import(model, inputs)
         self.at_import = a is not None and self.matches(a)
