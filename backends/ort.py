@@ -41,8 +41,12 @@ from onnx import numpy_helper
 
 _LEVELS = ("none", "basic", "extended", "layout", "all")
 FEEDBACK_POLICIES = ("new", "all", "1", "0")  # the ``feedback`` option (1: all, as before)
+# (a model of a newer IR version than this ORT loads, like onnx 1.23's default IR 14 on
+# ORT 1.31: a limit ORT states, not a crash to report)
 _UNSUPPORTED = re.compile(
-    r"NOT_IMPLEMENTED|Could not find an implementation|not supported", re.IGNORECASE
+    r"NOT_IMPLEMENTED|Could not find an implementation|not supported"
+    r"|Unsupported model IR version",
+    re.IGNORECASE,
 )
 # One pass over the log: every transformer that ran, and whether it modified the graph.
 _TRANSFORMER_LINE = re.compile(r"GraphTransformer (\S+) modified: ([01])\b")

@@ -12,18 +12,23 @@ import numpy as np
 from onnxfuzz.cli.options import duration
 
 
-def _belonging(model, feeds: dict[str, np.ndarray], folder: Path) -> dict[str, np.ndarray]:
-    """``feeds`` if they are exactly the model's inputs, in type and static shape."""
+def _belonging(
+    model, feeds: dict[str, np.ndarray], folder: Path, given: bool = True
+) -> dict[str, np.ndarray]:
+    """``feeds`` if they are exactly the model's inputs, in type and static shape
+    (``given``: the folder is --inputs, else the test_data_set_0 found beside the model)."""
     from onnx import helper
 
     from onnxfuzz.errors import UsageError
 
+    # a folder the user did not name is named as found, with the way to give another
+    where = "--inputs" if given else "test_data_set_0 beside the model (give --inputs)"
     inits = {i.name for i in model.graph.initializer}
     wanted = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
     extra, missing = sorted(set(feeds) - set(wanted)), sorted(set(wanted) - set(feeds))
     if extra or missing:
         raise UsageError(
-            f"--inputs: {folder} does not hold this model's inputs "
+            f"{where}: {folder} does not hold this model's inputs "
             f"(missing {missing or 'none'}, not inputs of the model: {extra or 'none'})"
         )
     for name, vi in wanted.items():
@@ -35,13 +40,15 @@ def _belonging(model, feeds: dict[str, np.ndarray], folder: Path) -> dict[str, n
         )
         if value.dtype != want or not fits:
             raise UsageError(
-                f"--inputs: input {name} is {value.dtype}{list(value.shape)}, the model "
+                f"{where}: input {name} is {value.dtype}{list(value.shape)}, the model "
                 f"declares {want}{dims}"
             )
     return feeds
 
 
-def _model_inputs(model, folder: Path | None, seed: int) -> dict[str, np.ndarray]:
+def _model_inputs(
+    model, folder: Path | None, seed: int, given: bool = True
+) -> dict[str, np.ndarray]:
     """Inputs from a test_data_set folder, else drawn from the model's recorded value
     domains (onnxfuzz models), else small values."""
     from onnxfuzz import dtypes as dt
@@ -51,7 +58,7 @@ def _model_inputs(model, folder: Path | None, seed: int) -> dict[str, np.ndarray
     from onnxfuzz.generate.lang.values import inputs_for
 
     if folder is not None:
-        return _belonging(model, read_inputs(folder), folder)
+        return _belonging(model, read_inputs(folder), folder, given)
     meta = {p.key: p.value for p in model.metadata_props}
     domains = json.loads(meta.get(INPUTS_KEY, "{}"))
     inits = {i.name for i in model.graph.initializer}
@@ -135,6 +142,7 @@ def reduce(
 
     from onnxfuzz.errors import ModelError, UsageError
     from onnxfuzz.execute.pool import BackendPool
+    from onnxfuzz.judge.oracle import Verdict
     from onnxfuzz.reduce.reducer import reduce_model
     from onnxfuzz.reduce.reproduce import Reproducer, Target
 
@@ -155,26 +163,40 @@ def reduce(
             pattern = re.compile(match)
         except re.error as e:
             raise UsageError(f"--match: not a regular expression: {e}") from None
+    # checked before the reduction, not after it: its minutes are not lost to a name
+    dest = out or model_path.with_name(model_path.stem + "-reduced")
+    if dest.exists():
+        raise UsageError(f"--out: {dest} exists; remove it or choose another --out")
     sibling = model_path.parent / "test_data_set_0"
-    feeds = _model_inputs(model, inputs or (sibling if sibling.is_dir() else None), seed)
+    found = sibling if inputs is None and sibling.is_dir() else None
+    feeds = _model_inputs(model, inputs or found, seed, given=found is None)
     reference, backend = backends
     with BackendPool(backends, timeout=timeout) as pool:
         rep = Reproducer(pool, Target(backend, reference, match=pattern))
         first = rep.assess(model, feeds)
+        said = first.judgement.message.strip().splitlines()
+        why = said[-1] if said else ""
+        why = why if len(why) <= 200 else "..." + why[-200:]  # ORT says why last
+        if first.judgement.verdict == Verdict.INVALID_REFERENCE:
+            raise click.ClickException(
+                f"{model_path}: the reference {reference} fails on it"
+                + (f" ({why})" if why else "")
+                + f", so nothing tells what {backend} should give: give another reference "
+                "first (--backend onnx-reference, the operator definitions' executable form)"
+            )
         if first.signature is None or (pattern and not rep(model, feeds)):
             raise click.ClickException(
                 f"{model_path} does not fail on {backend}"
                 + (f" matching {match!r}" if match else "")
-                + f": verdict {first.judgement.verdict}; nothing to reduce"
+                + f": verdict {first.judgement.verdict}"
+                + (f" ({why})" if why and first.judgement.verdict == Verdict.UNSUPPORTED else "")
+                + "; nothing to reduce"
             )
         rep.target.signature = first.signature
         click.echo(f"reducing: {first.signature}")
         r = reduce_model(model, feeds, rep, budget)
     from onnxfuzz.generate.corpus.testdata import write_test
 
-    dest = out or model_path.with_name(model_path.stem + "-reduced")
-    if dest.exists():
-        raise UsageError(f"--out: {dest} exists; remove it or choose another --out")
     write_test(dest, r.model, r.inputs)
     click.echo(
         f"{r.before.nodes} -> {r.after.nodes} nodes ({' '.join(r.ops)}) in "
@@ -186,3 +208,8 @@ def reduce(
             f"  {name:<18} tried {st['tried']:>4}  kept {st['kept']:>3}  {st['seconds']:.2f} s"
         )
     click.echo(f"written to {dest}/model.onnx")
+    if not r.message:
+        click.echo(
+            f"note: the reduced model did not fail on {backend} in its final run (the "
+            "failure comes and goes, or depends on what ran before): check it before filing"
+        )

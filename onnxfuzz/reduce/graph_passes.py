@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -205,19 +206,37 @@ def replace_nodes(
     return candidates
 
 
+def _fills(v: np.ndarray) -> tuple[Any, Any]:
+    """The simplest value, then the next simplest, of ``v``'s elements: 0 and 1, or for a
+    string tensor (an object array of str or bytes) the empty string and "a": a 0 in a
+    string tensor is a model no runtime takes, nor ``numpy_helper.from_array``."""
+    if v.dtype.kind != "O":
+        return 0, 1
+    if v.size and isinstance(v.flat[0], bytes):
+        return b"", b"a"
+    return "", "a"
+
+
 def simplify_values(s: State) -> Iterator[State]:
     """Zeros, then ones, then each value's sign (-1, 0, 1): a bug that needs a negative
     input (an Abs, a Floor, a Relu that is wrong only there) keeps it, in the fewest
     distinct values."""
-    for fill in (0, 1):
+    for k in (0, 1):
         for name, v in s.inputs.items():
+            fill = _fills(v)[k]
             if v.size and not (v == fill).all():
-                yield State(s.model, {**s.inputs, name: np.full_like(v, fill)})
+                yield State(s.model, {**s.inputs, name: np.full(v.shape, fill, v.dtype)})
     for name, v in s.inputs.items():
         if v.size and v.dtype.kind in "iuf":
             signs = np.sign(v).astype(v.dtype)
             if not np.array_equal(signs, v, equal_nan=v.dtype.kind == "f"):
                 yield State(s.model, {**s.inputs, name: signs})
+
+
+def _value_bytes(v: np.ndarray) -> bytes:
+    """An array's values as bytes (an object array's ``tobytes`` holds its elements'
+    addresses, which change with each copy: its elements themselves, as text)."""
+    return repr(v.tolist()).encode() if v.dtype.kind == "O" else v.tobytes()
 
 
 def reduce_graph(
@@ -231,7 +250,8 @@ def reduce_graph(
     def values(s: State) -> dict[str, np.ndarray] | None:
         # by model and inputs: simplify-values keeps the model and changes the inputs
         key = s.model.SerializeToString() + b"".join(
-            k.encode() + str(v.dtype).encode() + v.tobytes() for k, v in sorted(s.inputs.items())
+            k.encode() + str(v.dtype).encode() + _value_bytes(v)
+            for k, v in sorted(s.inputs.items())
         )
         if key not in cache:
             cache[key] = reference_values(s)

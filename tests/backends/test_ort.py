@@ -70,6 +70,28 @@ def test_ort_missing_kernel_is_unsupported() -> None:
     assert is_unsupported(backend, e.value)
 
 
+def test_a_newer_ir_version_than_ort_loads_is_unsupported_not_a_crash() -> None:
+    """onnx 1.23 writes IR 14 by default; ONNX Runtime 1.31 loads IR <= 13 and says so.
+    A user's model at IR 14 is a limit ORT states (verdict unsupported), not a crash to
+    reduce and file; the same model at IR 10 runs."""
+    from onnx import TensorProto, helper
+
+    backend = load_backend("ort")
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=14)
+    with pytest.raises(Exception, match="IR version") as e:
+        backend.compile(model)
+    assert is_unsupported(backend, e.value)
+    model.ir_version = 10
+    out = backend.run(backend.compile(model), {"x": np.array([-1.0, 2.0], np.float32)})
+    assert out["y"].tolist() == [0.0, 2.0]
+
+
 def test_bad_option_value_names_the_choices() -> None:
     with pytest.raises(BackendError, match="opt must be one of none, basic"):
         load_backend("ort:opt=sideways")

@@ -265,3 +265,69 @@ def test_bad_reduce_inputs_are_one_line_errors(tmp_path, capsys) -> None:
     assert "not a valid ONNX model" in err and "not inputs of the model: ['not_x']" in err
     assert "input x is int64[3], the model declares float32[2]" in err
     assert "give at least one dtype" in err and "Traceback" not in err
+
+
+def test_reduce_takes_a_model_of_an_opset_onnxfuzz_does_not_generate(tmp_path, capsys) -> None:
+    """A model from another tool at opset 11 (below onnxfuzz's 13..28) reduces: its nodes
+    have no hand spec at that opset, so no value domain judges them, and nothing asks for
+    an --opset the user never gave. An --out that exists is refused before the reduction."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["b"]),  # the planted adapter gets Sigmoid wrong
+        helper.make_node("Log", ["b"], ["c"]),
+        helper.make_node("Neg", ["c"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 6
+    path = tmp_path / "foreign.onnx"
+    path.write_bytes(model.SerializeToString())
+    argv = ["--backend", "ort", "--backend", "tests/campaign/adapters.py:WrongOp:op=Sigmoid"]
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    assert main(["reduce", str(path), *argv, "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert "exists" in err and "reducing" not in err and "Traceback" not in err
+    out = tmp_path / "reduced"
+    assert main(["reduce", str(path), *argv, "--out", str(out), "--budget", "60s"]) == 0
+    captured = capsys.readouterr()
+    assert "--opset" not in captured.err, captured.err
+    reduced = onnx_load(out / "model.onnx")
+    assert [n.op_type for n in reduced.graph.node] == ["Sigmoid"]
+    assert reduced.opset_import[0].version == 11
+    assert "did not fail" not in captured.out
+
+
+def test_reduce_says_why_when_the_reference_or_the_backend_cannot_load_the_model(
+    tmp_path, capsys
+) -> None:
+    """A model at IR 14 (onnx 1.23's default), which ONNX Runtime 1.31 does not load: as
+    the reference, reduce says the reference fails on it and to give another; as the
+    backend, that it is unsupported there, with ORT's reason. Neither is reduced."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 14
+    path = tmp_path / "ir14.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert main(["reduce", str(path), "--backend", "ort", "--backend", "onnx-reference"]) == 2
+    err = capsys.readouterr().err
+    assert "the reference ort fails on it" in err and "IR version: 14" in err
+    assert "give another reference" in err
+    assert main(["reduce", str(path), "--backend", "onnx-reference", "--backend", "ort"]) == 2
+    err = capsys.readouterr().err
+    assert "does not fail on ort: verdict unsupported" in err and "IR version: 14" in err
+    assert not (tmp_path / "ir14-reduced").exists() and "Traceback" not in err
+
+
+def onnx_load(path: Path):
+    import onnx
+
+    return onnx.load(path)

@@ -64,3 +64,33 @@ def test_value_faults_judge_tensors_and_pass_over_sequences() -> None:
     ):
         c = np.concatenate([a, b])
         assert value_faults(m, {"a": a, "b": b, "s": [a, b], "c": c}) == faults
+
+
+def test_simplify_values_keeps_a_string_input_a_string_tensor() -> None:
+    """A string input is simplified to "" then "a" (bytes stay bytes), never to 0: an
+    object array of ints is a model input no runtime takes and no test data file holds.
+    Each candidate's values still serialize as the model's string input."""
+    from onnx import numpy_helper
+
+    from onnxfuzz.reduce.graph_passes import simplify_values
+
+    s_ = TensorProto.STRING
+    g = helper.make_graph(
+        [helper.make_node("StringConcat", ["x", "y"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info(n, s_, [2]) for n in ("x", "y")],
+        [helper.make_tensor_value_info("z", s_, [2])],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    x = np.array(["ab", "c"], dtype=object)
+    y = np.array([b"d", b""], dtype=object)
+    got = [c.inputs for c in simplify_values(State(m, {"x": x, "y": y}))]
+    assert [v.tolist() for c in got for v in c.values() if v is not x and v is not y] == [
+        ["", ""],
+        [b"", b""],
+        ["a", "a"],
+        [b"a", b"a"],
+    ]
+    for c in got:
+        for name, v in c.items():
+            numpy_helper.from_array(v, name)  # raised NotImplementedError on a 0 element
