@@ -82,6 +82,29 @@ def _model_inputs(
     return inputs_for(np.random.default_rng(seed), specs, doms)
 
 
+def _no_reference(
+    model_path: Path, reference: str, backend: str, why: str, feeds: dict[str, np.ndarray]
+) -> str:
+    """Why the reference gives nothing to compare with, and what to try instead."""
+    from onnxfuzz.judge.oracle import NON_FINITE
+
+    if why == NON_FINITE:  # it ran, and its outputs hold NaN or Inf: other inputs may not
+        said = f"the reference {reference} gives NaN or Inf" + (" on these inputs" if feeds else "")
+        fix = (
+            "try other inputs (--seed N, or --inputs DIR)"
+            if feeds
+            else "the model has no inputs to change; it cannot be judged by values"
+        )
+    else:
+        said = f"the reference {reference} fails on it" + (f" ({why})" if why else "")
+        fix = "give another reference first" + (
+            " (--backend onnx-reference, the operator definitions' executable form)"
+            if reference != "onnx-reference"
+            else ""
+        )
+    return f"{model_path}: {said}, so nothing tells what {backend} should give: {fix}"
+
+
 @click.command()
 @click.argument("model_path", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option(
@@ -178,12 +201,7 @@ def reduce(
         why = said[-1] if said else ""
         why = why if len(why) <= 200 else "..." + why[-200:]  # ORT says why last
         if first.judgement.verdict == Verdict.INVALID_REFERENCE:
-            raise click.ClickException(
-                f"{model_path}: the reference {reference} fails on it"
-                + (f" ({why})" if why else "")
-                + f", so nothing tells what {backend} should give: give another reference "
-                "first (--backend onnx-reference, the operator definitions' executable form)"
-            )
+            raise click.ClickException(_no_reference(model_path, reference, backend, why, feeds))
         if first.signature is None or (pattern and not rep(model, feeds)):
             raise click.ClickException(
                 f"{model_path} does not fail on {backend}"

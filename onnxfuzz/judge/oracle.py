@@ -26,6 +26,9 @@ import onnx
 from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.sandbox import Outcome, Stage, Status
 
+# the message of an invalid-reference verdict whose reference ran and gave NaN or Inf
+NON_FINITE = "non-finite reference output"
+
 
 class Verdict(StrEnum):
     """The one vocabulary of verdicts (stored in campaign.db and meta.json as its value)."""
@@ -173,9 +176,7 @@ def judge(
         return v
     if v.verdict == Verdict.OK:
         if ref.status != Status.OK or ref.outputs is None or _non_finite(ref.outputs):
-            return Judgement(
-                Verdict.INVALID_REFERENCE, message=ref.message or "non-finite reference output"
-            )
+            return Judgement(Verdict.INVALID_REFERENCE, message=ref.message or NON_FINITE)
         v = compare(
             reference, ref.outputs, backend, got.outputs or {}, outputs_order, cfg, tol_dtypes
         )

@@ -325,6 +325,18 @@ def test_reduce_says_why_when_the_reference_or_the_backend_cannot_load_the_model
     err = capsys.readouterr().err
     assert "does not fail on ort: verdict unsupported" in err and "IR version: 14" in err
     assert not (tmp_path / "ir14-reduced").exists() and "Traceback" not in err
+    # A reference that runs and gives NaN (Sqrt of the negative values drawn for x) says
+    # nothing either: other inputs may, and the backend named as the reference is not
+    # suggested to itself.
+    sqrt = helper.make_graph([helper.make_node("Sqrt", ["x"], ["y"])], "g", [x], [y])
+    path = tmp_path / "sqrt.onnx"
+    model = helper.make_model(sqrt, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    path.write_bytes(model.SerializeToString())
+    argv = ["--backend", "onnx-reference", "--backend", "ort", "--seed", "3"]
+    assert main(["reduce", str(path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert "the reference onnx-reference gives NaN or Inf on these inputs" in err
+    assert "try other inputs (--seed N" in err and "--backend onnx-reference" not in err
 
 
 def onnx_load(path: Path):
