@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import itertools
 import json
 import os
@@ -39,6 +40,7 @@ import onnx
 
 from onnxfuzz import __version__
 from onnxfuzz import dtypes as dt
+from onnxfuzz.backend import entry_points, parse_backend
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status
 from onnxfuzz.generate.build.single_op import (
@@ -77,9 +79,38 @@ def _specs_digest() -> str:
     return h.hexdigest()[:16]
 
 
+def adapter_source(label: str) -> Path | None:
+    """The file of the module that defines ``label``'s adapter class, found without
+    importing it (a backend's import takes seconds): the installed entry point's module,
+    ``pkg.mod``, or ``file.py``; None where it cannot be found."""
+    try:
+        target = parse_backend(label).target
+        if ":" not in target:
+            target = entry_points()[target].value
+        where = target.rpartition(":")[0]
+        if where.endswith(".py"):
+            return Path(where).resolve()
+        spec = importlib.util.find_spec(where)
+        return Path(spec.origin) if spec is not None and spec.origin else None
+    except Exception:  # noqa: BLE001 - an adapter that cannot be found loads with its own error
+        return None
+
+
+def _adapter_digest(label: str) -> str:
+    """A digest of the adapter's module source: an adapter whose code changes (what it
+    calls unsupported, a fixed converter) probes afresh, whatever version it reports."""
+    path = adapter_source(label)
+    if path is None:
+        return ""
+    with contextlib.suppress(OSError):
+        return hashlib.sha1(path.read_bytes()).hexdigest()[:16]
+    return ""
+
+
 def _cache_file(info: BackendInfo, cfg: Config) -> Path:
-    """The probe's journal for one adapter (its label holds its options), its version, the
-    opset and the options that decide what is probed: a new version probes afresh."""
+    """The probe's journal for one adapter (its label holds its options), its version and
+    source, the opset and the options that decide what is probed: a new version, or an
+    edited adapter, probes afresh."""
     key = json.dumps(
         [
             info.label,
@@ -96,6 +127,7 @@ def _cache_file(info: BackendInfo, cfg: Config) -> Path:
             # the specs themselves (a version's specs change between releases, and so does
             # what the probe tries: a stale cache would pass ops it never tried)
             _specs_digest(),
+            _adapter_digest(info.label),
         ]
     )
     return cache_dir() / f"probe-{hashlib.sha1(key.encode()).hexdigest()[:16]}.jsonl"

@@ -124,6 +124,32 @@ def test_dtype_limit_is_unsupported_but_a_crash_is_not(backend) -> None:
     assert not is_unsupported(backend, RuntimeError("Check failed: (ptr->ndim == ndim)"))
 
 
+def test_a_form_the_importer_states_it_does_not_take_is_unsupported(backend) -> None:
+    """The importer's own words for a form it lacks ("Only constant axes currently
+    supported": axes fed as a graph input; "Only resize1d/resize2d/resize3d are
+    supported.": a Resize of rank 6) are missing support, not a crash to file; the same
+    ops in the forms it takes compile."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    axes = helper.make_tensor_value_info("axes", TensorProto.INT64, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    dynamic = _model([helper.make_node("ReduceSum", ["x", "axes"], ["y"])], [x, axes], [y])
+    x6 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2, 2, 2])
+    resize = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")
+    rank6 = _model([resize], [x6], [y])
+    rank6.graph.initializer.append(
+        helper.make_tensor("scales", TensorProto.FLOAT, [6], [1, 1, 2, 2, 2, 2])
+    )
+    for model, said in ((dynamic, "Only constant axes"), (rank6, "Only resize1d")):
+        with pytest.raises(Exception, match=said) as info:
+            backend.compile(model)
+        assert is_unsupported(backend, info.value)
+    constant = _model([helper.make_node("ReduceSum", ["x", "axes"], ["y"])], [x], [y])
+    constant.graph.initializer.append(helper.make_tensor("axes", TensorProto.INT64, [1], [1]))
+    got = backend.run(backend.compile(constant), {"x": np.ones((2, 3), np.float32)})
+    assert got["y"].tolist() == [[3.0], [3.0]]
+    assert not is_unsupported(backend, AssertionError("Only 3 of 4 outputs were written"))
+
+
 def test_options() -> None:
     from onnxfuzz.errors import BackendError
 

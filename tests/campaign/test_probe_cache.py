@@ -55,6 +55,25 @@ def test_a_second_probe_asks_the_backend_nothing_and_a_new_version_probes_afresh
     assert upgraded.cached == 0 and upgraded.complete
 
 
+def test_an_edited_adapter_probes_afresh_at_the_same_version(tmp_path, monkeypatch) -> None:
+    """A vendor changing their adapter (what it calls unsupported, a converter fixed)
+    while its version() stays the same gets a new probe, not the old adapter's answers;
+    the unchanged adapter still reads its cache."""
+    monkeypatch.setenv("ONNXFUZZ_CACHE", str(tmp_path / "cache"))
+    adapter = tmp_path / "vendor_adapter.py"
+    shutil.copy(ADAPTERS, adapter)
+    label = f"{adapter}:UnsupportedType:op=Add,dtype=float64"
+    cfg = Config(ops=frozenset({"Add", "Relu"}), dtypes=frozenset({1}))
+    with BackendPool(["ort", label], 30.0) as pool:
+        first = probe_backend(pool, label, cfg)
+        again = probe_backend(pool, label, cfg)
+        adapter.write_text(adapter.read_text() + "\n# is_unsupported reworded\n")
+        edited = probe_backend(pool, label, cfg)
+    assert first.complete and first.cached == 0
+    assert again.cached == again.total > 0
+    assert edited.complete and edited.cached == 0
+
+
 def _answered_pairs(cache: Path) -> int:
     """(op, type) pairs answered in the probe's journals, every backend's."""
     return sum(p.read_text().count('"pair"') for p in cache.glob("probe-*.jsonl"))
