@@ -51,6 +51,8 @@ def _model_inputs(
 ) -> dict[str, np.ndarray]:
     """Inputs from a test_data_set folder, else drawn from the model's recorded value
     domains (onnxfuzz models), else small values."""
+    import onnx
+
     from onnxfuzz import dtypes as dt
     from onnxfuzz.generate.build.export import INPUTS_KEY
     from onnxfuzz.generate.corpus.testdata import read_inputs
@@ -63,14 +65,31 @@ def _model_inputs(
     domains = json.loads(meta.get(INPUTS_KEY, "{}"))
     inits = {i.name for i in model.graph.initializer}
     specs, doms = [], {}
+    strings: dict[str, tuple[int, ...]] = {}
     for vi in model.graph.input:
         if vi.name in inits:
             continue
+        kind = vi.type.WhichOneof("value")
+        if kind != "tensor_type":
+            what = (kind or "value of no type").replace("_type", "").replace("_", " ")
+            raise click.ClickException(
+                f"input {vi.name} is a {what}, not a tensor: "
+                "give --inputs with a test_data_set folder"
+            )
         tt = vi.type.tensor_type
         shape = tuple(d.dim_value for d in tt.shape.dim)
         if any(d <= 0 for d in shape):
             raise click.ClickException(
                 f"input {vi.name} has a dynamic shape {list(shape)}: "
+                "give --inputs with a test_data_set folder"
+            )
+        if tt.elem_type == onnx.TensorProto.STRING:
+            strings[vi.name] = shape
+            continue
+        if tt.elem_type not in dt.NAMES:
+            name = onnx.TensorProto.DataType.Name(tt.elem_type) if tt.elem_type else "untyped"
+            raise click.ClickException(
+                f"input {vi.name} is {name}, a type onnxfuzz draws no values of: "
                 "give --inputs with a test_data_set folder"
             )
         specs.append((vi.name, tt.elem_type, shape))
@@ -79,7 +98,13 @@ def _model_inputs(
             (0, 1) if tt.elem_type == dt.BOOL else (-1, 1) if tt.elem_type in dt.FLOATS else (0, 3)
         )
         doms[vi.name] = Values(**d) if d is not None else Values(lo, hi)
-    return inputs_for(np.random.default_rng(seed), specs, doms)
+    feeds = inputs_for(np.random.default_rng(seed), specs, doms)
+    # a string input (a model from elsewhere: onnxfuzz generates none): short strings,
+    # from a stream of their own so the other inputs' values do not depend on them
+    words = np.random.default_rng([seed, 1])
+    for name, shape in strings.items():
+        feeds[name] = np.array(words.choice(["", "a", "ab", "ba"], size=shape), dtype=object)
+    return feeds
 
 
 def _no_reference(

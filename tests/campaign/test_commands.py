@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from onnxfuzz.cli.main import main
@@ -339,7 +340,57 @@ def test_reduce_says_why_when_the_reference_or_the_backend_cannot_load_the_model
     assert "try other inputs (--seed N" in err and "--backend onnx-reference" not in err
 
 
-def onnx_load(path: Path):
-    import onnx
+def test_reduce_draws_string_inputs_and_asks_for_the_ones_it_cannot_draw(tmp_path, capsys) -> None:
+    """A model from elsewhere with a string input and no test data reduces on drawn short
+    strings (and writes them as test data); a sequence input or a float8 one, which
+    onnxfuzz draws no values of, is asked for as --inputs, in one line."""
+    from onnx import TensorProto, helper
 
+    s_ = TensorProto.STRING
+    strings = helper.make_graph(
+        [
+            helper.make_node("StringConcat", ["x", "x"], ["c"]),
+            helper.make_node("Identity", ["c"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", s_, [3])],
+        [helper.make_tensor_value_info("y", s_, [3])],
+    )
+    path = tmp_path / "strings.onnx"
+    model = helper.make_model(strings, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+    path.write_bytes(model.SerializeToString())
+    planted = "tests/campaign/adapters.py:Raise:op=StringConcat"
+    out = tmp_path / "reduced"
+    argv = ["reduce", str(path), "--backend", "onnx-reference", "--backend", planted]
+    assert main([*argv, "--out", str(out)]) == 0
+    reduced = onnx_load(out / "model.onnx")
+    assert [n.op_type for n in reduced.graph.node] == ["StringConcat"]
+    from onnx import numpy_helper
+
+    data = numpy_helper.to_array(onnx.load_tensor(out / "test_data_set_0" / "input_0.pb"))
+    assert data.dtype == object and set(data.tolist()) <= {"", "a", "ab", "ba"}
+    capsys.readouterr()
+    seq = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
+    length = helper.make_graph(
+        [helper.make_node("SequenceLength", ["s"], ["n"])],
+        "g",
+        [seq],
+        [helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+    )
+    f8 = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT8E4M3FN, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    for graph, said in ((length, "input s is a sequence, not a tensor"), (f8, "FLOAT8E4M3FN")):
+        p = tmp_path / f"{graph.node[0].op_type}.onnx"
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+        p.write_bytes(m.SerializeToString())
+        assert main(["reduce", str(p), "--backend", "onnx-reference", "--backend", "tvm"]) != 0
+        err = capsys.readouterr().err
+        assert said in err and "give --inputs" in err and "Traceback" not in err
+
+
+def onnx_load(path: Path):
     return onnx.load(path)
