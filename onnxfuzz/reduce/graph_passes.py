@@ -31,7 +31,7 @@ from onnxfuzz.judge.localize import inferred_types
 from onnxfuzz.reduce import control
 from onnxfuzz.reduce.control import prune_nodes, reads, rename_reads
 from onnxfuzz.reduce.domains import Fault, value_faults
-from onnxfuzz.reduce.measure import Size, size_of
+from onnxfuzz.reduce.measure import Size, size_of, value_bytes
 from onnxfuzz.reduce.passes import Pass, fixed_point
 
 
@@ -233,12 +233,6 @@ def simplify_values(s: State) -> Iterator[State]:
                 yield State(s.model, {**s.inputs, name: signs})
 
 
-def _value_bytes(v: np.ndarray) -> bytes:
-    """An array's values as bytes (an object array's ``tobytes`` holds its elements'
-    addresses, which change with each copy: its elements themselves, as text)."""
-    return repr(v.tolist()).encode() if v.dtype.kind == "O" else v.tobytes()
-
-
 def reduce_graph(
     state: State,
     still_fails: Callable[[State], bool],
@@ -250,8 +244,7 @@ def reduce_graph(
     def values(s: State) -> dict[str, np.ndarray] | None:
         # by model and inputs: simplify-values keeps the model and changes the inputs
         key = s.model.SerializeToString() + b"".join(
-            k.encode() + str(v.dtype).encode() + _value_bytes(v)
-            for k, v in sorted(s.inputs.items())
+            k.encode() + str(v.dtype).encode() + value_bytes(v) for k, v in sorted(s.inputs.items())
         )
         if key not in cache:
             cache[key] = reference_values(s)

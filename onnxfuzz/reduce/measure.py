@@ -9,6 +9,12 @@ import numpy as np
 import onnx
 
 
+def value_bytes(x: np.ndarray) -> bytes:
+    """An array's values as bytes, for a cache key: an object array's ``tobytes`` holds its
+    elements' addresses, which change with each copy, so its elements (strings) as text."""
+    return repr(x.tolist()).encode() if x.dtype.kind == "O" else x.tobytes()
+
+
 @dataclass(frozen=True, order=True)
 class Size:
     """The measures of a case's size, most important first (``order`` compares them

@@ -18,6 +18,7 @@ from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.localize import expose_all
 from onnxfuzz.judge.oracle import OracleConfig
 from onnxfuzz.judge.signature import family
+from onnxfuzz.reduce.measure import value_bytes
 
 # A state-dependent finding's candidate runs in a fresh process of its own (after the
 # earlier models): one to two seconds each. The reduction keeps its time budget and tries
@@ -186,8 +187,7 @@ class Reproducer:
         for name in sorted(inputs):
             x = np.ascontiguousarray(inputs[name])
             h.update(f"{name}:{x.dtype.str}:{x.shape}".encode())
-            # an object array's bytes are pointers: its strings are hashed instead
-            h.update(repr(x.tolist()).encode() if x.dtype.kind == "O" else x.tobytes())
+            h.update(value_bytes(x))
         return h.digest()
 
     def matches(self, a: Assessed) -> bool:

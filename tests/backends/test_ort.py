@@ -4,7 +4,9 @@ ONNX reference evaluator adapter, against real libraries."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from onnxfuzz.backend import is_unsupported, load_backend
@@ -53,18 +55,21 @@ def test_adapter_matches_unoptimized_ort(spec: str) -> None:
         assert fired
 
 
-def test_ort_missing_kernel_is_unsupported() -> None:
-    from onnx import TensorProto, helper
-
-    backend = load_backend("ort")
-    # Relu allows int16 in the schema; ONNX Runtime's CPU provider has no such kernel.
+def _relu(elem_type: int, ir_version: int) -> onnx.ModelProto:
+    """y = Relu(x) on a [2] tensor, at opset 21."""
     g = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])],
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.INT16, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.INT16, [2])],
+        [helper.make_tensor_value_info("x", elem_type, [2])],
+        [helper.make_tensor_value_info("y", elem_type, [2])],
     )
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=ir_version)
+
+
+def test_ort_missing_kernel_is_unsupported() -> None:
+    backend = load_backend("ort")
+    # Relu allows int16 in the schema; ONNX Runtime's CPU provider has no such kernel.
+    model = _relu(TensorProto.INT16, ir_version=10)
     with pytest.raises(Exception) as e:
         backend.compile(model)
     assert is_unsupported(backend, e.value)
@@ -74,16 +79,8 @@ def test_a_newer_ir_version_than_ort_loads_is_unsupported_not_a_crash() -> None:
     """onnx 1.23 writes IR 14 by default; ONNX Runtime 1.31 loads IR <= 13 and says so.
     A user's model at IR 14 is a limit ORT states (verdict unsupported), not a crash to
     reduce and file; the same model at IR 10 runs."""
-    from onnx import TensorProto, helper
-
     backend = load_backend("ort")
-    g = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-    )
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=14)
+    model = _relu(TensorProto.FLOAT, ir_version=14)
     with pytest.raises(Exception, match="IR version") as e:
         backend.compile(model)
     assert is_unsupported(backend, e.value)

@@ -297,7 +297,7 @@ def test_reduce_takes_a_model_of_an_opset_onnxfuzz_does_not_generate(tmp_path, c
     assert main(["reduce", str(path), *argv, "--out", str(out), "--budget", "60s"]) == 0
     captured = capsys.readouterr()
     assert "--opset" not in captured.err, captured.err
-    reduced = onnx_load(out / "model.onnx")
+    reduced = onnx.load(out / "model.onnx")
     assert [n.op_type for n in reduced.graph.node] == ["Sigmoid"]
     assert reduced.opset_import[0].version == 11
     assert "did not fail" not in captured.out
@@ -363,7 +363,7 @@ def test_reduce_draws_string_inputs_and_asks_for_the_ones_it_cannot_draw(tmp_pat
     out = tmp_path / "reduced"
     argv = ["reduce", str(path), "--backend", "onnx-reference", "--backend", planted]
     assert main([*argv, "--out", str(out)]) == 0
-    reduced = onnx_load(out / "model.onnx")
+    reduced = onnx.load(out / "model.onnx")
     assert [n.op_type for n in reduced.graph.node] == ["StringConcat"]
     from onnx import numpy_helper
 
@@ -390,7 +390,3 @@ def test_reduce_draws_string_inputs_and_asks_for_the_ones_it_cannot_draw(tmp_pat
         assert main(["reduce", str(p), "--backend", "onnx-reference", "--backend", "tvm"]) != 0
         err = capsys.readouterr().err
         assert said in err and "give --inputs" in err and "Traceback" not in err
-
-
-def onnx_load(path: Path):
-    return onnx.load(path)
