@@ -64,6 +64,7 @@ from onnxfuzz.execute.zygote import ForkedProcess, Zygote
 OUT_OF_MEMORY = "out of memory"  # how a crash for the memory cap begins
 PICKUP_GRACE = 10.0  # seconds a worker may take to receive a test before its clock runs
 QUEUE_AHEAD = 1  # tests a worker holds behind the one it runs
+TRACE_FRAMES = 40  # a Python exception's innermost frames kept (its raise site last)
 # A test larger than this waits for a free worker instead: the queued test and the answer
 # to the running one would cross in the socket pair's buffers (about 200 KiB each way), and
 # one that does not fit blocks its sender while the other side is blocked sending too.
@@ -287,7 +288,10 @@ def serve_loaded(adapter: Adapter, conn: Any, clock: Any = None) -> None:
                     # a model that ran once is supported: a second run's failure is a bug
                     stage != Stage.RERUN and is_unsupported(adapter, e),
                     f"{type(e).__name__}: {e}",
-                    traceback.format_exc(limit=20),
+                    # the innermost frames: where it was raised (a TVM error's own C++
+                    # frames come last; the first 20 frames, kept until 2026-11-27, left
+                    # them out of deep pass pipelines' traces)
+                    traceback.format_exc(limit=-TRACE_FRAMES),
                     compile_s if stage != Stage.COMPILE else elapsed,  # a failed compile took time
                     elapsed - compile_s if stage != Stage.COMPILE else 0.0,
                     t0,

@@ -23,6 +23,24 @@ from onnxfuzz.execute.crashdump import dump_of
 from onnxfuzz.judge.oracle import Judgement, Verdict
 
 TOP_FRAMES = 3  # the crash site and two callers: where, and through which call
+_PY_NAME = r"'([A-Za-z_][\w.]{0,79})'"  # a quoted Python name: 'NoneType', 'torch.nn'
+
+_PYTHON_NAMES: list[tuple[re.Pattern[str], str]] = [
+    # Python's own messages quote the class, attribute, module or keyword at fault: code,
+    # not model data, and what tells one bug from another ("'tuple' object has no
+    # attribute 'to'" is onnx2torch's Split, "'OnnxReduceSumStaticAxes' object has no
+    # attribute 'math_op_function'" a converter's missing method). They lose their quotes
+    # rather than become S, which made every AttributeError of a backend one bug.
+    (re.compile(rf"{_PY_NAME}(?= object\b)"), r"\1"),
+    (re.compile(rf"(?<=\bhas no attribute ){_PY_NAME}"), r"\1"),
+    (re.compile(rf"(?<=\bobject of type ){_PY_NAME}"), r"\1"),
+    (re.compile(rf"(?<=\bmodule ){_PY_NAME}(?= has no attribute\b)"), r"\1"),
+    (re.compile(rf"(?<=\bkeyword argument ){_PY_NAME}"), r"\1"),
+    (
+        re.compile(rf"(?<=\btype\(s\) for )([^:' ]{{1,3}}): {_PY_NAME} and {_PY_NAME}"),
+        r"\1: \2 and \3",
+    ),
+]
 
 RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\x1b\[[0-9;]*[A-Za-z]"), ""),  # terminal colors
@@ -36,6 +54,7 @@ RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b[lg]v\d*\b"), "T"),
     # onnxfuzz's tensor/node names: in3, relu2_out, conv0_W, add1_out0
     (re.compile(r"\b[a-z][a-z0-9_]*?\d+(_[A-Za-z]\w*)?\b"), "T"),
+    *_PYTHON_NAMES,
     (re.compile(r"'[^']{0,80}'|\"[^\"]{0,80}\""), "S"),
     (re.compile(r"[-+]?\d+(\.\d+)?([eE][-+]?\d+)?"), "N"),
     # shapes as tuples, e.g. TVM's R.Tensor((N, N, N), ...): one bug across ranks
@@ -46,13 +65,27 @@ RULES: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
-def normalize(text: str, lines: int = 2) -> str:
+# The rules before Python's quoted names were kept (2026-11-27): bundles written then.
+_RULES_BEFORE_NAMES = [rule for rule in RULES if rule not in _PYTHON_NAMES]
+
+
+def normalize(text: str, lines: int = 2, rules: list[tuple[re.Pattern[str], str]] = RULES) -> str:
     """The first ``lines`` non-empty lines of ``text`` without incidental detail."""
     kept = [ln.strip() for ln in text.splitlines() if ln.strip()][:lines]
     out = " | ".join(kept)
-    for rx, rep in RULES:
+    for rx, rep in rules:
         out = rx.sub(rep, out)
     return out.strip()[:300]
+
+
+def earlier_form(sig: str, message: str) -> str:
+    """``sig``, the signature of an error whose text is ``message``, as normalization wrote
+    it before Python's quoted names were kept (2026-11-27): a bundle written then holds
+    that form, and is the same bug (``run.replay``). Other signatures are unchanged."""
+    backend, verdict, stage, detail = (sig.split("|", 3) + ["", "", ""])[:4]
+    if verdict == Verdict.MISMATCH or normalize(message) != detail:
+        return sig  # a wrong value's words, or a crash told by its frames: not error text
+    return f"{backend}|{verdict}|{stage}|{normalize(message, rules=_RULES_BEFORE_NAMES)}"
 
 
 def _crash_detail(v: Judgement, trace: str) -> str:

@@ -1099,7 +1099,9 @@ class Campaign:
             )
             if b.assessed.signature is None:
                 continue
-            entry = self.known.match(label, b.assessed.signature) if self.known else None
+            entry = (
+                self.known.match(label, b.assessed.signature, v.message) if self.known else None
+            )
             if entry is not None:
                 # known (--known): counted with its hits, neither reduced nor filed
                 said = f"known as {entry.id} ({self.known.source}): {v.message}"

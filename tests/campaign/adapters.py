@@ -120,6 +120,49 @@ class Raise(_OrtWrapper):
         return super().compile(model)
 
 
+class DeepRaise(_OrtWrapper):
+    """Raises while compiling a model with ``op`` from ``depth`` calls down (a compiler's
+    pass pipeline, ``_lower_pass`` and ``_run_pass`` calling each other), in ``_check_layout``."""
+
+    name = "deep-raise"
+
+    def __init__(self, op: str = "Add", depth: str = "60") -> None:
+        super().__init__(op)
+        self.depth = int(depth)
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            _lower_pass(self.depth)
+        return super().compile(model)
+
+
+def _lower_pass(depth: int) -> None:
+    if depth > 0:
+        _run_pass(depth - 1)  # two functions in turn: Python folds a frame repeated in a row
+    else:
+        _check_layout()
+
+
+def _run_pass(depth: int) -> None:
+    _lower_pass(depth)
+
+
+def _check_layout() -> None:
+    raise ValueError("layout check failed")
+
+
+class MissingAttribute(_OrtWrapper):
+    """Raises Python's AttributeError while compiling a model with ``op`` (a converter
+    calling a method its class lacks)."""
+
+    name = "missing-attribute"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            raise AttributeError("'FusedKernel' object has no attribute 'tile'")
+        return super().compile(model)
+
+
 class RaiseNested(Raise):
     """Raises like ``Raise`` for an ``op`` node anywhere: in the graph or inside an If
     branch, a Loop or Scan body (a compiler whose control-flow lowering inlines bodies)."""

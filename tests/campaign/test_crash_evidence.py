@@ -72,6 +72,22 @@ def test_a_segfault_names_the_function_it_died_in_and_one_site_is_one_signature(
     assert sigs[fuse][0].split("|", 1)[1] != sigs[pack][0].split("|", 1)[1]  # not the label
 
 
+def test_a_deep_python_errors_trace_keeps_where_it_was_raised() -> None:
+    """An error raised 60 calls down a pass pipeline: the trace keeps the innermost frames
+    (the raise site, where a TVM error's own C++ frames are), not the outermost ones."""
+    w = Worker(parse_backend(f"{ADAPTERS}:DeepRaise:op=Tanh,depth=60"), timeout=30)
+    try:
+        got = w.execute(chain(["Tanh"]).SerializeToString(), X)
+    finally:
+        w.close()
+    assert (got.status, got.stage) == (Status.ERROR, Stage.COMPILE), got
+    assert got.message == "ValueError: layout check failed"
+    frames = [ln for ln in got.trace.splitlines() if ln.startswith("  File ")]
+    assert frames[-1].endswith("in _check_layout"), got.trace
+    assert frames[-2].endswith("in _lower_pass"), got.trace
+    assert len(frames) == 40 and "sandbox.py" not in frames[0], got.trace
+
+
 def test_an_earlier_tests_stderr_never_leaks_into_a_later_crash() -> None:
     label = f"{ADAPTERS}:NoisyDumps:op=Tanh,where=pack"
     w = Worker(parse_backend(label), timeout=30)

@@ -16,7 +16,9 @@ from onnx import TensorProto, helper
 from onnxfuzz import dtypes as dt
 from onnxfuzz.cli.main import main
 from onnxfuzz.errors import UsageError
-from onnxfuzz.judge.signature import family
+from onnxfuzz.execute.sandbox import Stage
+from onnxfuzz.judge.oracle import Judgement, Verdict
+from onnxfuzz.judge.signature import family, signature
 from onnxfuzz.store.known import FORMAT, KnownFamily, KnownFile, Trigger, named_triggers, trigger_of
 
 SEGFAULT_RELU = "tests/campaign/adapters.py:Segfault:op=Relu"
@@ -57,6 +59,24 @@ def test_a_finding_is_known_by_signature_or_crash_family_never_by_a_values_kind(
     assert k.match("tvm", WRONG_RELU).id == "tvm-mismatch-Fdef"
     # a wrong value of another op is a new bug: a values family says nothing of the cause
     assert k.match("tvm", "tvm|mismatch|run|values in Exp output") is None
+
+
+def test_an_entry_written_before_pythons_names_were_kept_still_matches() -> None:
+    """An entry exported before 2026-11-27 reads every quoted word as S: with the error's
+    text, a finding of that bug still matches it, and another AttributeError does not
+    match an entry of today's form."""
+    old = "torch|crash|run|AttributeError: S object has no attribute S"
+    k = KnownFile({}, [KnownFamily(family(old), "torch-crash-Fold", "torch", "crash", 3, [old])])
+    message = "AttributeError: 'tuple' object has no attribute 'to'"
+    sig = signature("torch", Judgement(Verdict.CRASH, Stage.RUN, message=message))
+    assert sig != old
+    assert k.match("torch", sig) is None  # the signature alone is today's form
+    assert k.match("torch", sig, message).id == "torch-crash-Fold"
+    new = KnownFile({}, [KnownFamily(family(sig), "torch-crash-Fnew", "torch", "crash", 3, [sig])])
+    other = "AttributeError: 'OnnxReduceSumStaticAxes' object has no attribute 'math_op_function'"
+    other_sig = signature("torch", Judgement(Verdict.CRASH, Stage.RUN, message=other))
+    assert new.match("torch", other_sig, other) is None
+    assert new.match("torch", sig, message).id == "torch-crash-Fnew"
 
 
 def test_families_hit_often_enough_have_their_triggers_avoided() -> None:

@@ -125,3 +125,51 @@ def test_old_signatures_are_read_under_todays_rules() -> None:
     assert current_form(current_form(old)) == current_form(old)
     kept = "ort|mismatch|run|values in Add1 output"
     assert current_form(kept) == kept
+
+
+ADAPTERS = Path(__file__).resolve().parent / "adapters.py"
+
+
+def test_a_bundle_written_before_pythons_names_were_kept_still_reproduces(
+    tmp_path, capsys
+) -> None:
+    """Signatures kept Python's quoted names from 2026-11-27 on ("FusedKernel object has no
+    attribute tile", where every quoted word was S): a bundle written before then, with the
+    earlier form, is the same bug, not one that fails differently."""
+    label = f"{ADAPTERS}:MissingAttribute:op=Relu"
+    message = "AttributeError: 'FusedKernel' object has no attribute 'tile'"
+    x = np.array([-3, 1, 5, -7], np.float32)
+    model = _relu_clip(TensorProto.FLOAT)
+    root = tmp_path / "run"
+    for bug_id, detail in [
+        ("a-before", "AttributeError: S object has no attribute S"),
+        ("b-now", "AttributeError: FusedKernel object has no attribute tile"),
+        ("c-other", "AttributeError: S object has no attribute S | S"),
+    ]:
+        j = Judgement(Verdict.CRASH, Stage.COMPILE, message=message)
+        write_bundle(
+            root,
+            Finding(
+                signature=f"{label}|crash|compile|{detail}",
+                bug_id=bug_id,
+                judgement=j,
+                backend=label,
+                reference=REFERENCE,
+                seed=0,
+                opset=17,
+                ops=["Relu", "Clip"],
+                model=model,
+                inputs={"x": x},
+                outcomes={
+                    REFERENCE: Outcome(Status.OK, outputs={"y": np.clip(x, 0, 3)}),
+                    label: Outcome(Status.CRASH, Stage.COMPILE, message=message),
+                },
+                versions={},
+                tolerance=dict(DEFAULT_TOLERANCE),
+                timeout=60.0,
+            ),
+        )
+    code, out = _replay(capsys, str(root), "--format", "json")
+    rows = {r["bundle"]: r["status"] for r in json.loads(out)["bundles"]}
+    assert rows == {"a-before": "still", "b-now": "still", "c-other": "different"}, out
+    assert code == 4

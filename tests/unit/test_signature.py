@@ -312,3 +312,33 @@ def test_a_symbolic_dim_in_a_relax_shape_does_not_split_a_family() -> None:
     assert symbolic != shaped and family(symbolic) == family(shaped)
     other = signature("tvm", Judgement(Verdict.CRASH, Stage.COMPILE, message="Only constant axes"))
     assert family(other) != family(symbolic)
+
+
+def test_pythons_quoted_class_and_attribute_names_tell_bugs_apart() -> None:
+    """Python's AttributeError and TypeError quote the class, attribute, module or keyword
+    at fault: two converter bugs of one backend (onnx2torch's Split returning a tuple and a
+    ReduceSum converter's missing method, seen in one campaign) are two bugs and two
+    families, while the tensor names a message quotes still do not split one."""
+
+    def torch_sig(message: str) -> str:
+        return signature("torch", Judgement(Verdict.CRASH, Stage.RUN, message=message))
+
+    split = torch_sig("AttributeError: 'tuple' object has no attribute 'to'")
+    reduce = torch_sig(
+        "AttributeError: 'OnnxReduceSumStaticAxes' object has no attribute 'math_op_function'"
+    )
+    assert split != reduce
+    assert family(split) != family(reduce)
+    assert "tuple object has no attribute to" in split
+    for a, b in [
+        ("unsupported operand type(s) for +: 'NoneType' and 'int'", ("NoneType", "Tensor")),
+        ("object of type 'NoneType' has no len()", ("NoneType", "Tensor")),
+        ("module 'torch' has no attribute 'erfinv_'", ("torch", "numpy")),
+        ("f() got an unexpected keyword argument 'axes'", ("axes", "axis")),
+    ]:
+        assert torch_sig(f"TypeError: {a}") != torch_sig(f"TypeError: {a.replace(*b)}")
+    # a node's name is a name, quoted or not: one bug whichever node it hit
+    assert torch_sig("AttributeError: 'GraphModule' object has no attribute 'relu3'") == (
+        torch_sig("AttributeError: 'GraphModule' object has no attribute 'add12_out0'")
+    )
+    assert torch_sig("KeyError: 'in3'") == torch_sig("KeyError: 'weird name'")
