@@ -115,6 +115,35 @@ def _shared(assessed: dict[str, Assessed], reference: str) -> list[str]:
     ]
 
 
+def _excuse_faulted_reference(
+    model: onnx.ModelProto, reference: str, assessed: dict[str, Assessed]
+) -> None:
+    """Where the reference is the ONNX reference evaluator and one of its documented faults
+    applies to ``model`` (``reference_limits``: LRN's window over the batch, ...), a backend
+    whose values depart from it is measured against wrong values: invalid-reference, as
+    when the reference crashes, not a bug of every other backend (a departure from the
+    model's declaration is still the backend's)."""
+    if not is_reference_evaluator(reference) or not any(
+        a.judgement.verdict == Verdict.MISMATCH and a.witness is None
+        for label, a in assessed.items()
+        if label != reference
+    ):
+        return
+    try:
+        faults = reference_limits(model)
+    except (KeyError, IndexError, ValueError, TypeError):
+        return  # a model the check cannot read: the reference's values stand, as before
+    if not faults:
+        return
+    fault = faults[0]
+    why = f"{reference} is wrong on this model's {fault.op}, not the backend: {fault.reason}"
+    for label, a in assessed.items():
+        if label != reference and a.judgement.verdict == Verdict.MISMATCH and a.witness is None:
+            assessed[label] = Assessed(
+                Judgement(Verdict.INVALID_REFERENCE, message=why), None, a.probe_s
+            )
+
+
 def blame(
     judge: Judge,
     model: onnx.ModelProto,
@@ -126,7 +155,9 @@ def blame(
     normalized message) make one finding, the reference's, listing them. A mismatch is the
     backend's that departs from the declaration or from an agreeing majority; when the
     others agree and the reference departs, the reference is blamed (localized against a
-    backend of the majority) rather than every other backend."""
+    backend of the majority) rather than every other backend; without a majority, where the
+    reference is the ONNX reference evaluator and a documented fault of it applies to the
+    model, the others' departures are invalid-reference."""
     ref_label = judge.reference
     assessed = judge.assess(model, inputs, outcomes)
     attribution = None
@@ -142,6 +173,8 @@ def blame(
                     Judgement(Verdict.OK, message=f"agrees with the majority; {ref_label} departs"),
                     None,
                 )
+    if attribution is None:
+        _excuse_faulted_reference(model, ref_label, assessed)
     shared = _shared(assessed, ref_label)
     for label in shared:
         a = assessed[label]
