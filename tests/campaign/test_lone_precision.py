@@ -25,8 +25,10 @@ from onnxfuzz.cli.main import main
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.judge.budget import lone_op_error
 from onnxfuzz.judge.judge import Judge
-from onnxfuzz.judge.oracle import OracleConfig, Verdict, judge
+from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, OracleConfig, Verdict, judge
 from onnxfuzz.judge.signature import family, signature
+from onnxfuzz.run.confirm import Confirmer, Reproducibility
+from onnxfuzz.store.bundle import Finding
 
 ADAPTERS = "tests/campaign/adapters.py"
 OFF_1E3 = f"{ADAPTERS}:Imprecise:op=Exp,rel=1e-3"
@@ -120,3 +122,54 @@ def test_a_campaign_files_the_lone_op_reduced_with_a_repro_that_reproduces(tmp_p
     shutil.copytree(bundle / "reduced", copied)
     run = subprocess.run([sys.executable, "repro.py"], cwd=copied, capture_output=True, text=True)
     assert run.returncode == 1 and run.stdout.startswith("REPRODUCES"), run.stdout + run.stderr
+
+
+def cancellation() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """y = Exp(x) - e, with e = exp(x) as float32: the reference's y is a few ulps, an Exp
+    off by 1e-3 relative makes it 1e-3 * exp(x), beyond the end-to-end tolerance."""
+    n = 32
+    nodes = [
+        helper.make_node("Exp", ["x"], ["t"], name="exp0"),
+        helper.make_node("Sub", ["t", "e"], ["y"], name="sub0"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, [n]) for k in "xe"],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])],
+        value_info=[helper.make_tensor_value_info("t", TensorProto.FLOAT, [n])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    x = np.linspace(0.0, 3.0, n, dtype=np.float32)
+    return model, {"x": x, "e": np.exp(x)}
+
+
+def test_a_precision_bug_found_under_an_amplified_mismatch_is_confirmed(workers) -> None:
+    """The end-to-end mismatch is amplified rounding (the reference fed the backend's Exp
+    values computes its Sub alike: unstable), and Exp alone is off by 1e-3: a precision
+    finding. Its fresh runs fail the same way (the same outputs), so confirmation files it;
+    before, it asked them to be within the tolerance and called it not reproducible."""
+    model, inputs = cancellation()
+    outcomes = workers.run_all(model.SerializeToString(), inputs, only=("ort", OFF_1E3))
+    got = Judge("ort", OracleConfig(), workers).assess(model, inputs, outcomes)[OFF_1E3]
+    assert (got.judgement.verdict, got.judgement.kind) == (Verdict.MISMATCH, "precision"), got
+    assert "exp0 (Exp)" in got.judgement.message
+    assert got.signature is not None
+    finding = Finding(
+        signature=got.signature,
+        bug_id="b",
+        judgement=got.judgement,
+        backend=OFF_1E3,
+        reference="ort",
+        seed=0,
+        opset=21,
+        ops=["Exp", "Sub"],
+        model=model,
+        inputs=inputs,
+        outcomes=outcomes,
+        versions={},
+        tolerance=dict(DEFAULT_TOLERANCE),
+        timeout=60.0,
+    )
+    conf = Confirmer(workers, OracleConfig(), runs=2).confirm(finding)
+    assert (conf.kind, conf.failed) == (Reproducibility.DETERMINISTIC, 2), conf
