@@ -111,6 +111,13 @@ def test_upstream_rows_match_by_family_ops_and_types(tmp_path: Path) -> None:
     values = {"backend": "ort", "verdict": "mismatch", "signature": "ort|mismatch|run|values"}
     assert matches(values, _ort_clip_model(TensorProto.INT64), rows)
     assert not matches(values, _ort_clip_model(TensorProto.INT32), rows)  # int64 only
+    # the reference evaluator's own LRN fault, whatever it raised, on a model with an LRN
+    lrn = {"backend": "onnx-reference", "verdict": "crash", "signature": "onnx-reference|crash|"}
+    lrn["signature"] += "run|IndexError: index N is out of bounds for axis N with size N"
+    found = matches(lrn, _one("LRN", TensorProto.FLOAT, size=3), rows)
+    assert [r["links"][0]["url"] for r in found] == ["https://github.com/onnx/onnx/issues/7805"]
+    assert not matches(lrn, _one("Relu", TensorProto.FLOAT), rows)
+    assert not matches({**lrn, "backend": "ort"}, _one("LRN", TensorProto.FLOAT, size=3), rows)
     # a user's own row, beside the campaign's bugs/
     mine = {"backend": "ort", "verdict": "mismatch", "match": "", "title": "ours", "links": []}
     (tmp_path / "upstream.json").write_text(json.dumps({"rows": [mine]}))
