@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -105,6 +106,21 @@ def _model_inputs(
     for name, shape in strings.items():
         feeds[name] = np.array(words.choice(["", "a", "ab", "ba"], size=shape), dtype=object)
     return feeds
+
+
+def _faulted_reference(model: Any, reference: str) -> str:
+    """The documented fault of the ONNX reference evaluator (``reference``) that applies to
+    ``model``, as "Op: what it gets wrong"; "" where none does or the reference is another."""
+    from onnxfuzz.generate.corpus.reference_limits import reference_limits
+    from onnxfuzz.judge.attribution import is_reference_evaluator
+
+    if not is_reference_evaluator(reference):
+        return ""
+    try:
+        faults = reference_limits(model)
+    except (KeyError, IndexError, ValueError, TypeError):
+        return ""
+    return f"{faults[0].op}: {faults[0].reason}" if faults else ""
 
 
 def _no_reference(
@@ -227,6 +243,15 @@ def reduce(
         why = why if len(why) <= 200 else "..." + why[-200:]  # ORT says why last
         if first.judgement.verdict == Verdict.INVALID_REFERENCE:
             raise click.ClickException(_no_reference(model_path, reference, backend, why, feeds))
+        if first.judgement.verdict == Verdict.MISMATCH and (
+            fault := _faulted_reference(model, reference)
+        ):
+            # the campaign files no such finding (judge.attribution): nor is it reduced
+            raise click.ClickException(
+                f"{backend} departs from {reference} on {model_path}, where the ONNX "
+                f"reference evaluator is itself wrong ({fault}): no values to reduce "
+                "against; give another reference first (--backend ort, say)"
+            )
         if first.signature is None or (pattern and not rep(model, feeds)):
             raise click.ClickException(
                 f"{model_path} does not fail on {backend}"

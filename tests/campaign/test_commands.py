@@ -340,6 +340,35 @@ def test_reduce_says_why_when_the_reference_or_the_backend_cannot_load_the_model
     assert "try other inputs (--seed N" in err and "--backend onnx-reference" not in err
 
 
+def test_reduce_refuses_a_mismatch_against_the_evaluators_documented_fault(
+    tmp_path, capsys
+) -> None:
+    """ORT departs from the ONNX reference evaluator on an LRN of batch 1 and 5 channels,
+    where the evaluator sums the window over the batch (onnx #7805): a campaign files no
+    such finding, and reduce says why instead of reducing it; at batch 5 the two agree."""
+    from onnx import TensorProto, helper
+
+    for n, code in ((1, 2), (5, 2)):
+        shape = [n, 5, 2, 3]
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+        lrn = helper.make_node("LRN", ["x"], ["y"], size=3, alpha=0.5, beta=0.75, bias=1.0)
+        graph = helper.make_graph([lrn], "g", [x], [y])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        path = tmp_path / f"lrn{n}.onnx"
+        path.write_bytes(model.SerializeToString())
+        argv = ["--backend", "onnx-reference", "--backend", "ort"]
+        assert main(["reduce", str(path), *argv]) == code
+        err = capsys.readouterr().err
+        if n == 1:
+            assert "ort departs from onnx-reference" in err, err
+            assert "the ONNX reference evaluator is itself wrong (LRN: " in err
+            assert "--backend ort" in err and "Traceback" not in err
+        else:
+            assert "does not fail on ort: verdict ok" in err, err
+        assert not (tmp_path / f"lrn{n}-reduced").exists()
+
+
 def test_reduce_draws_string_inputs_and_asks_for_the_ones_it_cannot_draw(tmp_path, capsys) -> None:
     """A model from elsewhere with a string input and no test data reduces on drawn short
     strings (and writes them as test data); a sequence input or a float8 one, which
