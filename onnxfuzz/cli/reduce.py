@@ -111,16 +111,10 @@ def _model_inputs(
 def _faulted_reference(model: Any, reference: str) -> str:
     """The documented fault of the ONNX reference evaluator (``reference``) that applies to
     ``model``, as "Op: what it gets wrong"; "" where none does or the reference is another."""
-    from onnxfuzz.generate.corpus.reference_limits import reference_limits
-    from onnxfuzz.judge.attribution import is_reference_evaluator
+    from onnxfuzz.judge.attribution import is_reference_evaluator, reference_fault
 
-    if not is_reference_evaluator(reference):
-        return ""
-    try:
-        faults = reference_limits(model)
-    except (KeyError, IndexError, ValueError, TypeError):
-        return ""
-    return f"{faults[0].op}: {faults[0].reason}" if faults else ""
+    fault = reference_fault(model) if is_reference_evaluator(reference) else None
+    return f"{fault.op}: {fault.reason}" if fault is not None else ""
 
 
 def _no_reference(

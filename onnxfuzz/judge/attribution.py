@@ -16,7 +16,7 @@ import onnx
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import OnnxFuzzError
 from onnxfuzz.execute.sandbox import Outcome, Status
-from onnxfuzz.generate.corpus.reference_limits import reference_limits
+from onnxfuzz.generate.corpus.reference_limits import Limitation, reference_limits
 from onnxfuzz.judge.declared import declared_outputs, departures
 from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict, compare, precision_dtypes
@@ -44,7 +44,7 @@ def attribute(
     # documented faults applies (onnxfuzz.generate.corpus.reference_limits): with another backend
     # sharing the fault (numpy-style Slice with a negative step in onnx2torch too), the two
     # would outvote the one that follows the spec.
-    if any(is_reference_evaluator(label) for label in ran) and reference_faulted(model):
+    if any(is_reference_evaluator(label) for label in ran) and reference_fault(model) is not None:
         ran = [label for label in ran if not is_reference_evaluator(label)]
     if len(ran) < 3:
         return None
@@ -68,14 +68,15 @@ def attribute(
 REFERENCE_EVALUATOR = "onnx-reference"  # the adapter of onnx.reference.ReferenceEvaluator
 
 
-def reference_faulted(model: onnx.ModelProto) -> bool:
-    """Whether a documented fault of the reference evaluator applies to ``model``; False
-    where that cannot be told (a model without the value_info the check reads: the
-    reference's vote then counts, as it did before the check)."""
+def reference_fault(model: onnx.ModelProto) -> Limitation | None:
+    """The first documented fault of the reference evaluator that applies to ``model``;
+    None where none does or that cannot be told (a model without the value_info the check
+    reads: the reference's values then count, as they did before the check)."""
     try:
-        return bool(reference_limits(model))
+        faults = reference_limits(model)
     except (KeyError, IndexError, ValueError, TypeError):
-        return False
+        return None
+    return faults[0] if faults else None
 
 
 def is_reference_evaluator(label: str) -> bool:
@@ -129,13 +130,9 @@ def _excuse_faulted_reference(
         if label != reference
     ):
         return
-    try:
-        faults = reference_limits(model)
-    except (KeyError, IndexError, ValueError, TypeError):
-        return  # a model the check cannot read: the reference's values stand, as before
-    if not faults:
+    fault = reference_fault(model)
+    if fault is None:
         return
-    fault = faults[0]
     why = f"{reference} is wrong on this model's {fault.op}, not the backend: {fault.reason}"
     for label, a in assessed.items():
         if label != reference and a.judgement.verdict == Verdict.MISMATCH and a.witness is None:

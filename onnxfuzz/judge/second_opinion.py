@@ -24,7 +24,7 @@ from onnxfuzz.execute.sandbox import Outcome, Status
 from onnxfuzz.judge.attribution import (
     REFERENCE_EVALUATOR,
     is_reference_evaluator,
-    reference_faulted,
+    reference_fault,
 )
 from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare, precision_dtypes
 
@@ -44,7 +44,7 @@ class Opinion:
 def needed(backends: list[str], model: onnx.ModelProto) -> bool:
     """Whether a no-majority finding of a campaign over ``backends`` can get an opinion:
     the evaluator did not vote already, and no documented fault of it applies."""
-    return not any(is_reference_evaluator(b) for b in backends) and not reference_faulted(model)
+    return not any(is_reference_evaluator(b) for b in backends) and reference_fault(model) is None
 
 
 def second_opinion(

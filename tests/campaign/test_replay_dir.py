@@ -43,16 +43,24 @@ def _relu_clip(dtype: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def _bundle(root: Path, bug_id: str, dtype: int, signature: str) -> Path:
+def _bundle(
+    root: Path,
+    bug_id: str,
+    dtype: int,
+    signature: str,
+    backend: str = "ort",
+    message: str = "Fail: FuseReluClip",
+) -> Path:
+    """A bundle of ``backend`` crashing at compile on Relu -> Clip with ``message``."""
     model = _relu_clip(dtype)
     x = np.array([-3, 1, 5, -7], helper.tensor_dtype_to_np_dtype(dtype))
     y = np.clip(np.maximum(x, 0), -5, 3)
-    j = Judgement(Verdict.CRASH, Stage.COMPILE, message="Fail: FuseReluClip")
+    j = Judgement(Verdict.CRASH, Stage.COMPILE, message=message)
     f = Finding(
         signature=signature,
         bug_id=bug_id,
         judgement=j,
-        backend="ort",
+        backend=backend,
         reference=REFERENCE,
         seed=0,
         opset=17,
@@ -61,7 +69,7 @@ def _bundle(root: Path, bug_id: str, dtype: int, signature: str) -> Path:
         inputs={"x": x},
         outcomes={
             REFERENCE: Outcome(Status.OK, outputs={"y": y}),
-            "ort": Outcome(Status.CRASH, Stage.COMPILE, message=j.message),
+            backend: Outcome(Status.CRASH, Stage.COMPILE, message=j.message),
         },
         versions={},
         tolerance=dict(DEFAULT_TOLERANCE),
@@ -138,37 +146,14 @@ def test_a_bundle_written_before_pythons_names_were_kept_still_reproduces(
     earlier form, is the same bug, not one that fails differently."""
     label = f"{ADAPTERS}:MissingAttribute:op=Relu"
     message = "AttributeError: 'FusedKernel' object has no attribute 'tile'"
-    x = np.array([-3, 1, 5, -7], np.float32)
-    model = _relu_clip(TensorProto.FLOAT)
     root = tmp_path / "run"
     for bug_id, detail in [
         ("a-before", "AttributeError: S object has no attribute S"),
         ("b-now", "AttributeError: FusedKernel object has no attribute tile"),
         ("c-other", "AttributeError: S object has no attribute S | S"),
     ]:
-        j = Judgement(Verdict.CRASH, Stage.COMPILE, message=message)
-        write_bundle(
-            root,
-            Finding(
-                signature=f"{label}|crash|compile|{detail}",
-                bug_id=bug_id,
-                judgement=j,
-                backend=label,
-                reference=REFERENCE,
-                seed=0,
-                opset=17,
-                ops=["Relu", "Clip"],
-                model=model,
-                inputs={"x": x},
-                outcomes={
-                    REFERENCE: Outcome(Status.OK, outputs={"y": np.clip(x, 0, 3)}),
-                    label: Outcome(Status.CRASH, Stage.COMPILE, message=message),
-                },
-                versions={},
-                tolerance=dict(DEFAULT_TOLERANCE),
-                timeout=60.0,
-            ),
-        )
+        signature = f"{label}|crash|compile|{detail}"
+        _bundle(root, bug_id, TensorProto.FLOAT, signature, label, message)
     code, out = _replay(capsys, str(root), "--format", "json")
     rows = {r["bundle"]: r["status"] for r in json.loads(out)["bundles"]}
     assert rows == {"a-before": "still", "b-now": "still", "c-other": "different"}, out
