@@ -201,6 +201,7 @@ def reduce(
     from onnxfuzz.errors import ModelError, UsageError
     from onnxfuzz.execute.pool import BackendPool
     from onnxfuzz.judge.oracle import Verdict
+    from onnxfuzz.reduce.precursor import find_precursor
     from onnxfuzz.reduce.reducer import reduce_model
     from onnxfuzz.reduce.reproduce import Reproducer, Target
 
@@ -257,6 +258,9 @@ def reduce(
         rep.target.signature = first.signature
         click.echo(f"reducing: {first.signature}")
         r = reduce_model(model, feeds, rep, budget)
+        follows = None
+        if first.judgement.verdict == Verdict.CRASH and len(r.model.graph.node) > 1:
+            follows = find_precursor(r.model, r.inputs, rep, first.judgement.stage)
     from onnxfuzz.generate.corpus.testdata import write_test
 
     write_test(dest, r.model, r.inputs)
@@ -270,6 +274,14 @@ def reduce(
             f"  {name:<18} tried {st['tried']:>4}  kept {st['kept']:>3}  {st['seconds']:.2f} s"
         )
     click.echo(f"written to {dest}/model.onnx")
+    if follows is not None:
+        click.echo(
+            f"the crash follows a wrong result of {follows.op}"
+            + (f" (node {follows.node})" if follows.node else "")
+            + f": "
+            f"{follows.message}; the rest of the model runs on {reference}'s values there: "
+            f"fix {follows.op} first"
+        )
     if not r.message:
         click.echo(
             f"note: the reduced model did not fail on {backend} in its final run (the "

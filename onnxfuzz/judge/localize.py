@@ -122,7 +122,7 @@ def first_divergence(
     # Range came back int64 for int16 while a float16 Sign in another branch flipped once
     # every intermediate was exposed, and the bug was filed as "dtype in Sign output", a
     # signature no reduction to either op could keep.
-    upstream = _ancestors(probe.graph, output)
+    upstream = ancestors(probe.graph, output)
     for k, node in enumerate(probe.graph.node):
         if upstream is not None and k not in upstream:
             continue
@@ -159,7 +159,7 @@ def first_rerun_divergence(
     if got.status != Status.OK or got.outputs is None or got.second is None:
         return None
     first, second = got.outputs, got.second
-    upstream = _ancestors(probe.graph, output)
+    upstream = ancestors(probe.graph, output)
     for k, node in enumerate(probe.graph.node):
         if upstream is not None and k not in upstream:
             continue
@@ -171,7 +171,7 @@ def first_rerun_divergence(
     return None
 
 
-def _reads(node: onnx.NodeProto) -> set[str]:
+def reads(node: onnx.NodeProto) -> set[str]:
     """The tensors ``node`` reads: its inputs and, through its subgraphs, any they name
     (a subgraph's own tensors too: names are unique across a model's graphs, so those
     never match an outer node's output)."""
@@ -179,7 +179,7 @@ def _reads(node: onnx.NodeProto) -> set[str]:
     return {t for t in node.input if t} | {t for g in inner for n in g.node for t in n.input}
 
 
-def _ancestors(g: onnx.GraphProto, output: str) -> set[int] | None:
+def ancestors(g: onnx.GraphProto, output: str) -> set[int] | None:
     """The indices of the nodes ``output`` depends on (itself made by one of them); None
     where no node makes it (a graph input passed through, or "")."""
     made = {t: k for k, n in enumerate(g.node) for t in n.output if t}
@@ -191,7 +191,7 @@ def _ancestors(g: onnx.GraphProto, output: str) -> set[int] | None:
         k = made.get(todo.pop())
         if k is not None and k not in found:
             found.add(k)
-            todo.extend(_reads(g.node[k]))
+            todo.extend(reads(g.node[k]))
     return found
 
 

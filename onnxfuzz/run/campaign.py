@@ -40,6 +40,7 @@ from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict
 from onnxfuzz.judge.second_opinion import needed, second_opinion
 from onnxfuzz.judge.signature import bug_id, family
+from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import Reproducer, Target
 from onnxfuzz.run.avoidance import Avoidance, AvoidSet, StoredTest
@@ -64,6 +65,7 @@ from onnxfuzz.run.probe import (
 from onnxfuzz.run.steer import MODES, Steering, optimization_keys, reward_keys
 from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
 from onnxfuzz.store.db import (
+    FOLLOWS,
     NOT_REPRODUCIBLE,
     REDUCER_LOG,
     REDUCTION_FAILURES,
@@ -1297,6 +1299,7 @@ class Campaign:
             )
             return None
         self._second_opinion(f, reduced)
+        self._precursor(f, rep, reduced, lane)
         return reduced
 
     def _reduced_fails(
@@ -1333,6 +1336,34 @@ class Campaign:
             f.extra["reduced_confirmed"]["reproducibility"] = str(conf.kind)
             return conf.kind == Reproducibility.STATE
         return conf.failed == conf.runs if attempts == 1 else conf.failed > 0
+
+    def _precursor(
+        self, f: Finding, rep: Reproducer, reduced: Reduced, lane: BackendPool
+    ) -> None:
+        """A deterministic crash of two nodes or more that follows another node's wrong
+        result (``reduce.precursor``): that node and its result go into ``f.extra`` (for
+        meta.json and issue.md), and the wrong result's signature into the store under the
+        bug's key, so that the bug is of that result's family (its root cause)."""
+        if (
+            f.judgement.verdict != Verdict.CRASH
+            or not rep.deterministic
+            or len(reduced.model.graph.node) < 2
+        ):
+            return
+        try:
+            with lane.time_limit(candidate_timeout(f)):
+                found = find_precursor(reduced.model, reduced.inputs, rep, f.judgement.stage)
+        except Exception:  # noqa: BLE001 - the finding stands without it
+            with self._lock, open(self.out / REDUCER_LOG, "a") as log:
+                log.write(f"precursor, seed {f.seed}:\n{traceback.format_exc()}\n")
+            return
+        if found is None:
+            return
+        f.extra["follows"] = found.as_meta()
+        with self._lock:
+            follows = self.store.get_meta(FOLLOWS) or {}
+            follows.setdefault(f"{f.signature}|{reduced.pattern}", found.signature)
+            self.store.set_meta(FOLLOWS, follows)
 
     def _second_opinion(self, f: Finding, reduced: Reduced) -> None:
         """A mismatch no majority decided: the ONNX reference evaluator's opinion on the

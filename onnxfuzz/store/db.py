@@ -86,6 +86,9 @@ REFERENCE_ONLY = "reference"  # the pattern of a failure of the reference alone
 # the tracebacks are in the campaign folder's REDUCER_LOG.
 REDUCTION_FAILURES = "reduction_failures"
 REDUCER_LOG = "reducer-errors.log"
+# Meta key: bug key -> the signature of the wrong result that bug's crash follows
+# (``reduce.precursor``): its family is that result's, the root cause.
+FOLLOWS = "follows"
 
 
 @dataclass

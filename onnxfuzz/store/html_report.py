@@ -522,7 +522,9 @@ def _families(d: ReportData) -> str:
     return (
         "<h3>Families</h3><p class=muted>Bundles of one root cause: the same backend, verdict "
         "and stage, and the same error once op names, shapes, element types and numbers are "
-        "left out (a crash: the same frames).</p>"
+        "left out (a crash: the same frames); a crash that follows another node's wrong "
+        "result (the model cut after that node shows it, and the rest runs on the right "
+        "values) is of that result's family.</p>"
         '<table class="sortable"><thead><tr><th class=l>family</th><th class=l>backend</th>'
         "<th class=l>verdict</th><th class=l>stage</th><th>bundles</th><th class=l>ids</th>"
         f"<th>hits</th><th>first test</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"

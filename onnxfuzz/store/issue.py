@@ -127,6 +127,7 @@ def issue_markdown(bundle: Path) -> str:
         )
         + _reproducibility(meta)
         + _culprit_text(culprit)
+        + _follows_text(meta, renamed)
         + _upstream_text(bundle, meta, model),
         "repro": "\n".join(
             [
@@ -236,6 +237,30 @@ _PROJECTS = {
     "onnxruntime": "ONNX Runtime (github.com/microsoft/onnxruntime)",
     "tvm": "TVM (github.com/apache/tvm)",
 }
+
+
+_KIND_WORDS = {"dtype": "element type", "shape": "shape", "values": "values", "missing": "outputs"}
+
+
+def _follows_text(meta: dict[str, Any], renamed: dict[str, str]) -> str:
+    """The wrong result a crash follows (``reduce.precursor``), if one was shown: a
+    compiler engineer fixes that node first, and files one report, not one per consumer."""
+    follows = meta.get("follows")
+    if not follows:
+        return ""
+    name = meta.get("name") or meta["backend"]
+    said = follows.get("message", "")
+    for old, new in sorted(renamed.items(), key=lambda kv: -len(kv[0])):
+        said = re.sub(rf"(?<![\w.]){re.escape(old)}(?![\w.])", new, said)
+    node = f" (node `{follows['node']}`)" if follows.get("node") else ""
+    return (
+        f"\n\nThe crash follows a wrong result of {follows['op']}{node}: the model cut "
+        f"after that node runs on {name}, and its result is wrong ({said.rstrip('.')}); "
+        "the rest of the model, fed the values "
+        f"{meta.get('reference') or 'the reference'} computes there, runs on {name} "
+        f"without crashing. Fix {follows['op']}'s {_KIND_WORDS.get(follows['kind'], 'result')} "
+        "first: this crash is likely of the same root cause."
+    )
 
 
 def _upstream_text(bundle: Path, meta: dict[str, Any], model: onnx.ModelProto) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from onnxfuzz.generate.measure.metrics import Diversity
 from onnxfuzz.judge.signature import family, family_id
-from onnxfuzz.store.db import REDUCER_LOG, REDUCTION_FAILURES, Store
+from onnxfuzz.store.db import FOLLOWS, REDUCER_LOG, REDUCTION_FAILURES, Store
 from onnxfuzz.store.known import KnownFile
 
 PIPE_WIDTH = 1000  # columns of a table printed into a pipe or file: never wrapped
@@ -22,6 +22,8 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
     in a campaign of one reference and one target)."""
     rows = []
     failed = store.get_meta(REDUCTION_FAILURES) or {}
+    # a crash that follows another node's wrong result is of that result's family
+    follows = store.get_meta(FOLLOWS) or {}
     for b in store.reference_bugs() if reference_alone else store.bugs():
         rows.append(
             {
@@ -35,7 +37,9 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
                 "first_test": b["first_test"],
                 "first_seen": b["first_seen"],
                 "seeds": json.loads(b["seeds"]),
-                "family": family_id(family(b["signature"]), store.names),
+                "family": family_id(family(follows.get(b["key"], b["signature"])), store.names),
+                # the signature of the wrong result its crash follows (reduce.precursor)
+                "follows": follows.get(b["key"]),
                 # why its reduction raised (it is kept unreduced), if it did
                 "reduction_failed": failed.get(b["signature"])
                 if b["pattern"] == "unreduced"
@@ -84,6 +88,10 @@ def family_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         )
         f["bundles"].append(r["id"])
         f["hits"] += r["hits"]
+        # a family of a wrong result and the crashes that follow it holds both verdicts
+        for key in ("verdict", "stage"):
+            if r[key] and r[key] not in (f[key] or "").split(", "):
+                f[key] = f"{f[key]}, {r[key]}" if f[key] else r[key]
     return list(fams.values())
 
 

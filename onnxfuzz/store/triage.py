@@ -33,7 +33,9 @@ def markdown(campaign_dir: Path, rows: list[dict[str, Any]], n: int) -> str:
             "",
             "Bundles of one root cause: the same backend, verdict and stage, and the same "
             "error once op names, shapes, element types and numbers are left out (a crash: "
-            "the same frames).",
+            "the same frames); a crash that follows another node's wrong result (the model cut "
+            "after that node shows it, and the rest runs on the right values) is of that "
+            "result's family.",
             "",
             "| family | backend | verdict | stage | bundles | hits | first test |",
             "|---|---|---|---|---|---|---|",

@@ -354,6 +354,34 @@ class PromoteInt32(_OrtWrapper):
         }
 
 
+class WidensThenFails(_OrtWrapper):
+    """A planted type bug and the crashes that follow it: ``op``'s float32 result comes back
+    float64, as a graph output, and a node that reads it fails to compile on the operand
+    types, naming itself (as TVM's type checker names the Div or Conv after a float32
+    BatchNormalization in a float16 graph)."""
+
+    name = "widens-then-fails"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        g = onnx.shape_inference.infer_shapes(model).graph
+        float32 = {
+            vi.name
+            for vi in (*g.value_info, *g.output)
+            if vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+        }
+        widened = {t for n in g.node if n.op_type == self.op for t in n.output if t in float32}
+        for n in g.node:
+            if widened & set(n.input):
+                raise TypeError(
+                    f"{n.op_type}: operands must have one element type, got float64 and float32"
+                )
+        return (self._session(model), widened)
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs = super().run(executable, inputs)
+        return {k: v.astype(np.float64) if k in executable[1] else v for k, v in outs.items()}
+
+
 class HookNotCallable(_OrtWrapper):
     """``supports`` is an optional hook; here it is a string: refused at load time."""
 

@@ -419,3 +419,21 @@ def test_reduce_draws_string_inputs_and_asks_for_the_ones_it_cannot_draw(tmp_pat
         assert main(["reduce", str(p), "--backend", "onnx-reference", "--backend", "tvm"]) != 0
         err = capsys.readouterr().err
         assert said in err and "give --inputs" in err and "Traceback" not in err
+
+
+def test_reduce_says_which_wrong_result_a_crash_follows(tmp_path, capsys) -> None:
+    """A crash of Neg on Abs's float64 result (planted): reduce keeps Abs -> Neg, and says
+    the crash follows Abs's wrong element type, which the model cut after Abs shows."""
+    from models import chain
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(chain(["Relu", "Abs", "Neg", "Relu"]).SerializeToString())
+    widens = f"{Path(__file__).parent / 'adapters.py'}:WidensThenFails:op=Abs"
+    assert main(["reduce", str(path), "--backend", "ort", "--backend", widens]) == 0
+    out = capsys.readouterr().out
+    assert "(Abs Neg)" in out, out
+    assert (
+        "the crash follows a wrong result of Abs: output t1: dtype float64, the model "
+        "declares float32" in out
+    ), out
+    assert "fix Abs first" in out

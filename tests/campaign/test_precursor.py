@@ -1,0 +1,93 @@
+"""A crash that follows another node's wrong result is shown to (the model cut after that
+node is wrong, the rest runs on the right values) and is of that result's family: one
+root cause, however many consumers it crashed, on real ONNX Runtime workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from models import chain
+from runs import finished
+
+from onnxfuzz.cli.main import main
+from onnxfuzz.execute.pool import BackendPool
+from onnxfuzz.execute.sandbox import Stage
+from onnxfuzz.reduce.precursor import find_precursor
+from onnxfuzz.reduce.reproduce import Reproducer, Target
+from onnxfuzz.run.campaign import CampaignOptions
+from onnxfuzz.store.db import Store
+from onnxfuzz.store.report import family_rows, summary_rows
+
+ADAPTERS = Path(__file__).resolve().parent / "adapters.py"
+WIDENS = f"{ADAPTERS}:WidensThenFails:op=Abs"
+X = {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)}
+
+
+def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
+    # Abs comes back float64: alone, a dtype mismatch; read by Add, Mul or Relu, a compile
+    # failure naming that consumer (Add, Mul, Relu or Abs: a signature and a family each).
+    opts = CampaignOptions(
+        backends=["ort", WIDENS],
+        tests=16,
+        probe="off",
+        reduce_budget=20,
+        generator={
+            "min_nodes": 2,
+            "max_nodes": 5,
+            "ops": ["Abs", "Add", "Mul", "Relu"],
+            "dtypes": ["float32"],
+        },
+    )
+    c = finished(tmp_path / "camp", opts)
+    store = Store(c.out / "campaign.db")
+    try:
+        rows = summary_rows(store)
+    finally:
+        store.close()
+    crashes = [r for r in rows if r["verdict"] == "crash"]
+    assert len(crashes) >= 3, rows  # consumers of the wrong Abs, each its own signature
+    for r in crashes:
+        bundle = c.out / "bugs" / r["id"]
+        meta = json.loads((bundle / "meta.json").read_text())
+        assert meta["reduced_ops"][0] == "Abs" and len(meta["reduced_ops"]) == 2, meta
+        follows = meta["follows"]
+        assert (follows["op"], follows["kind"]) == ("Abs", "dtype"), follows
+        assert follows["signature"].endswith("|mismatch|run|dtype in Abs output"), follows
+        issue = (bundle / "issue.md").read_text()
+        assert "The crash follows a wrong result of Abs (node `abs0`)" in issue, issue
+        assert "dtype float64, the model declares float32" in issue
+    # one root cause, one family: the crashes are the Abs mismatch's
+    families = family_rows(rows)
+    assert len(families) == 1, families
+    assert families[0]["verdict"] in ("crash, mismatch", "mismatch, crash")
+    assert len(families[0]["bundles"]) == len(rows)
+    # triage writes each issue.md again from meta.json, and its JSON says what each follows
+    assert main(["triage", str(c.out), "--format", "json"]) == 0
+    doc = json.loads((c.out / "triage.json").read_text())
+    assert len(doc["families"]) == 1
+    for bug in doc["bugs"]:
+        if bug["verdict"] == "crash":
+            assert bug["follows"].endswith("|mismatch|run|dtype in Abs output"), bug
+            assert "The crash follows a wrong result of Abs" in (
+                c.out / "bugs" / bug["id"] / "issue.md"
+            ).read_text()
+        else:
+            assert bug["follows"] is None
+
+
+def test_a_crash_of_its_own_follows_nothing_and_a_compile_reads_no_values() -> None:
+    """A consumer that fails on right operands (Raise on Relu after a right Abs) follows
+    nothing; after Abs's wrong values (the right type), a crash at compile follows nothing
+    (a compile reads no values), one at run time follows them."""
+    raise_relu = f"{ADAPTERS}:Raise:op=Relu"
+    wrong_abs = f"{ADAPTERS}:WrongOp:op=Abs"  # Abs + 0.5: wrong values, the right type
+    model = chain(["Abs", "Relu"])
+    with BackendPool(["ort", raise_relu, wrong_abs], timeout=30) as pool:
+        rep = Reproducer(pool, Target(raise_relu, "ort"))
+        assert find_precursor(model, X, rep, Stage.RUN) is None
+        rep = Reproducer(pool, Target(wrong_abs, "ort"))
+        assert find_precursor(model, X, rep, Stage.COMPILE) is None
+        found = find_precursor(model, X, rep, Stage.RUN)
+    assert found is not None and (found.op, found.kind) == ("Abs", "values"), found
