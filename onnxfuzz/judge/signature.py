@@ -130,6 +130,9 @@ _FAMILY_RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bR\.Tensor\(\([^()]*\)"), "R.Tensor((SHAPE)"),
     (re.compile(r"\btensor\((\w+)\)"), "DT"),
     (re.compile(r"\b(float|double|half|bool|string|T)\b"), "DT"),
+    # torch's scalar type names ("Expected a floating point tensor. Got Int", or Long)
+    (re.compile(r"\b(Byte|Char|Short|Int|Long|Half|Float|Double|BFloat16|Bool)\b"), "DT"),
+    (re.compile(r"\b(Complex(Half|Float|Double)|UInt(16|32|64))\b"), "DT"),
     (re.compile(r"\bR\.[a-z_][\w.]*"), "R.OP"),
 ]
 

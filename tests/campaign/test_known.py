@@ -79,6 +79,24 @@ def test_an_entry_written_before_pythons_names_were_kept_still_matches() -> None
     assert new.match("torch", sig, message).id == "torch-crash-Fnew"
 
 
+def test_an_entry_written_before_a_family_rule_changed_still_matches_its_family() -> None:
+    """An entry exported before torch's type names left families (2026-11-27) stores the
+    family with "Got Int" in it: the same bug saying "Got Long" matches it through the
+    entry's signatures, as one family today."""
+    norm = "RuntimeError: linalg.vector_norm: Expected a floating point or complex tensor as "
+
+    def sig(t: str) -> str:
+        said = Judgement(Verdict.CRASH, Stage.RUN, message=norm + f"input. Got {t}")
+        return signature("torch", said)
+
+    stored = family(sig("Int")).replace("Got DT", "Got Int")  # as exported then
+    assert stored != family(sig("Int"))
+    k = KnownFile({}, [KnownFamily(stored, "torch-crash-Fold", "torch", "crash", 2, [sig("Int")])])
+    assert k.match("torch", sig("Long")).id == "torch-crash-Fold"
+    other = signature("torch", Judgement(Verdict.CRASH, Stage.RUN, message="IndexError: oops"))
+    assert k.match("torch", other) is None
+
+
 def test_families_hit_often_enough_have_their_triggers_avoided() -> None:
     k = _file()
     pairs, forms = k.avoided(5)  # the crash (9 hits) yes, the mismatch (2 hits) no

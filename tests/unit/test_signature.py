@@ -265,6 +265,22 @@ def test_onnx_op_types_in_error_text_are_left_out_of_a_family() -> None:
     assert family(ort("Relu", "double")) != family(ort("Relu", "double").replace("ort|", "tvm|"))
 
 
+def test_torchs_scalar_type_names_are_left_out_of_a_family() -> None:
+    """onnx2torch's ReduceL1 on integers: torch names the type it got (Int, Long), one bug;
+    a type in lower case ("int") is a word of the message, as before."""
+
+    def torch(message: str) -> str:
+        return signature("torch", Judgement(Verdict.CRASH, Stage.RUN, message=message))
+
+    norm = "RuntimeError: linalg.vector_norm: Expected a floating point or complex tensor as "
+    int_, long_ = torch(norm + "input. Got Int"), torch(norm + "input. Got Long")
+    assert int_ != long_ and family(int_) == family(long_)
+    put = "RuntimeError: Index put requires the source and destination dtypes match, got {} "
+    put += "for the destination and {} for the source."
+    assert family(torch(put.format("Float", "Int"))) == family(torch(put.format("Half", "Long")))
+    assert family(int_) != family(torch(put.format("Float", "Int")))
+
+
 def test_a_crash_family_is_its_signal_and_frames_whatever_its_last_words() -> None:
     a = _crash_sig(FAULTHANDLER.format(n=3, tid=1, root="/a", func="fused_relu"))
     b = _crash_sig(
