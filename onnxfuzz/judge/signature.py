@@ -68,24 +68,78 @@ RULES: list[tuple[re.Pattern[str], str]] = [
 # The rules before Python's quoted names were kept (2026-11-27): bundles written then.
 _RULES_BEFORE_NAMES = [rule for rule in RULES if rule not in _PYTHON_NAMES]
 
+# A line that says only where an error passed through, once normalized: OpenVINO wraps each
+# error in "Exception from src/inference/src/cpp/core.cpp:105:" and "Check 'false' failed
+# at ...:" lines, and its frontend puts "FrontEnd API failed with OpConversionFailure:",
+# "Model wasn't fully converted. Failed operations detailed log:" and "While validating
+# ONNX node '<Node(...)>':" before the words. As the first two lines they made every
+# OpenVINO conversion failure one signature (a GridSample rank limit, GatherElements' shape
+# check and Resize's axes were one bug, 201 hits). Such lines are skipped when the first
+# lines are picked; the error's type on the first of them stays.
+WHERE_ONLY = (
+    r"^(?:\w+: )?(?:Exception from \S*FILE\S*:|Check S failed at \S*FILE\S*:|"
+    r"FrontEnd API failed with \w+:|Model wasn.t fully converted\. Failed operations detailed "
+    r"log:|While validating (?:ONNX )?node .*:)$"
+)
+# Words one of those lines holds (only such lines are normalized one by one to test them).
+WHERE_HINTS = r"Exception from|failed at|FrontEnd API failed|fully converted|While validating"
+_WHERE_ONLY, _WHERE_HINTS = re.compile(WHERE_ONLY), re.compile(WHERE_HINTS)
 
-def normalize(text: str, lines: int = 2, rules: list[tuple[re.Pattern[str], str]] = RULES) -> str:
-    """The first ``lines`` non-empty lines of ``text`` without incidental detail."""
-    kept = [ln.strip() for ln in text.splitlines() if ln.strip()][:lines]
-    out = " | ".join(kept)
+
+def _rewritten(text: str, rules: list[tuple[re.Pattern[str], str]]) -> str:
     for rx, rep in rules:
-        out = rx.sub(rep, out)
-    return out.strip()[:300]
+        text = rx.sub(rep, text)
+    return text
 
 
-def earlier_form(sig: str, message: str) -> str:
-    """``sig``, the signature of an error whose text is ``message``, as normalization wrote
-    it before Python's quoted names were kept (2026-11-27): a bundle written then holds
-    that form, and is the same bug (``run.replay``). Other signatures are unchanged."""
+def _saying(lines: list[str], n: int, rules: list[tuple[re.Pattern[str], str]]) -> list[str]:
+    """The first ``n`` of ``lines`` that say what went wrong, not only where it passed
+    (``WHERE_ONLY``), the error's type from a first line skipped kept in front; the first
+    ``n`` lines where none says more."""
+    kept: list[str] = []
+    prefix = ""
+    for k, line in enumerate(lines):
+        if _WHERE_HINTS.search(line) and _WHERE_ONLY.match(_rewritten(line, rules).strip()):
+            if k == 0 and (m := re.match(r"\w+: ", line)):
+                prefix = m.group(0)
+            continue
+        kept.append(line)
+        if len(kept) == n:
+            break
+    if not kept:
+        return lines[:n]
+    return [prefix + kept[0], *kept[1:]]
+
+
+def normalize(
+    text: str,
+    lines: int = 2,
+    rules: list[tuple[re.Pattern[str], str]] = RULES,
+    skip_where: bool = True,
+) -> str:
+    """The first ``lines`` non-empty lines of ``text`` that say what went wrong (with
+    ``skip_where``: not those that say only where, ``WHERE_ONLY``), without incidental
+    detail."""
+    kept = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    kept = _saying(kept, lines, rules) if skip_where else kept[:lines]
+    return _rewritten(" | ".join(kept), rules).strip()[:300]
+
+
+def earlier_forms(sig: str, message: str) -> list[str]:
+    """``sig``, the signature of an error whose text is ``message``, and the forms
+    normalization gave it before a rule changed: before Python's quoted names were kept,
+    and before lines that say only where an error passed were skipped (both 2026-11-27).
+    A bundle or known-findings file written then holds such a form, and is the same bug
+    (``run.replay``, ``store.known``). Other signatures are only themselves."""
     backend, verdict, stage, detail = (sig.split("|", 3) + ["", "", ""])[:4]
     if verdict == Verdict.MISMATCH or normalize(message) != detail:
-        return sig  # a wrong value's words, or a crash told by its frames: not error text
-    return f"{backend}|{verdict}|{stage}|{normalize(message, rules=_RULES_BEFORE_NAMES)}"
+        return [sig]  # a wrong value's words, or a crash told by its frames: not error text
+    forms = [
+        normalize(message, rules=rules, skip_where=skip)
+        for rules in (RULES, _RULES_BEFORE_NAMES)
+        for skip in (True, False)
+    ]
+    return list(dict.fromkeys(f"{backend}|{verdict}|{stage}|{form}" for form in forms))
 
 
 def _crash_detail(v: Judgement, trace: str) -> str:

@@ -14,7 +14,7 @@ from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.generate.corpus.testdata import DATA_SET, read_inputs
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, OracleConfig
-from onnxfuzz.judge.signature import earlier_form, family
+from onnxfuzz.judge.signature import earlier_forms, family
 
 
 class Replayed(StrEnum):
@@ -117,7 +117,7 @@ def _judge(
         seen.append(a)
         # (a bundle written before a normalization rule changed holds the earlier form)
         sig = a.signature
-        forms = {sig, earlier_form(sig, a.judgement.message)} if sig is not None else set()
+        forms = set(earlier_forms(sig, a.judgement.message)) if sig is not None else set()
         same = meta["signature"] in forms or (
             flaky and family(meta["signature"]) in {family(s) for s in forms}
         )

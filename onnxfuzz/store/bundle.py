@@ -41,7 +41,7 @@ from onnxfuzz.execute.sandbox import Outcome, Stage
 from onnxfuzz.generate.build.generator import Case
 from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs, write_test
 from onnxfuzz.judge.oracle import Judgement, precision_dtypes
-from onnxfuzz.judge.signature import RULES, normalize
+from onnxfuzz.judge.signature import RULES, WHERE_HINTS, WHERE_ONLY, normalize
 from onnxfuzz.reduce.reducer import Reduced
 from onnxfuzz.store.issue import write_issue
 from onnxfuzz.store.plain_repro import PlainRepro, exit_note, supported, write_plain
@@ -198,6 +198,8 @@ def _write_repro(
         mode_note=mode_note.strip(),
         adapters=adapters,
         rules=[(rx.pattern, rep) for rx, rep in RULES],
+        where_only=WHERE_ONLY,
+        where_hints=WHERE_HINTS,
         unsupported=(UNSUPPORTED_PATTERNS.pattern, int(UNSUPPORTED_PATTERNS.flags)),
     )
     (folder / "repro.py").write_text(text)

@@ -40,7 +40,7 @@ from onnxfuzz.errors import UsageError
 from onnxfuzz.generate.lang.features import node_features
 from onnxfuzz.generate.lang.spec import op_info
 from onnxfuzz.judge.oracle import Verdict
-from onnxfuzz.judge.signature import earlier_form, family, family_id, root_signature
+from onnxfuzz.judge.signature import earlier_forms, family, family_id, root_signature
 
 FORMAT = "onnxfuzz-known/1"
 AVOID_AFTER = 5  # hits of a family after which generation avoids its trigger
@@ -164,8 +164,8 @@ class KnownFile:
     def match(self, backend: str, signature: str, message: str = "") -> KnownFamily | None:
         """The entry a finding of ``backend`` with ``signature`` is known as, if any; with
         the error's ``message``, an entry written before a normalization rule changed
-        matches it too (``judge.signature.earlier_form``)."""
-        forms = dict.fromkeys([signature, earlier_form(signature, message)] if message else [])
+        matches it too (``judge.signature.earlier_forms``)."""
+        forms = dict.fromkeys(earlier_forms(signature, message) if message else [])
         for sig in forms or [signature]:
             fam: str | None = None
             root = root_signature(sig)  # a precision finding is its op's wrong value

@@ -358,7 +358,18 @@ def test_the_normalization_is_onnxfuzzs(tmp_path) -> None:
     ns = runpy.run_path(str(bundle / "repro.py"))  # defines, does not run (not __main__)
     assert ns["RULES"] == [(p.pattern, r) for p, r in RULES]
     assert ns["EXPECT"]["message"] == normalize(message)
+    # OpenVINO's: lines that say only where the error passed go, the type stays
+    openvino = (
+        "RuntimeError: Exception from src/inference/src/cpp/core.cpp:105:\nCheck 'false' "
+        "failed at src/frontends/x.cpp:151:\nFrontEnd API failed with OpConversionFailure:\n"
+        "Model wasn't fully converted. Failed operations detailed log:\n-- Resize-21 with a "
+        "message:\nWhile validating ONNX node '<Node(Resize): resize0>': Check 'a < b' failed "
+        "at src/core/y.hpp:57:\nAll axes values should less than input rank: 4"
+    )
+    where_only = "RuntimeError: Exception from src/inference/src/cpp/core.cpp:117:"
     samples = [message, "killed by signal SIGSEGV", "\x1b[31mCheck failed: 2 == 3\x1b[0m", ""]
+    samples += [openvino, where_only]
+    assert normalize(openvino).startswith("RuntimeError: -- ResizeN with a message: | All axes")
     assert [ns["normalize"](s) for s in samples] == [normalize(s) for s in samples]
 
 

@@ -4,7 +4,14 @@ signature names where it died (the innermost frames of the crashing thread), nor
 from onnxfuzz.execute.crashdump import FRAMES_HEAD, SHOWN, TAIL_HEAD, dump_of, evidence, read_dump
 from onnxfuzz.execute.sandbox import Stage
 from onnxfuzz.judge.oracle import Judgement, Verdict
-from onnxfuzz.judge.signature import family, family_id, normalize, root_signature, signature
+from onnxfuzz.judge.signature import (
+    earlier_forms,
+    family,
+    family_id,
+    normalize,
+    root_signature,
+    signature,
+)
 
 
 def test_colors_timestamps_addresses_and_paths_do_not_split_a_bug() -> None:
@@ -263,6 +270,58 @@ def test_onnx_op_types_in_error_text_are_left_out_of_a_family() -> None:
     assert ort("Relu", "double") != ort("Elu", "float")
     assert family(ort("Relu", "double")) == family(ort("Elu", "float"))
     assert family(ort("Relu", "double")) != family(ort("Relu", "double").replace("ort|", "tvm|"))
+
+
+def _openvino(op: str, check: str, said: str, header: bool = True) -> str:
+    """An OpenVINO frontend conversion failure, in its words (OpenVINO 2026.4)."""
+    text = (
+        "Exception from src/inference/src/cpp/core.cpp:105:\nCheck 'false' failed at src/"
+        "frontends/common_translators/src/unconverted_ops_report.cpp:151:\nFrontEnd API failed "
+        "with OpConversionFailure:\nModel wasn't fully converted. Failed operations detailed "
+        f"log:\n-- {op}-21 with a message:\nWhile validating ONNX node '<Node({op}): "
+        f"{op.lower()}0>': Check '{check}' failed at src/core/shape_inference/include/x.hpp:56:"
+        f"\n{said}\n\nSummary:\n-- Conversion is failed for: {op}-21"
+    )
+    message = f"RuntimeError: {text}" if header else text
+    return signature("openvino", Judgement(Verdict.CRASH, Stage.COMPILE, message=message))
+
+
+def test_openvinos_conversion_failures_are_told_apart_by_their_words() -> None:
+    """OpenVINO wraps every error in lines that say only where it passed ("Exception from
+    ...:", "Check 'false' failed at ...:", "FrontEnd API failed with ...:"): as the first
+    two lines, every conversion failure was one signature. Now the op and its words tell
+    them apart, and one failure at other shapes is one signature."""
+    gather = _openvino(
+        "GatherElements",
+        "output_shape.merge_into(output_shape, indices_pshape)",
+        "Shapes [5,8,5,2] and [3,5,4,1] are not consistent, `data` and `indices` must have "
+        "equal or intersecting dimensions, except for the dimension at axis index.3",
+    )
+    again = _openvino(
+        "GatherElements",
+        "output_shape.merge_into(output_shape, indices_pshape)",
+        "Shapes [2,7,1,9] and [1,6,1,3] are not consistent, `data` and `indices` must have "
+        "equal or intersecting dimensions, except for the dimension at axis index.2",
+    )
+    resize = _openvino("Resize", "all_of(...)", "All axes values should less than input rank: 4")
+    assert gather == again
+    assert gather != resize and family(gather) != family(resize)
+    assert gather.startswith("openvino|crash|compile|RuntimeError: -- GatherElementsN with a ")
+    assert "are not consistent" in gather
+    # the form bundles and known files written before hold, and replay and --known read
+    message = "RuntimeError: Exception from src/x.cpp:1:\nCheck 'false' failed at src/y.cpp:2:"
+    message += "\nCan not create StaticMemory object. The memory desc is undefined"
+    sig = signature("openvino", Judgement(Verdict.CRASH, Stage.COMPILE, message=message))
+    assert sig.endswith("|RuntimeError: Can not create StaticMemory object. The memory desc is "
+    "undefined")
+    forms = earlier_forms(sig, message)
+    assert forms[0] == sig
+    before = "RuntimeError: Exception from srcFILE: | Check S failed at srcFILE:"
+    assert f"openvino|crash|compile|{before}" in forms
+    # an error of such lines alone keeps them: there is nothing else to tell it by
+    alone = "RuntimeError: Exception from src/x.cpp:1:"
+    assert normalize(alone) == normalize(alone, skip_where=False)
+    assert normalize(alone) == "RuntimeError: Exception from srcFILE:"
 
 
 def test_torchs_scalar_type_names_are_left_out_of_a_family() -> None:
