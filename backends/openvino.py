@@ -21,15 +21,17 @@ _INSTALL = "pip install -e '.[openvino]'"
 _PRECISIONS = ("f32", "bf16", "f16")
 # The ONNX frontend: "No conversion rule found for operations: Foo-18" (no converter for an
 # op or op version); the CPU plugin: "Unsupported operation of type ...", "... is not
-# supported". A conversion that fails a shape check ("Model wasn't fully converted. Failed
-# operations detailed log: ... Check ... failed") is a refused valid model: a real error,
-# unless the check states a limit of a form ("GridSample is only supported for 4D input
-# tensors", the CPU plugin's "Interpolate node ... only supports resize on spatial
-# dimensions"), as TVM's importer does (the same words as its adapter's: each adapter is
-# self-contained, as a bundle's repro.py embeds its source alone).
+# supported", "Unsupported padding mode: [wrap]"; a dtype limit, DFT's "FFT op input
+# element type must be f32, f16, or bf16", as TVM's adapter reads its own. A conversion
+# that fails a shape check ("Model wasn't fully converted. Failed operations detailed log:
+# ... Check ... failed") is a refused valid model: a real error, unless the check states a
+# limit of a form ("GridSample is only supported for 4D input tensors", the CPU plugin's
+# "Interpolate node ... only supports resize on spatial dimensions"), as TVM's importer
+# does (the same words as its adapter's: each adapter is self-contained, as a bundle's
+# repro.py embeds its source alone).
 _UNSUPPORTED = re.compile(
-    r"No conversion rule found|not supported|unsupported operation|not implemented|"
-    r"doesn't support|does not support|"
+    r"No conversion rule found|not supported|\bunsupported\b|not implemented|"
+    r"doesn't support|does not support|input element type must be|"
     r"\bonly supports?\b|\bonly\b[^.\n]{0,80}?\b(?:is |are )?(?:currently )?supported\b|"
     r"\bsupported only\b",
     re.IGNORECASE,

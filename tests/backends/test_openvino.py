@@ -139,6 +139,8 @@ def test_a_form_openvino_states_it_does_not_take_is_unsupported() -> None:
         "(depth, height and width)"
     )
     assert b.is_unsupported(RuntimeError(plugin))
+    for said in ("Unsupported padding mode: [wrap]", "FFT op input element type must be f32"):
+        assert b.is_unsupported(RuntimeError(f"-- Pad-21 with a message:\n{said}"))
     assert not b.is_unsupported(RuntimeError(INCONSISTENT))
 
 
