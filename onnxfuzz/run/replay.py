@@ -13,7 +13,7 @@ from onnxfuzz.errors import BundleDamaged
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.generate.corpus.testdata import DATA_SET, read_inputs
 from onnxfuzz.judge.judge import Judge
-from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, OracleConfig
+from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, OracleConfig, Verdict
 from onnxfuzz.judge.signature import earlier_forms, family
 
 
@@ -128,6 +128,19 @@ def _judge(
             return Replayed.REPRODUCES, line
     a = next((x for x in seen if x.judgement.is_bug), seen[-1])
     v = a.judgement
+    said = " | ".join(ln.strip() for ln in v.message.splitlines() if ln.strip())[:300]
+    # Neither is a fix: a backend that now refuses the model (or an adapter that now reads
+    # its error as a form it does not take), and a reference that fails on it, as the
+    # bundle's own repro.py says (a team checking a release must not close such a bug).
+    if v.verdict == Verdict.UNSUPPORTED:
+        return Replayed.DIFFERENT, (
+            f"fails differently: {backend} now rejects the model as unsupported at "
+            f"{v.stage or 'compile'} stage: {said}"
+        )
+    if v.verdict == Verdict.INVALID_REFERENCE:
+        return Replayed.DIFFERENT, (
+            f"cannot tell: the reference {reference} fails on the model now: {said}"
+        )
     if not v.is_bug:
         runs_note = f" in {len(seen)} runs (intermittent: fixed or not seen)" if flaky else ""
         return Replayed.FIXED, f"does not reproduce{runs_note}: {backend} gives {v.verdict}"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -158,3 +160,25 @@ def test_a_bundle_written_before_pythons_names_were_kept_still_reproduces(
     rows = {r["bundle"]: r["status"] for r in json.loads(out)["bundles"]}
     assert rows == {"a-before": "still", "b-now": "still", "c-other": "different"}, out
     assert code == 4
+
+
+def test_a_bug_the_backend_now_rejects_as_unsupported_is_not_fixed(tmp_path, capsys) -> None:
+    """A crash whose backend now refuses the model as unsupported (a release that drops a
+    form, or an adapter that now reads its error as a stated limit, as OpenVINO's "only
+    supported for 4D input tensors") is not fixed: replay says so, as the bundle's own
+    repro.py does; a backend that runs the model right is fixed."""
+    root = tmp_path / "run"
+    refuses = f"{ADAPTERS}:Unsupported:op=Relu"  # NotImplementedError on Relu
+    sig = f"{refuses}|crash|compile|Fail: FuseReluClip"
+    refused = _bundle(root, "a-refused", TensorProto.FLOAT, sig, refuses)
+    _bundle(root, "b-fixed", TensorProto.FLOAT, "ort|crash|compile|Fail: FuseReluClip", "ort")
+    code, out = _replay(capsys, str(root), "--format", "json")
+    rows = {r["bundle"]: r for r in json.loads(out)["bundles"]}
+    assert rows["a-refused"]["status"] == "different", out
+    assert "now rejects the model as unsupported at compile stage" in out
+    assert "Relu is not implemented" in out
+    assert rows["b-fixed"]["status"] == "fixed", out  # float Clip bounds: ORT is right
+    assert code == 4
+    # the bundle's own script says the same
+    r = subprocess.run([sys.executable, "repro.py"], cwd=refused, capture_output=True, text=True)
+    assert r.returncode == 4 and "now rejects the model as unsupported" in r.stdout, r.stdout
