@@ -171,7 +171,8 @@ def test_a_bug_the_backend_now_rejects_as_unsupported_is_not_fixed(tmp_path, cap
     refuses = f"{ADAPTERS}:Unsupported:op=Relu"  # NotImplementedError on Relu
     sig = f"{refuses}|crash|compile|Fail: FuseReluClip"
     refused = _bundle(root, "a-refused", TensorProto.FLOAT, sig, refuses)
-    _bundle(root, "b-fixed", TensorProto.FLOAT, "ort|crash|compile|Fail: FuseReluClip", "ort")
+    ort_sig = "ort|crash|compile|Fail: FuseReluClip"
+    fixed = _bundle(root, "b-fixed", TensorProto.FLOAT, ort_sig, "ort")
     code, out = _replay(capsys, str(root), "--format", "json")
     rows = {r["bundle"]: r for r in json.loads(out)["bundles"]}
     assert rows["a-refused"]["status"] == "different", out
@@ -182,3 +183,9 @@ def test_a_bug_the_backend_now_rejects_as_unsupported_is_not_fixed(tmp_path, cap
     # the bundle's own script says the same
     r = subprocess.run([sys.executable, "repro.py"], cwd=refused, capture_output=True, text=True)
     assert r.returncode == 4 and "now rejects the model as unsupported" in r.stdout, r.stdout
+    # a reference that now fails on the model tells nothing: not fixed either
+    meta = json.loads((fixed / "meta.json").read_text())
+    meta["reference"] = f"{ADAPTERS}:Raise:op=Relu"
+    (fixed / "meta.json").write_text(json.dumps(meta))
+    code, out = _replay(capsys, str(fixed))
+    assert code == 4 and "cannot tell: the reference" in out and "fails on the model now" in out
