@@ -77,6 +77,7 @@ def find_precursor(
     g = model.graph
     kinds = AT_COMPILE if stage == Stage.COMPILE else AT_RUN
     read = set().union(*(reads(n) for n in g.node))
+    types = _types(model)
     checked = 0
     values: dict[str, np.ndarray] | None = None
     for k, node in enumerate(g.node):
@@ -85,7 +86,7 @@ def find_precursor(
         if checked == MAX_CHECKED:
             break
         checked += 1
-        cut = _cut_after(model, k)
+        cut = _cut_after(model, k, types)
         if cut is None:
             continue
         head, kept = cut
@@ -96,7 +97,7 @@ def find_precursor(
             continue
         if values is None:
             values = rep.reference_values(model, inputs) or {}
-        rest = _rest(model, kept)
+        rest = _rest(model, kept, types)
         if rest is None:
             continue
         fed = {i.name: values.get(i.name) for i in rest.graph.input}
@@ -118,28 +119,33 @@ def find_precursor(
 
 
 def _types(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """Every tensor's type: declared, else inferred."""
     g = model.graph
     declared = (*g.value_info, *g.output, *g.input)
     return {vi.name: vi for vi in (*inferred_types(model), *declared)}
 
 
-def _cut_after(model: onnx.ModelProto, k: int) -> tuple[onnx.ModelProto, set[int]] | None:
+def _cut_after(
+    model: onnx.ModelProto, k: int, types: dict[str, onnx.ValueInfoProto]
+) -> tuple[onnx.ModelProto, set[int]] | None:
     """The model of node ``k`` and the nodes it depends on, with ``k``'s tensor results as
     its outputs, and those nodes' indices; None where a result has no known type."""
     g = model.graph
     node = g.node[k]
     kept = ancestors(g, next(t for t in node.output if t)) or {k}
-    types = _types(model)
     outs = [t for t in node.output if t]
     if any(t not in types or not types[t].type.HasField("tensor_type") for t in outs):
         return None
     m = _subset(model, sorted(kept))
     del m.graph.output[:]
     m.graph.output.extend(types[t] for t in outs)
+    _keep(m.graph.value_info, [vi for vi in m.graph.value_info if vi.name not in outs])
     return m, kept
 
 
-def _rest(model: onnx.ModelProto, removed: set[int]) -> onnx.ModelProto | None:
+def _rest(
+    model: onnx.ModelProto, removed: set[int], types: dict[str, onnx.ValueInfoProto]
+) -> onnx.ModelProto | None:
     """The model without the nodes ``removed``: what its other nodes read of theirs become
     graph inputs (the reference's values are fed there); None where one has no known type
     or no node is left."""
@@ -149,7 +155,6 @@ def _rest(model: onnx.ModelProto, removed: set[int]) -> onnx.ModelProto | None:
         return None
     made = {t for k in removed for t in g.node[k].output if t}
     wanted = set().union(*(reads(g.node[k]) for k in left)) & made
-    types = _types(model)
     if any(t not in types or not types[t].type.HasField("tensor_type") for t in wanted):
         return None
     m = _subset(model, left)
@@ -182,9 +187,15 @@ def _subset(model: onnx.ModelProto, indices: list[int]) -> onnx.ModelProto:
         (g.value_info, infos),
         (g.output, outputs),
     ):
-        kept = [type(x)() for x in items]
-        for new, old in zip(kept, items, strict=True):
-            new.CopyFrom(old)
-        del field[:]
-        field.extend(kept)
+        _keep(field, items)
     return m
+
+
+def _keep(field: Any, items: list[Any]) -> None:
+    """``field`` (a repeated message field) holding copies of ``items`` alone (copies: an
+    element of a field is not to be used once the field is cleared)."""
+    kept = [type(x)() for x in items]
+    for new, old in zip(kept, items, strict=True):
+        new.CopyFrom(old)
+    del field[:]
+    field.extend(kept)
