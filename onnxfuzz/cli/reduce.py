@@ -275,12 +275,10 @@ def reduce(
         )
     click.echo(f"written to {dest}/model.onnx")
     if follows is not None:
+        node = f" (node {follows.node})" if follows.node else ""
         click.echo(
-            f"the crash follows a wrong result of {follows.op}"
-            + (f" (node {follows.node})" if follows.node else "")
-            + f": "
-            f"{follows.message}; the rest of the model runs on {reference}'s values there: "
-            f"fix {follows.op} first"
+            f"the crash follows a wrong result of {follows.op}{node}: {follows.message}; the "
+            f"rest of the model runs on {reference}'s values there: fix {follows.op} first"
         )
     if not r.message:
         click.echo(

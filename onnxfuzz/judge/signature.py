@@ -217,6 +217,7 @@ def root_signature(sig: str) -> str:
     return f"{backend}|{verdict}|{stage}|{root_kind(kind)}{sep}{rest}"
 
 
+@functools.lru_cache(maxsize=8192)
 def family(sig: str) -> str:
     """The root-cause family of a bug signature (``signature``): the same signature without
     op names, shapes, element types and numbers, so that one bug that shows through many

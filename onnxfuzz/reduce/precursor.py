@@ -23,7 +23,7 @@ likely gone. The first such node is the precursor; none is claimed otherwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -44,7 +44,6 @@ MAX_CHECKED = 4
 AT_COMPILE = frozenset({"dtype"})
 AT_RUN = AT_COMPILE | {"shape", "missing", "values"}
 
-
 # The rest's verdicts that say it ran: it compiled and ran to the end, right or not.
 RAN = frozenset({Verdict.OK, Verdict.MISMATCH, Verdict.UNSTABLE})
 
@@ -60,13 +59,7 @@ class Precursor:
     message: str  # what the cut model's comparison said
 
     def as_meta(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "op": self.op,
-            "kind": self.kind,
-            "signature": self.signature,
-            "message": self.message,
-        }
+        return asdict(self)
 
 
 def find_precursor(
@@ -131,11 +124,10 @@ def _cut_after(
     """The model of node ``k`` and the nodes it depends on, with ``k``'s tensor results as
     its outputs, and those nodes' indices; None where a result has no known type."""
     g = model.graph
-    node = g.node[k]
-    kept = ancestors(g, next(t for t in node.output if t)) or {k}
-    outs = [t for t in node.output if t]
+    outs = [t for t in g.node[k].output if t]
     if any(t not in types or not types[t].type.HasField("tensor_type") for t in outs):
         return None
+    kept = ancestors(g, outs[0]) or {k}
     m = _subset(model, sorted(kept))
     del m.graph.output[:]
     m.graph.output.extend(types[t] for t in outs)
