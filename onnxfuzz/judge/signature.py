@@ -86,6 +86,15 @@ WHERE_HINTS = r"Exception from|failed at|FrontEnd API failed|fully converted|Whi
 _WHERE_ONLY, _WHERE_HINTS = re.compile(WHERE_ONLY), re.compile(WHERE_HINTS)
 
 
+# A signature keeps this much of an error's normalized text.
+DETAIL_CHARS = 300
+# A family keeps this much of a cut signature's text once its own rules have run: the rules
+# shorten one bug's texts by different amounts ("dim=[N]" and "dim=[]" are "[SHAPE]"), so the
+# cut fell at different words ("... Expected a floating poi" and "... floating po": two
+# families of one error).
+FAMILY_CHARS = 270
+
+
 def _rewritten(text: str, rules: list[tuple[re.Pattern[str], str]]) -> str:
     for rx, rep in rules:
         text = rx.sub(rep, text)
@@ -122,7 +131,7 @@ def normalize(
     detail."""
     kept = [ln.strip() for ln in text.splitlines() if ln.strip()]
     kept = _saying(kept, lines, rules) if skip_where else kept[:lines]
-    return _rewritten(" | ".join(kept), rules).strip()[:300]
+    return _rewritten(" | ".join(kept), rules).strip()[:DETAIL_CHARS]
 
 
 def earlier_forms(sig: str, message: str) -> list[str]:
@@ -182,6 +191,10 @@ _FAMILY_RULES: list[tuple[re.Pattern[str], str]] = [
     # a Relax tensor's shape, symbolic dims too (TVM names NonZero's count nonzero_numbers):
     # R.Tensor((N, nonzero_numbers, N), ...) is a shape as R.Tensor((N, N, N), ...) is
     (re.compile(r"\bR\.Tensor\(\([^()]*\)"), "R.Tensor((SHAPE)"),
+    # a list of numbers is a shape, axes or sizes as a tuple is (tuples are (SHAPE) in
+    # signatures already): OpenVINO's shape checks quote [N,N,N], torch's fake-tensor
+    # errors a call's dim=[N] or dim=[], one check at each rank
+    (re.compile(r"\[\s*(N(\s*,\s*N)*\s*,?)?\s*\]"), "[SHAPE]"),
     (re.compile(r"\btensor\((\w+)\)"), "DT"),
     (re.compile(r"\b(float|double|half|bool|string|T)\b"), "DT"),
     # torch's scalar type names ("Expected a floating point tensor. Got Int", or Long)
@@ -236,6 +249,7 @@ def family(sig: str) -> str:
         head, _, frames = detail.partition(" | at ")
         detail = head.split(" | ", 1)[0] + " | at " + frames
     else:
+        cut = len(detail) >= DETAIL_CHARS
         for rx, rep in _FAMILY_RULES:
             detail = rx.sub(rep, detail)
         # a Relax call's operands are whatever the model computed: R.OP(DT, R.OP(N, S)) is
@@ -243,6 +257,8 @@ def family(sig: str) -> str:
         while (collapsed := _RELAX_CALL.sub("R.OP", detail)) != detail:
             detail = collapsed
         detail = _op_types().sub("OP", detail)
+        if cut:  # up to the last whole word within FAMILY_CHARS
+            detail = detail[: FAMILY_CHARS + 1].rsplit(" ", 1)[0]
     return f"{backend}|{verdict}|{stage}|{detail}"
 
 

@@ -417,3 +417,45 @@ def test_pythons_quoted_class_and_attribute_names_tell_bugs_apart() -> None:
         torch_sig("AttributeError: 'GraphModule' object has no attribute 'add12_out0'")
     )
     assert torch_sig("KeyError: 'in3'") == torch_sig("KeyError: 'weird name'")
+
+
+def test_one_check_at_each_rank_is_one_family() -> None:
+    """Lists of numbers are shapes, axes or sizes as tuples are: OpenVINO's GatherElements
+    check at ranks 2 to 5 (4 families before), and torch.compile's ReduceL1 on integers
+    with dim=[0] and dim=[], whose signatures were also cut at different words (the list
+    is a character longer)."""
+
+    def sig(backend: str, message: str) -> str:
+        return signature(backend, Judgement(Verdict.CRASH, Stage.COMPILE, message=message))
+
+    check = (
+        "RuntimeError: Exception from src/inference/src/cpp/core.cpp:105:\n"
+        "Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report"
+        ".cpp:151:\nFrontEnd API failed with OpConversionFailure:\nModel wasn't fully "
+        "converted. Failed operations detailed log:\n-- GatherElements-21 with a message:\n"
+        "While validating ONNX node '<Node(GatherElements): gatherelements0>': Check "
+        "'output_shape.merge_into(output_shape, indices_pshape)' failed at src/core/"
+        "shape_inference/include/gather_elements_shape_inference.hpp:56:\nShapes {} and {} "
+        "are not consistent, `data` and `indices` must have equal or intersecting dimensions,"
+        " except for the dimension at axis index.3\n"
+    )
+    ranks = [
+        sig("openvino", check.format(a, b))
+        for a, b in [("[5,8]", "[3,5]"), ("[5,8,5]", "[3,5,4]"), ("[5,8,5,2]", "[3,5,4,1]")]
+    ]
+    assert len(set(ranks)) == 3 and len({family(s) for s in ranks}) == 1
+    norm = (
+        "TorchRuntimeError: RuntimeError when making fake tensor call\n  Explanation: Dynamo "
+        "failed to run FX node with fake tensors: call_function <function norm at "
+        "0x7f22ba0fa020>(*(FakeTensor(..., size={}, dtype=torch.int32),), **{{'p': 1, 'dim':"
+        " {}, 'keepdim': True}}): got RuntimeError('linalg.vector_norm: Expected a floating "
+        "point or complex tensor as input. Got torch.int32')\n"
+    )
+    scalar, vector = sig("torch-compile", norm.format("()", "[]")), sig(
+        "torch-compile", norm.format("(5,)", "[0]")
+    )
+    assert scalar != vector and family(scalar) == family(vector)
+    # a list that is not all numbers is words of the message
+    assert family(sig("openvino", "Error: axes [a,b] bad")) != family(
+        sig("openvino", "Error: axes [1,2] bad")
+    )
