@@ -1,8 +1,9 @@
 """What each backend supports, op by op and element type by element type: a cached probe.
 
-Before a campaign, every (op, element type) onnxfuzz would generate is tried alone on each
-backend (a single-op model). Pairs the backend reports unsupported are recorded with its
-reason, per backend, version and opset. Every answer is cached as it comes, in a
+Before a campaign, every (op, element type) onnxfuzz would generate is tried on each
+backend in a single-op model, eight such models side by side in one (group testing: a
+group that fails is halved down to the pair alone). Pairs the backend reports unsupported
+alone are recorded with its reason, per backend, version and opset. Every answer is cached as it comes, in a
 journal per (adapter with its options, version, opset, generator options, specs) under
 the user's cache folder (``$ONNXFUZZ_CACHE``, else ``$XDG_CACHE_HOME/onnxfuzz``, else
 ``~/.cache/onnxfuzz``): a later campaign or ``backend check`` asks the backend only what
@@ -56,6 +57,10 @@ from onnxfuzz.generate.lang.spec import load_specs, op_info
 from onnxfuzz.infer.rules import rules_dir
 
 Support = dict[str, dict[str, str]]  # op -> dtype name -> why unsupported
+
+# Pairs probed side by side in one model: most pairs are supported, and a compiling
+# backend pays per model more than per node.
+PAIR_GROUP = 8
 
 
 def cache_dir() -> Path:
@@ -208,6 +213,7 @@ def probe_backend(
     *,
     deadline: float | None = None,
     use_cache: bool = True,
+    group: int = PAIR_GROUP,
 ) -> Probed:
     """The (op, element type) pairs backend ``label`` of started pools reports
     unsupported on a single-op model (op -> {dtype: reason}), then the forms of each op it
@@ -219,7 +225,8 @@ def probe_backend(
     not there. No pair is started after ``deadline`` (``time.monotonic()``), and one under
     way then is cut at it; what is not probed counts as supported and is probed by the
     next run. ``on_progress(done, total)`` is called as answers come, first with the
-    count the cache answered (0 without one)."""
+    count the cache answered (0 without one). ``group``: pairs tried side by side in one
+    model (1: each alone)."""
     pools = [pools] if isinstance(pools, BackendPool) else list(pools)
     journal = _Journal(_cache_file(pools[0].infos[label], cfg) if use_cache else None)
     singles = list(single_op_generators(cfg))
@@ -248,19 +255,41 @@ def probe_backend(
             done[0] += 1
             tell(done[0], total[0])
 
-    def probe_pair(pool: BackendPool, k: int) -> None:
-        if answered[k]:
-            return
-        case = singles[k].generator.generate(0)
-        o = _run_before(pool, label, deadline, case.model.SerializeToString(), case.make_inputs(0))
-        if o is None:
-            return  # cut at the deadline: probed next time
-        reasons[k] = _reason(o) if o.status == Status.UNSUPPORTED else None
-        answered[k] = True
-        journal.add({"pair": [singles[k].op, singles[k].dtype], "why": reasons[k]})
+    def answer(k: int, why: str | None) -> None:
+        reasons[k], answered[k] = why, True
+        journal.add({"pair": [singles[k].op, singles[k].dtype], "why": why})
         tick()
 
-    _share_out(pools, len(singles), probe_pair, deadline)
+    def probe_pairs(pool: BackendPool, ks: list[int]) -> None:
+        """Group testing: ``ks``' single-op models side by side in one model; a backend
+        that runs it has every pair (one compile instead of len(ks): torch.compile takes
+        ~1.5 s a model, TVM ~0.3 s, whatever its size), a failure is halved down to the
+        pair alone, whose own outcome is its answer."""
+        if len(ks) == 1:
+            case = singles[ks[0]].generator.generate(0)
+            model_bytes, inputs = case.model.SerializeToString(), case.make_inputs(0)
+        else:
+            model, inputs = merged([singles[k].generator.generate(0) for k in ks])
+            model_bytes = model.SerializeToString()
+        o = _run_before(pool, label, deadline, model_bytes, inputs)
+        if o is None:
+            return  # cut at the deadline: probed next time
+        if len(ks) == 1:
+            answer(ks[0], _reason(o) if o.status == Status.UNSUPPORTED else None)
+        elif o.status == Status.OK:
+            for k in ks:
+                answer(k, None)
+        elif o.status == Status.TIMEOUT:  # a hang: halving would wait for it twice as often
+            for k in ks:
+                probe_pairs(pool, [k])
+        else:
+            half = len(ks) // 2
+            probe_pairs(pool, ks[:half])
+            probe_pairs(pool, ks[half:])
+
+    todo = [k for k in range(len(singles)) if not answered[k]]
+    groups = [todo[i : i + group] for i in range(0, len(todo), group)]
+    _share_out(pools, len(groups), lambda pool, g: probe_pairs(pool, groups[g]), deadline)
     # Then the features of each op (attribute values, computed weights) in one type the
     # backend has: a later pass, as it needs the first's answers.
     by_op: dict[str, SingleOp] = {}

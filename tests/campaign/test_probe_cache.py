@@ -55,6 +55,41 @@ def test_a_second_probe_asks_the_backend_nothing_and_a_new_version_probes_afresh
     assert upgraded.cached == 0 and upgraded.complete
 
 
+def test_pairs_are_probed_side_by_side_and_each_lacked_pair_alone(tmp_path, monkeypatch) -> None:
+    """Group testing: eight single-op models in one (torch.compile takes 1-2 s a model,
+    TVM ~0.3 s, whatever its size), a group that fails halved down to the pair alone,
+    whose own run is its answer: the same pairs lacked, for the same reasons, as when
+    each pair is tried alone, in fewer runs. A pair that crashes (a bug, not a lack) is
+    supported either way."""
+    monkeypatch.setenv("ONNXFUZZ_CACHE", str(tmp_path / "cache"))
+    ops = {"Add", "Relu", "Mul", "Sub", "Abs", "Neg", "Exp", "Sigmoid", "Tanh", "Div"}
+    cfg = Config(ops=frozenset(ops), dtypes=frozenset({1, 6, 7, 11}))
+    lacks = f"{ADAPTERS}:UnsupportedType:op=Mul,dtype=int32"
+    crashes = f"{ADAPTERS}:Raise:op=Exp"
+    with BackendPool(["ort", lacks, crashes], 30.0) as pool:
+        runs = [0]
+        run_one = pool.run_one
+
+        def counted(*args, **kwargs):
+            runs[0] += 1
+            return run_one(*args, **kwargs)
+
+        monkeypatch.setattr(pool, "run_one", counted)
+        found = {}
+        for label in (lacks, crashes):
+            for group in (1, 8):
+                before = runs[0]
+                probed = probe_backend(pool, label, cfg, use_cache=False, group=group)
+                assert probed.complete
+                found[label, group] = (probed.support, runs[0] - before)
+    assert found[lacks, 8][0] == found[lacks, 1][0] == {
+        "Mul": {"int32": "NotImplementedError: Mul is not implemented for this type"}
+    }
+    assert found[crashes, 8][0] == found[crashes, 1][0] == {}
+    for label in (lacks, crashes):
+        assert found[label, 8][1] < found[label, 1][1] / 2, found
+
+
 def test_an_edited_adapter_probes_afresh_at_the_same_version(tmp_path, monkeypatch) -> None:
     """A vendor changing their adapter (what it calls unsupported, a converter fixed)
     while its version() stays the same gets a new probe, not the old adapter's answers;

@@ -122,7 +122,8 @@ def feature_variants(single: SingleOp) -> list[Variant]:
 
 def merged(cases: Sequence[Case]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """One model running ``cases``' graphs side by side (names prefixed ``v<k>_``) and its
-    inputs: a backend that runs it runs each of them (the probe tests features in groups)."""
+    inputs: a backend that runs it runs each of them (the probe tests pairs and features
+    in groups)."""
     graph = onnx.GraphProto(name="onnxfuzz_features")
     inputs: dict[str, np.ndarray] = {}
     for k, case in enumerate(cases):
@@ -131,6 +132,13 @@ def merged(cases: Sequence[Case]) -> tuple[onnx.ModelProto, dict[str, np.ndarray
         for field in ("node", "input", "output", "initializer", "value_info"):
             getattr(graph, field).extend(getattr(m.graph, field))
         inputs.update({prefix + n: v for n, v in case.make_inputs(0).items()})
-    model = onnx.helper.make_model(graph, opset_imports=cases[0].model.opset_import)
+    # Every domain any of them imports (the probe groups ops of several domains)
+    opsets: dict[str, int] = {}
+    for case in cases:
+        for imp in case.model.opset_import:
+            opsets[imp.domain] = max(opsets.get(imp.domain, 0), imp.version)
+    model = onnx.helper.make_model(
+        graph, opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in opsets.items()]
+    )
     model.ir_version = cases[0].model.ir_version
     return model, inputs
