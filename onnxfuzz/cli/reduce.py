@@ -256,6 +256,7 @@ def reduce(
                 + "; nothing to reduce"
             )
         rep.target.signature = first.signature
+        rep.last_message = first.judgement.message  # the node it names is tried alone first
         click.echo(f"reducing: {first.signature}")
         r = reduce_model(model, feeds, rep, budget)
         follows = None

@@ -1,5 +1,6 @@
 """Graph reduction passes for any ONNX model (ours or a user's; no recorded choices needed).
 
+- the node the failure's message names, alone (``onnxfuzz.reduce.suspects``), first;
 - cut outputs: keep one graph output (then each one fewer), dropping what only fed the rest;
 - bypass a node: wire a tensor of the same type and shape that exists earlier in its place;
 - replace a node by a new graph input carrying the reference's values of its output (what
@@ -27,12 +28,13 @@ import onnx
 from onnx import numpy_helper
 
 from onnxfuzz.generate.corpus.validate import check_static
-from onnxfuzz.judge.localize import inferred_types
+from onnxfuzz.judge.localize import inferred_types, single_node
 from onnxfuzz.reduce import control
 from onnxfuzz.reduce.control import prune_nodes, reads, rename_reads
 from onnxfuzz.reduce.domains import Fault, value_faults
 from onnxfuzz.reduce.measure import Size, size_of, value_bytes
 from onnxfuzz.reduce.passes import Pass, fixed_point
+from onnxfuzz.reduce.suspects import named_nodes
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,41 @@ def _rewire(s: State, k: int, old: str, new: str) -> State:
     return prune(m, s.inputs)
 
 
+def isolate_named(
+    values: Callable[[State], dict[str, np.ndarray] | None], message: Callable[[State], str]
+) -> Callable[[State], Iterator[State]]:
+    """The node the failure's message names (``reduce.suspects``) alone: its inputs that
+    other nodes computed become graph inputs holding the reference's values there, its
+    initializers stay, its outputs are the graph's."""
+
+    def candidates(s: State) -> Iterator[State]:
+        named = [
+            k
+            for k in named_nodes(s.model, message(s))
+            if not any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                for a in s.model.graph.node[k].attribute
+            )  # a body reads outer names
+        ]
+        vals = values(s) if named else None
+        if vals is None:
+            return
+        for k in named:
+            one = single_node(s.model, s.model.graph.node[k])
+            if one is None:
+                continue
+            feeds = {i.name: np.asarray(vals[i.name]) for i in one.graph.input if i.name in vals}
+            if len(feeds) != len(one.graph.input) or not one.graph.output:
+                continue
+            m = _copy(s.model)  # its opsets, IR version and metadata
+            name = m.graph.name
+            m.graph.CopyFrom(one.graph)
+            m.graph.name = name
+            yield prune(m, feeds)
+
+    return candidates
+
+
 def replace_nodes(
     values: Callable[[State], dict[str, np.ndarray] | None], as_constant: bool
 ) -> Callable[[State], Iterator[State]]:
@@ -238,7 +275,11 @@ def reduce_graph(
     still_fails: Callable[[State], bool],
     reference_values: Callable[[State], dict[str, np.ndarray] | None],
     deadline: float,
+    message: Callable[[State], str] = lambda s: "",
 ) -> tuple[State, list[Pass], bool]:
+    """``state`` reduced by the passes below to their fixed point or ``deadline``;
+    ``message(state)``: what the failure of a state that still fails said (the node it
+    names is tried alone first)."""
     cache: dict[bytes, dict[str, np.ndarray] | None] = {}
 
     def values(s: State) -> dict[str, np.ndarray] | None:
@@ -275,6 +316,7 @@ def reduce_graph(
         return new
 
     passes: list[Pass[State]] = [
+        Pass("isolate-named", isolate_named(values, message)),
         Pass("cut-outputs", cut_outputs),
         Pass("bypass-node", bypass_nodes),
         Pass("drop-sink", drop_sinks),

@@ -61,6 +61,7 @@ def _graph_passes(state: State, rep: Reproducer, deadline: float) -> tuple[State
         lambda s: rep(s.model, s.inputs),
         lambda s: rep.reference_values(s.model, s.inputs),
         deadline,
+        lambda s: rep.message(s.model, s.inputs),
     )
 
 

@@ -93,6 +93,10 @@ class Reproducer:
     use_frontend: bool = True
     at_import: bool = False
     frontend_runs: int = 0
+    # what the last run that showed the target's failure said (the reduction tries the
+    # node it names alone: ``reduce.suspects``)
+    last_message: str = ""
+    _asked: bool = False
 
     def __post_init__(self) -> None:
         if self.target.earlier:
@@ -129,6 +133,8 @@ class Reproducer:
         outcomes = self.run_all(model.SerializeToString(), inputs)
         a = self.judge.assess(model, inputs, outcomes)[self.target.backend]
         self.seconds += time.perf_counter() - t0
+        if self.matches(a):
+            self.last_message = a.judgement.message
         return a, outcomes
 
     def __call__(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
@@ -149,6 +155,14 @@ class Reproducer:
                 verdict = self.matches(self.assess(model, inputs))
             self.verdicts[key] = verdict
         return verdict
+
+    def message(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> str:
+        """What the target's failure said the last time a run showed it; before any has,
+        what ``model``'s run says, if it shows it (one run, asked once)."""
+        if not self.last_message and not self._asked:
+            self._asked = True
+            self.assess(model, inputs)
+        return self.last_message
 
     def check_at_import(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
         """Whether ``model`` fails as the target does at its backend's import alone: then
@@ -175,6 +189,8 @@ class Reproducer:
         if out.status != Status.OK:
             outcomes = {reference: self.pool.run_one(reference, data, inputs), backend: out}
             a = self.judge.assess(model, inputs, outcomes)[backend]
+            if self.matches(a):
+                self.last_message = a.judgement.message
         self.seconds += time.perf_counter() - t0
         return a
 

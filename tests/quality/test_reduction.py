@@ -16,6 +16,7 @@ from onnxfuzz.generate.build.generator import Case, Generator
 from onnxfuzz.generate.corpus.validate import check_static
 from onnxfuzz.generate.lang.config import Config
 from onnxfuzz.judge.localize import expose_all
+from onnxfuzz.reduce import graph_passes
 from onnxfuzz.reduce.domains import value_faults
 from onnxfuzz.reduce.graph_passes import prune
 from onnxfuzz.reduce.measure import size_of
@@ -401,3 +402,59 @@ def test_a_mismatch_never_checks_candidates_at_the_import() -> None:
         assert not rep.check_at_import(case.model, case.make_inputs(case.seed))
         r = reduce_case(gen, case, rep, budget_s=60)
         assert not rep.at_import and r.ops == ["Sigmoid"]
+
+
+def _chain_model(ops: list[str]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    h = onnx.helper
+    nodes, prev = [], "x"
+    for k, op in enumerate(ops):
+        name = f"{op.lower()}{k}"
+        nodes.append(h.make_node(op, [prev], [f"{name}_out"], name=name))
+        prev = f"{name}_out"
+    graph = h.make_graph(
+        nodes,
+        "chain",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+        [h.make_tensor_value_info(prev, onnx.TensorProto.FLOAT, [2, 3])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    return model, {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)}
+
+
+@pytest.mark.parametrize(
+    ("adapter", "op"),
+    [
+        ("Raise:op=Relu", "Relu"),  # "lowering of Relu failed": names the op
+        ("WrongOp:op=Sigmoid", "Sigmoid"),  # the judge's "first diverging node: sigmoid4"
+    ],
+)
+def test_the_node_a_failure_names_is_tried_alone_first(monkeypatch, adapter, op) -> None:
+    """torch.compile left a 7-node Reshape crash at its 30 s budget (a model takes it 1-2
+    s): its error named reshape.py, and Reshape alone, fed the reference's values, showed
+    it. The node a failure names is the first candidate: one run reduces an 8-node chain
+    to it, where the passes alone take a run per node."""
+    ops = ["Abs", "Neg", "Exp", "Tanh", "Sigmoid", "Relu", "Softsign", "Abs"]
+    model, inputs = _chain_model(ops)
+    label = f"{ADAPTERS}:{adapter}"
+
+    def reduced(named: bool) -> Reduced:
+        if not named:
+            monkeypatch.setattr(graph_passes, "named_nodes", lambda model, message: [])
+        with BackendPool(["ort", label], timeout=10.0) as pool:
+            rep = Reproducer(pool, Target(label, "ort"))
+            a = rep.assess(model, inputs)
+            assert a.signature is not None, a.judgement
+            rep.target.signature = a.signature
+            r = reduce_model(model, inputs, rep, budget_s=60)
+            assert rep(r.model, r.inputs) and r.complete
+        monkeypatch.undo()
+        return r
+
+    first, without = reduced(named=True), reduced(named=False)
+    assert first.ops == [op], onnx.printer.to_text(first.model.graph)
+    assert first.stats()["isolate-named"]["tried"] >= 1
+    assert first.stats()["isolate-named"]["kept"] == 1
+    # the first candidate tried was the one kept: no other pass kept a node before it
+    assert sum(st["kept"] for st in first.stats().values() if st is not None) <= 2
+    assert without.ops == [op]
+    assert first.runs < without.runs, (first.runs, without.runs)
