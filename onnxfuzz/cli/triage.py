@@ -50,6 +50,7 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
         known_rows,
         known_table,
         reduction_failures_line,
+        reduction_stopped_line,
         summary_rows,
     )
 
@@ -91,9 +92,12 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
         if known:
             console().print(known_table(known))
         console().print(bug_table(rows, f"bugs in {campaign_dir} ({n} tests)"))
-        failures = reduction_failures_line(rows, campaign_dir)
-        if failures is not None:
-            click.echo(failures)
+        for line in (
+            reduction_failures_line(rows, campaign_dir),
+            reduction_stopped_line(rows, campaign_dir),
+        ):
+            if line is not None:
+                click.echo(line)
         if diversity is not None:
             console().print(diversity)
         text = report.markdown(campaign_dir, rows, n)

@@ -69,6 +69,7 @@ from onnxfuzz.store.db import (
     NOT_REPRODUCIBLE,
     REDUCER_LOG,
     REDUCTION_FAILURES,
+    REDUCTION_STOPPED,
     REFERENCE_ONLY,
     CampaignLock,
     Result,
@@ -981,6 +982,17 @@ class Campaign:
                         r.bug, r.pattern = None, ""  # a later hit may file it
                         continue
                     known.add(key)
+                    if reduced is not None and not reduced.complete and len(reduced.ops) > 1:
+                        stopped = self.store.get_meta(REDUCTION_STOPPED) or {}
+                        stopped[key] = {
+                            "nodes": len(reduced.ops),
+                            "runs": reduced.runs,
+                            "seconds": round(reduced.seconds, 1),
+                            # the labels `onnxfuzz reduce` goes on with
+                            "reference": f.reference,
+                            "backend": f.backend,
+                        }
+                        self.store.set_meta(REDUCTION_STOPPED, stopped)
                     if self.avoidance is not None and where == "bugs":
                         # the reduced model's trigger (with its attribute values)
                         t_bundle = bundle_trigger(filed[-1], f.signature)

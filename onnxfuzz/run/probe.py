@@ -3,13 +3,13 @@
 Before a campaign, every (op, element type) onnxfuzz would generate is tried on each
 backend in a single-op model, eight such models side by side in one (group testing: a
 group that fails is halved down to the pair alone). Pairs the backend reports unsupported
-alone are recorded with its reason, per backend, version and opset. Every answer is cached as it comes, in a
-journal per (adapter with its options, version, opset, generator options, specs) under
-the user's cache folder (``$ONNXFUZZ_CACHE``, else ``$XDG_CACHE_HOME/onnxfuzz``, else
-``~/.cache/onnxfuzz``): a later campaign or ``backend check`` asks the backend only what
-the journal lacks, a new backend version starts a journal of its own, and a probe cut
-short (``--time``, an interrupt) goes on where it stopped. ``--no-probe-cache`` probes
-afresh.
+alone are recorded with its reason, per backend, version and opset. Every answer is cached
+as it comes, in a journal per (adapter with its options, version, opset, generator
+options, specs) under the user's cache folder (``$ONNXFUZZ_CACHE``, else
+``$XDG_CACHE_HOME/onnxfuzz``, else ``~/.cache/onnxfuzz``): a later campaign or ``backend
+check`` asks the backend only what the journal lacks, a new backend version starts a
+journal of its own, and a probe cut short (``--time``, an interrupt) goes on where it
+stopped. ``--no-probe-cache`` probes afresh.
 
 By default the result *steers* generation (``--probe steer``): the pairs some backend lacks
 are not generated (``Config.avoid``; ops lacked in every type are left out), so that tests

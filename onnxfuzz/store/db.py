@@ -89,6 +89,9 @@ REDUCER_LOG = "reducer-errors.log"
 # Meta key: bug key -> the signature of the wrong result that bug's crash follows
 # (``reduce.precursor``): its family is that result's, the root cause.
 FOLLOWS = "follows"
+# Meta key: bug key -> {"nodes", "runs", "seconds"} of a bundle whose reduction stopped at
+# its time budget with two nodes or more left (a smaller model may show the bug).
+REDUCTION_STOPPED = "reduction_stopped"
 
 
 @dataclass

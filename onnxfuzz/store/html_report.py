@@ -27,6 +27,7 @@ from onnxfuzz.store.report import (
     family_rows,
     reduced_ops,
     reduction_failures_line,
+    reduction_stopped_line,
 )
 from onnxfuzz.store.report_data import (
     DIVERSITY_FIGURES,
@@ -464,9 +465,12 @@ def _bug_table(d: ReportData) -> str:
         )
     more = len(d.bug_rows) - len(rows)
     tail = f"<p class=muted>{more} more bugs: onnxfuzz triage lists them all.</p>" if more else ""
-    failures = reduction_failures_line(d.bug_rows, Path(d.name))
-    if failures is not None:
-        tail += f"<p>{escape(failures)}</p>"
+    for line in (
+        reduction_failures_line(d.bug_rows, Path(d.name)),
+        reduction_stopped_line(d.bug_rows, Path(d.name)),
+    ):
+        if line is not None:
+            tail += f"<p>{escape(line)}</p>"
     return (
         '<table class="sortable"><thead><tr><th>id</th><th class=l>verdict</th>'
         "<th class=l>stage</th><th class=l>backend</th><th class=l>suspect</th>"

@@ -118,6 +118,7 @@ def issue_markdown(bundle: Path) -> str:
     sections = {
         "summary": f"{name} {what} on this model (found by onnxfuzz, reduced to "
         f"{len(ops)} node{'s' if len(ops) != 1 else ''})."
+        + _stopped_text(meta, len(ops))
         + (
             ""
             if blamed
@@ -165,6 +166,19 @@ def write_issue(bundle: Path) -> Path:
 
 
 # --- parts -----------------------------------------------------------------------------
+def _stopped_text(meta: dict[str, Any], nodes: int) -> str:
+    """That the reduction spent its time budget with nodes left: a smaller model may show
+    the bug ("" where it reached its end, or one node is left)."""
+    red = meta.get("reduction") or {}
+    if nodes < 2 or red.get("fixed_point", True):
+        return ""
+    return (
+        f" The reduction spent its time budget ({red.get('backend_runs', '?')} backend runs "
+        f"in {red.get('seconds', 0):.0f} s) before trying every smaller model: a smaller one "
+        "may show the bug too."
+    )
+
+
 def _reproducibility(meta: dict[str, Any]) -> str:
     """How the finding reproduced in fresh processes (``onnxfuzz.run.confirm``): " Reproduced
     3 of 5 runs ...", or that it depends on an earlier model; "" for a bundle from before."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from onnxfuzz.generate.measure.metrics import Diversity
 from onnxfuzz.judge.signature import family, family_id
-from onnxfuzz.store.db import FOLLOWS, REDUCER_LOG, REDUCTION_FAILURES, Store
+from onnxfuzz.store.db import FOLLOWS, REDUCER_LOG, REDUCTION_FAILURES, REDUCTION_STOPPED, Store
 from onnxfuzz.store.known import KnownFile
 
 PIPE_WIDTH = 1000  # columns of a table printed into a pipe or file: never wrapped
@@ -24,6 +24,7 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
     failed = store.get_meta(REDUCTION_FAILURES) or {}
     # a crash that follows another node's wrong result is of that result's family
     follows = store.get_meta(FOLLOWS) or {}
+    stopped = store.get_meta(REDUCTION_STOPPED) or {}
     for b in store.reference_bugs() if reference_alone else store.bugs():
         rows.append(
             {
@@ -44,6 +45,8 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
                 "reduction_failed": failed.get(b["signature"])
                 if b["pattern"] == "unreduced"
                 else None,
+                # its reduction stopped at the budget with nodes left, if it did
+                "reduction_stopped": stopped.get(b["key"]),
             }
         )
     return rows
@@ -53,7 +56,8 @@ def reduced_ops(row: dict[str, Any]) -> str:
     """A bug row's reduced op pattern as tables show it: "-" for one kept unreduced, and
     "- (reduction failed)" where reduction raised rather than being off or not needed."""
     if row["pattern"] != "unreduced":
-        return row["pattern"].replace("+", " ")
+        stopped = " (budget spent: may reduce further)" if row.get("reduction_stopped") else ""
+        return row["pattern"].replace("+", " ") + stopped
     return "- (reduction failed)" if row.get("reduction_failed") else "-"
 
 
@@ -66,6 +70,23 @@ def reduction_failures_line(rows: list[dict[str, Any]], out: Path) -> str | None
         f"reduction failed for {len(failed)} of {len(rows)} bugs (kept unreduced, reduced ops "
         f"'-'): {failed[0]['id']}: {failed[0]['reduction_failed']}; tracebacks in "
         f"{out / REDUCER_LOG}"
+    )
+
+
+def reduction_stopped_line(rows: list[dict[str, Any]], out: Path) -> str | None:
+    """One line naming the bugs whose reduction stopped at its budget with nodes left, and
+    the command that goes on from the first's reduced model; None when there are none."""
+    stopped = [r for r in rows if r.get("reduction_stopped")]
+    if not stopped:
+        return None
+    first = stopped[0]["reduction_stopped"]
+    model = out / "bugs" / stopped[0]["id"] / "reduced" / "model.onnx"
+    backends = f"--backend {first['reference']} --backend {first['backend']}"
+    return (
+        f"{len(stopped)} of {len(rows)} bugs kept two nodes or more when their reduction "
+        f"spent its budget (--reduce-budget), a smaller model may show them: "
+        f"{', '.join(r['id'] for r in stopped)}; to go on, e.g. `onnxfuzz reduce {model} "
+        f"{backends} --budget 5m`"
     )
 
 
@@ -345,9 +366,9 @@ def print_summary(
     if known:
         out_console.print(known_table(known))
     out_console.print(bug_table(rows, f"distinct bugs (bundles in {out / 'bugs'})"))
-    failures = reduction_failures_line(rows, out)
-    if failures is not None:
-        out_console.print(failures, soft_wrap=True, markup=False)
+    for line in (reduction_failures_line(rows, out), reduction_stopped_line(rows, out)):
+        if line is not None:
+            out_console.print(line, soft_wrap=True, markup=False)
     alone = summary_rows(store, reference_alone=True)
     if alone:
         where = out / "reference-bugs"

@@ -14,6 +14,7 @@ from onnxfuzz.store.report import (
     family_rows,
     reduced_ops,
     reduction_failures_line,
+    reduction_stopped_line,
 )
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -62,9 +63,12 @@ def markdown(campaign_dir: Path, rows: list[dict[str, Any]], n: int) -> str:
             f"{r['backend']} | {r['suspect'] or '-'} | {pattern} | {r['hits']} | "
             f"test {r['first_test']}, {when} |"
         )
-    failures = reduction_failures_line(rows, campaign_dir)
-    if failures is not None:
-        lines += ["", failures]
+    for line in (
+        reduction_failures_line(rows, campaign_dir),
+        reduction_stopped_line(rows, campaign_dir),
+    ):
+        if line is not None:
+            lines += ["", line]
     return "\n".join(lines) + "\n"
 
 

@@ -437,3 +437,35 @@ def test_reduce_says_which_wrong_result_a_crash_follows(tmp_path, capsys) -> Non
         "declares float32" in out
     ), out
     assert "fix Abs first" in out
+
+
+def test_a_reduction_that_spent_its_budget_says_so_and_how_to_go_on(tmp_path, capsys) -> None:
+    """torch.compile takes 1-2 s a model: a 30 s reduction left a 7-node Reshape crash
+    with nothing to tell it was not the end. A bundle whose reduction spent its budget with
+    two nodes or more left says so (issue.md, the bug tables: "may reduce further"), and
+    triage gives the `onnxfuzz reduce` command that goes on from it, which does."""
+    slow = f"{Path(__file__).parent / 'adapters.py'}:SlowRaise:op=Neg,delay=0.5"
+    out = tmp_path / "c"
+    argv = ["fuzz", "--backend", "ort", "--backend", slow, "--tests", "6", "--seed", "3"]
+    argv += ["--nodes", "8", "--ops", "Neg,Abs,Relu,Sigmoid,Tanh,Exp", "--probe", "off"]
+    argv += ["--reduce-budget", "1s", "--confirm", "1", "--out", str(out)]
+    assert main(argv) == 1
+    capsys.readouterr()
+    stopped = []
+    for bundle in sorted((out / "bugs").iterdir()):
+        meta = json.loads((bundle / "meta.json").read_text())
+        issue = (bundle / "issue.md").read_text()
+        cut = meta["reduced_nodes"] >= 2 and not meta["reduction"]["fixed_point"]
+        assert cut == ("The reduction spent its time budget" in issue), issue
+        stopped += [bundle] if cut else []
+    assert stopped, "no reduction spent its budget: the test shows nothing"
+    assert main(["triage", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "may reduce further" in said, said
+    command = re.search(r"`onnxfuzz (reduce [^`]+)`", said)
+    assert command is not None, said
+    assert (out / "triage.md").read_text().count("`onnxfuzz reduce ") == 1
+    args = command.group(1).split()
+    assert args[1] in [str(b / "reduced" / "model.onnx") for b in stopped], args
+    assert main([*args[:-2], "--budget", "60s", "--out", str(tmp_path / "more")]) == 0
+    assert "-> 1 nodes (Neg)" in capsys.readouterr().out
