@@ -76,7 +76,8 @@ def main() -> None:
             if found[1] != found[a.group]:
                 for op in sorted(set(found[1]) | set(found[a.group])):
                     if found[1].get(op) != found[a.group].get(op):
-                        print(f"  {op}: alone {found[1].get(op)} / grouped {found[a.group].get(op)}")
+                        alone_, grouped_ = found[1].get(op), found[a.group].get(op)
+                        print(f"  {op}: alone {alone_} / grouped {grouped_}")
 
 
 if __name__ == "__main__":
