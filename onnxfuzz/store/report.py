@@ -4,6 +4,7 @@ first: "4 families, 17 bundles"), the bug table, the end-of-campaign summary."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -81,12 +82,14 @@ def reduction_stopped_line(rows: list[dict[str, Any]], out: Path) -> str | None:
         return None
     first = stopped[0]["reduction_stopped"]
     model = out / "bugs" / stopped[0]["id"] / "reduced" / "model.onnx"
-    backends = f"--backend {first['reference']} --backend {first['backend']}"
+    command = shlex.join(
+        ["onnxfuzz", "reduce", str(model), "--backend", first["reference"], "--backend"]
+        + [first["backend"], "--budget", "5m"]
+    )
     return (
         f"{len(stopped)} of {len(rows)} bugs kept two nodes or more when their reduction "
         f"spent its budget (--reduce-budget), a smaller model may show them: "
-        f"{', '.join(r['id'] for r in stopped)}; to go on, e.g. `onnxfuzz reduce {model} "
-        f"{backends} --budget 5m`"
+        f"{', '.join(r['id'] for r in stopped)}; to go on, e.g. `{command}`"
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -465,7 +466,7 @@ def test_a_reduction_that_spent_its_budget_says_so_and_how_to_go_on(tmp_path, ca
     command = re.search(r"`onnxfuzz (reduce [^`]+)`", said)
     assert command is not None, said
     assert (out / "triage.md").read_text().count("`onnxfuzz reduce ") == 1
-    args = command.group(1).split()
+    args = shlex.split(command.group(1))
     assert args[1] in [str(b / "reduced" / "model.onnx") for b in stopped], args
     assert main([*args[:-2], "--budget", "60s", "--out", str(tmp_path / "more")]) == 0
     assert "-> 1 nodes (Neg)" in capsys.readouterr().out
