@@ -30,9 +30,12 @@ _UNSUPPORTED = re.compile(
     # be 1.67..., not 0.29" (Selu/Elu with non-default constants), "... does not support ...",
     # 'Tensor "x" is not found in constant values' (an input it needs to be a constant);
     # torch: '"addmm_impl_cpu_" not implemented for \'UInt64\'', "mean(): could not infer output
-    # dtype. Input dtype must be either a floating point or complex dtype. Got: Long".
+    # dtype. Input dtype must be either a floating point or complex dtype. Got: Long", and
+    # the limits it states: "reflect padding is implemented for padding the last 3
+    # dimensions of 4D or 5D input tensor, ..." (ONNX's Pad pads any axis).
     r"not implemented|not supported|unsupported|parameter must be |does not support|"
-    r"only supports? |is not found in constant values|Input dtype must be",
+    r"only supports? |is not found in constant values|Input dtype must be|"
+    r"\bis implemented for\b",
     re.IGNORECASE,
 )
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

@@ -117,6 +117,30 @@ def test_missing_converter_is_unsupported(backend) -> None:
     )
 
 
+def test_a_padding_mode_torch_has_only_for_the_last_dims_is_unsupported(backend) -> None:
+    """ONNX pads any axis in reflect mode; torch's reflect padding is implemented for the
+    last dims only, and says so: a stated limit (as OpenVINO's "only supported"), not a
+    crash to file (camp2 and camp8 filed it as a bug of torch and of torch-compile)."""
+    model = _model(
+        [helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2, 2, 2]),
+            helper.make_tensor_value_info("pads", TensorProto.INT64, [8]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 2, 2, 2])],
+        opset=13,  # onnx2torch converts Pad up to 13
+    )
+    model.graph.input.pop()  # the pads as a constant
+    model.graph.initializer.append(
+        helper.make_tensor("pads", TensorProto.INT64, [8], [1, 0, 0, 0, 1, 0, 0, 0])
+    )
+    x = np.arange(24, dtype=np.float32).reshape(3, 2, 2, 2)
+    with pytest.raises(RuntimeError, match="reflect padding is implemented for") as info:
+        backend.run(backend.compile(model), {"x": x})
+    assert backend.is_unsupported(info.value)
+    assert not backend.is_unsupported(RuntimeError("narrow(): length must be non-negative."))
+
+
 def test_torch_compile_matches_reference() -> None:
     b = load_backend("torch-compile")
     assert b.name == "torch-compile"
