@@ -2,7 +2,8 @@
 
 A short script (at most ``MAX_LINES`` lines) that imports only onnx, numpy and the culprit
 backend's public API (ONNX Runtime's ``InferenceSession``; TVM's ``from_onnx`` ->
-``tvm.compile`` -> ``relax.VirtualMachine``; ``onnx2torch.convert`` -> torch; OpenVINO's
+``tvm.compile`` -> ``relax.VirtualMachine``; ``onnx2torch.convert`` -> torch, and under
+``torch.compile`` for torch-compile; OpenVINO's
 ``Core().read_model`` -> ``compile_model`` with the adapter's config; the ONNX reference
 evaluator), loads ``model.onnx`` and ``test_data_set_0/input_*.pb`` beside it,
 prints actual vs expected and exits 1 while the bug is there (0 once fixed). An exception
@@ -40,7 +41,7 @@ _ORT_LEVELS = {
     "all": "ORT_ENABLE_ALL",
 }
 _NO_WORKAROUND = "# optimizers to switch off (none: the bug is there)"
-SHIPPED = ("ort", "ort-cuda", "tvm", "torch", "openvino", "onnx-reference")
+SHIPPED = ("ort", "ort-cuda", "tvm", "torch", "torch-compile", "openvino", "onnx-reference")
 
 
 def exit_note(verdict: str, signature: str) -> str:
@@ -76,7 +77,15 @@ class PlainRepro:
 
 # The lines of each backend's script that run the compiled model (the rest compile it): a
 # bug on the second run repeats them; the number counted from the end.
-_RUN_LINES = {"ort": 1, "ort-cuda": 1, "tvm": 3, "torch": 3, "openvino": 5, "onnx-reference": 1}
+_RUN_LINES = {
+    "ort": 1,
+    "ort-cuda": 1,
+    "tvm": 3,
+    "torch": 3,
+    "torch-compile": 3,
+    "openvino": 5,
+    "onnx-reference": 1,
+}
 
 
 def supported(label: str) -> bool:
@@ -115,9 +124,18 @@ def _run_tvm(options: dict[str, str]) -> tuple[str, list[str]]:
     ]
 
 
-def _run_torch() -> tuple[str, list[str]]:
+def _run_torch(compiled: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """onnx2torch's module; ``compiled`` (torch-compile's options): under torch.compile as
+    the adapter (backends/torch.py) compiles it, its mode and backend as the label says."""
+    compile_ = []
+    if compiled is not None:
+        mode, backend = compiled.get("mode", "default"), compiled.get("backend", "inductor")
+        compile_ = [
+            f'module = torch.compile(module, mode="{mode}", backend="{backend}", dynamic=False)'
+        ]
     return "import onnx2torch\nimport torch", [
         'module = onnx2torch.convert(onnx.load(HERE / "model.onnx")).eval()',
+        *compile_,
         "with torch.no_grad():",
         "    result = module(*[torch.from_numpy(a.copy()) for a in args])",
         "actual = [r.numpy() for r in (result if isinstance(result, tuple | list) else [result])]",
@@ -156,6 +174,8 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
         imports, run = _run_tvm(options)
     elif ref.target == "torch":
         imports, run = _run_torch()
+    elif ref.target == "torch-compile":
+        imports, run = _run_torch(options)
     elif ref.target == "openvino":
         imports, run = _run_openvino(options)
     elif ref.target == "onnx-reference":

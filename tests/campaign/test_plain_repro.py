@@ -35,6 +35,7 @@ API = {
     "ort": {"onnxruntime"},
     "tvm": {"tvm"},
     "torch": {"torch", "onnx2torch"},
+    "torch-compile": {"torch", "onnx2torch"},
     "openvino": {"openvino"},
 }
 
@@ -269,6 +270,28 @@ def test_torch_clip_dtype_exits_1_and_a_float_clip_exits_0(python, tmp_path) -> 
     assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
 
 
+def test_torch_compile_scripts_compile_the_module_as_the_adapter_does(python, tmp_path) -> None:
+    """torch-compile bundles had no plain script (15 of 15 in a campaign): its script
+    runs onnx2torch's module under torch.compile with the label's mode and backend; the
+    int32 Clip comes back float32 (exit 1), a float Clip is right (exit 0)."""
+    bundle = _bundle(
+        tmp_path / "b",
+        "torch-compile:mode=max-autotune-no-cudagraphs",
+        _clip(TensorProto.INT32),
+        DTYPE,
+    )
+    script = _plain(bundle, "torch-compile")
+    assert "onnx2torch.convert" in script
+    assert 'torch.compile(module, mode="max-autotune-no-cudagraphs", backend="inductor"' in script
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1, (r.stdout, r.stderr[-2000:])
+    assert "y: actual   float32 [2, 3]" in r.stdout and "expected int32" in r.stdout, r.stdout
+    bundle = _bundle(tmp_path / "c", "torch-compile", _clip(TensorProto.FLOAT), DTYPE)
+    assert 'mode="default", backend="inductor"' in _plain(bundle, "torch-compile")
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+
+
 def test_reference_evaluator_reads_the_stored_expected_outputs(python, tmp_path) -> None:
     """The reference evaluator as the culprit: its expected values are the comparison
     reference's outputs, stored beside the inputs (here planted off by one: a bug)."""
@@ -489,7 +512,6 @@ def test_torch_culprit_blames_torch_when_torch_eager_fails_the_same_way(tmp_path
     assert '"Constrain input and output types to all numeric tensors."' in expected, expected
 
 
-
 def test_torch_culprit_names_the_first_wrong_node_not_the_one_that_raised(tmp_path) -> None:
     """From the campaign: onnx2torch's Clip turns int64 indices into float32 and the next
     GatherElements raises on them; the culprit is the Clip's converter, checked in torch
@@ -531,7 +553,7 @@ def numpy_helper_from(a: np.ndarray, name: str) -> onnx.TensorProto:
 # A relax pass planted into tvm.compile's pipeline in the culprit search's child process (it
 # inherits PYTHONPATH): it doubles every constant, and like TVM's own optimizations it runs
 # only above opt_level 0 and obeys PassContext(disabled_pass=...).
-_PLANTED_PASS = '''
+_PLANTED_PASS = """
 import tvm
 from tvm import relax
 
@@ -556,7 +578,7 @@ def _wrapped(mod, *args, **kwargs):
 
 
 tvm.compile = _wrapped
-'''
+"""
 VALUES = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "values differ")
 
 
@@ -619,7 +641,7 @@ def test_a_bundle_is_written_where_the_evaluator_gives_a_sequence_for_a_tensor(
     issue_markdown(bundle)  # the evaluator's values, where shown, are said as a sequence
 
 
-SHIPPED_HERE = ["ort", "tvm", "torch", "onnx-reference"]
+SHIPPED_HERE = ["ort", "tvm", "torch", "torch-compile", "onnx-reference"]
 RERUN = Judgement(Verdict.MISMATCH, Stage.RERUN, "values", "y", "the second run differs")
 WRITTEN = Judgement(Verdict.MISMATCH, Stage.RUN, "input", "x", "run() wrote into x")
 
@@ -640,6 +662,7 @@ def test_a_second_run_bug_runs_the_compiled_model_twice(python, tmp_path, backen
         "ort": "ort.InferenceSession(",
         "tvm": "tvm.compile(",
         "torch": "onnx2torch.convert(",
+        "torch-compile": "torch.compile(",
         "onnx-reference": "ReferenceEvaluator(model)",
     }[backend]
     assert script.index(compile_call) < script.index(loop), script
