@@ -49,8 +49,7 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
         family_table,
         known_rows,
         known_table,
-        reduction_failures_line,
-        reduction_stopped_line,
+        reduction_lines,
         summary_rows,
     )
 
@@ -92,12 +91,8 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
         if known:
             console().print(known_table(known))
         console().print(bug_table(rows, f"bugs in {campaign_dir} ({n} tests)"))
-        for line in (
-            reduction_failures_line(rows, campaign_dir),
-            reduction_stopped_line(rows, campaign_dir),
-        ):
-            if line is not None:
-                click.echo(line)
+        for line in reduction_lines(rows, campaign_dir):
+            click.echo(line)
         if diversity is not None:
             console().print(diversity)
         text = report.markdown(campaign_dir, rows, n)

@@ -44,6 +44,7 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.backend import entry_points, parse_backend
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Status
+from onnxfuzz.generate.build.generator import Case
 from onnxfuzz.generate.build.single_op import (
     SingleOp,
     Variant,
@@ -260,16 +261,24 @@ def probe_backend(
         journal.add({"pair": [singles[k].op, singles[k].dtype], "why": why})
         tick()
 
+    cases: dict[int, Case] = {}
+
+    def case_of(k: int) -> Case:
+        """Pair ``k``'s single-op model, made once however often its group is halved."""
+        if k not in cases:
+            cases[k] = singles[k].generator.generate(0)
+        return cases[k]
+
     def probe_pairs(pool: BackendPool, ks: list[int]) -> None:
         """Group testing: ``ks``' single-op models side by side in one model; a backend
         that runs it has every pair (one compile instead of len(ks): torch.compile takes
         ~1.5 s a model, TVM ~0.3 s, whatever its size), a failure is halved down to the
         pair alone, whose own outcome is its answer."""
         if len(ks) == 1:
-            case = singles[ks[0]].generator.generate(0)
+            case = case_of(ks[0])
             model_bytes, inputs = case.model.SerializeToString(), case.make_inputs(0)
         else:
-            model, inputs = merged([singles[k].generator.generate(0) for k in ks])
+            model, inputs = merged([case_of(k) for k in ks])
             model_bytes = model.SerializeToString()
         o = _run_before(pool, label, deadline, model_bytes, inputs)
         if o is None:

@@ -26,8 +26,7 @@ from onnxfuzz.store.report import (
     families_title,
     family_rows,
     reduced_ops,
-    reduction_failures_line,
-    reduction_stopped_line,
+    reduction_lines,
 )
 from onnxfuzz.store.report_data import (
     DIVERSITY_FIGURES,
@@ -465,12 +464,8 @@ def _bug_table(d: ReportData) -> str:
         )
     more = len(d.bug_rows) - len(rows)
     tail = f"<p class=muted>{more} more bugs: onnxfuzz triage lists them all.</p>" if more else ""
-    for line in (
-        reduction_failures_line(d.bug_rows, Path(d.name)),
-        reduction_stopped_line(d.bug_rows, Path(d.name)),
-    ):
-        if line is not None:
-            tail += f"<p>{escape(line)}</p>"
+    for line in reduction_lines(d.bug_rows, Path(d.name)):
+        tail += f"<p>{escape(line)}</p>"
     return (
         '<table class="sortable"><thead><tr><th>id</th><th class=l>verdict</th>'
         "<th class=l>stage</th><th class=l>backend</th><th class=l>suspect</th>"

@@ -93,6 +93,13 @@ def reduction_stopped_line(rows: list[dict[str, Any]], out: Path) -> str | None:
     )
 
 
+def reduction_lines(rows: list[dict[str, Any]], out: Path) -> list[str]:
+    """What the tables of bugs do not say about their reductions: those that failed, and
+    those that spent their budget (``reduction_failures_line``, ``reduction_stopped_line``)."""
+    lines = (reduction_failures_line(rows, out), reduction_stopped_line(rows, out))
+    return [line for line in lines if line is not None]
+
+
 def family_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``summary_rows`` grouped by root-cause family (``judge.signature.family``), in the
     order each family was first found: its bundles, hits and first test."""
@@ -369,9 +376,8 @@ def print_summary(
     if known:
         out_console.print(known_table(known))
     out_console.print(bug_table(rows, f"distinct bugs (bundles in {out / 'bugs'})"))
-    for line in (reduction_failures_line(rows, out), reduction_stopped_line(rows, out)):
-        if line is not None:
-            out_console.print(line, soft_wrap=True, markup=False)
+    for line in reduction_lines(rows, out):
+        out_console.print(line, soft_wrap=True, markup=False)
     alone = summary_rows(store, reference_alone=True)
     if alone:
         where = out / "reference-bugs"

@@ -13,8 +13,7 @@ from onnxfuzz.store.report import (
     families_title,
     family_rows,
     reduced_ops,
-    reduction_failures_line,
-    reduction_stopped_line,
+    reduction_lines,
 )
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -63,12 +62,8 @@ def markdown(campaign_dir: Path, rows: list[dict[str, Any]], n: int) -> str:
             f"{r['backend']} | {r['suspect'] or '-'} | {pattern} | {r['hits']} | "
             f"test {r['first_test']}, {when} |"
         )
-    for line in (
-        reduction_failures_line(rows, campaign_dir),
-        reduction_stopped_line(rows, campaign_dir),
-    ):
-        if line is not None:
-            lines += ["", line]
+    for line in reduction_lines(rows, campaign_dir):
+        lines += ["", line]
     return "\n".join(lines) + "\n"
 
 

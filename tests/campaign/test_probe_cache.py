@@ -25,6 +25,19 @@ HERE = Path(__file__).resolve().parent
 ADAPTERS = HERE / "adapters.py"
 
 
+def _counting_runs(pool: BackendPool, monkeypatch) -> list[int]:
+    """A one-item list counting the models ``pool`` runs from now on."""
+    runs = [0]
+    run_one = pool.run_one
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - run_one's own
+        runs[0] += 1
+        return run_one(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "run_one", counted)
+    return runs
+
+
 def test_a_second_probe_asks_the_backend_nothing_and_a_new_version_probes_afresh(
     tmp_path, monkeypatch
 ) -> None:
@@ -32,14 +45,7 @@ def test_a_second_probe_asks_the_backend_nothing_and_a_new_version_probes_afresh
     label = f"{ADAPTERS}:UnsupportedType:op=Add,dtype=float64"
     cfg = Config(ops=frozenset({"Add", "Relu", "Mul"}), dtypes=frozenset({1, 11}))
     with BackendPool(["ort", label], 30.0) as pool:
-        runs = [0]
-        run_one = pool.run_one
-
-        def counted(*args, **kwargs):
-            runs[0] += 1
-            return run_one(*args, **kwargs)
-
-        monkeypatch.setattr(pool, "run_one", counted)
+        runs = _counting_runs(pool, monkeypatch)
         first = probe_backend(pool, label, cfg)
         asked_first = runs[0]
         second = probe_backend(pool, label, cfg)
@@ -67,14 +73,7 @@ def test_pairs_are_probed_side_by_side_and_each_lacked_pair_alone(tmp_path, monk
     lacks = f"{ADAPTERS}:UnsupportedType:op=Mul,dtype=int32"
     crashes = f"{ADAPTERS}:Raise:op=Exp"
     with BackendPool(["ort", lacks, crashes], 30.0) as pool:
-        runs = [0]
-        run_one = pool.run_one
-
-        def counted(*args, **kwargs):
-            runs[0] += 1
-            return run_one(*args, **kwargs)
-
-        monkeypatch.setattr(pool, "run_one", counted)
+        runs = _counting_runs(pool, monkeypatch)
         found = {}
         for label in (lacks, crashes):
             for group in (1, 8):
