@@ -51,3 +51,21 @@ def test_a_lone_node_or_no_message_names_nothing_and_few_are_named() -> None:
     assert named_nodes(_chain("Relu", "Abs"), "") == []
     many = _chain(*["Relu"] * 8)
     assert len(named_nodes(many, "Relu failed")) == MAX_SUSPECTS
+
+
+def test_tvm_operators_name_the_onnx_op_their_converter_came_from() -> None:
+    m = _chain("Abs", "Sub", "Pow", "PRelu", "Atan", "Conv")
+    power = (
+        "TypeError: Binary operators must have the same datatype for both operands.  However, "
+        "R.power(lv13, lv15) uses datatype T.float32 on the LHS (Type of "
+        'R.Tensor((8, 4), dtype="float32")), and datatype T.float64 on the RHS'
+    )
+    # R.power is Pow's; R.Tensor and T.float32 are no operators
+    assert named_nodes(m, power) == [2]
+    prelu = 'ValueError: In ir.Op(span=None, name="relax.nn.prelu", description=""), the input'
+    assert named_nodes(m, prelu) == [3]
+    assert named_nodes(m, 'InternalError: unknown intrinsic ir.Op(name="tirx.atan")') == [4]
+    # a namespace, a 1d/2d/Nd suffix and Relax's own spelling of an op
+    said = "R.nn.convNd(lv, metadata) ... R.subtract(R.const(1.0), lv)"
+    assert named_nodes(m, said) == [5, 1]
+    assert named_nodes(m, 'R.shape([2, 3]) and R.const(1.0, "float32")') == []
