@@ -84,38 +84,70 @@ def rename_reads(node: onnx.NodeProto, old: str, new: str) -> None:
                 o.name = new
 
 
-def prune_bodies(g: onnx.GraphProto) -> None:
+def prune_bodies(g: onnx.GraphProto, keep: frozenset[str] = frozenset()) -> None:
     """Drop, in every subgraph of ``g`` (recursively), the nodes its outputs do not need,
-    and the value_info of what is gone."""
+    but those making a tensor of ``keep``, and the value_info of what is gone."""
     for node in g.node:
         for sub in subgraphs(node):
-            _prune_graph(sub)
-            prune_bodies(sub)
+            _prune_graph(sub, keep)
+            prune_bodies(sub, keep)
 
 
-def _prune_graph(g: onnx.GraphProto) -> None:
-    prune_nodes(g)
+def _prune_graph(g: onnx.GraphProto, keep: frozenset[str] = frozenset()) -> None:
+    prune_nodes(g, keep)
     if trim_unused(g):
-        prune_nodes(g)
+        prune_nodes(g, keep)
     produced = {t for n in g.node for t in n.output}
     vis = [vi for vi in g.value_info if vi.name in produced]
     del g.value_info[:]
     g.value_info.extend(vis)
 
 
-def prune_nodes(g: onnx.GraphProto) -> set[str]:
-    """Keep the nodes some graph output needs (reads from bodies count); returns the
-    tensors they read."""
-    needed = {o.name for o in g.output}
-    keep = []
-    for node in reversed(g.node):
-        if any(t in needed for t in node.output):
-            keep.append(node)
-            needed.update(reads(node))
-    keep.reverse()
+def prune_nodes(g: onnx.GraphProto, keep: frozenset[str] = frozenset()) -> set[str]:
+    """Keep the nodes some graph output needs (reads from bodies count), and those making
+    a tensor of ``keep``; returns the tensors they read."""
+    live, needed = _live(g, keep)
+    nodes = [g.node[k] for k in live]
     del g.node[:]
-    g.node.extend(keep)
+    g.node.extend(nodes)
     return needed
+
+
+def _live(g: onnx.GraphProto, keep: frozenset[str]) -> tuple[list[int], set[str]]:
+    """The indices of the nodes ``prune_nodes`` keeps, and the tensors they read."""
+    needed = {o.name for o in g.output}
+    live = []
+    for k in reversed(range(len(g.node))):
+        node = g.node[k]
+        if any(t in needed or t in keep for t in node.output):
+            live.append(k)
+            needed.update(reads(node))
+    live.reverse()
+    return live, needed
+
+
+def unneeded_in_bodies(g: onnx.GraphProto) -> frozenset[str]:
+    """The outputs of subgraph nodes (at any depth) that their body's outputs do not need:
+    a generated body computes some tensors for nothing, and a backend that converts
+    every node may still fail on one (TVM's converters do), so the reduction keeps them
+    until dropping them is tried (``graph_passes.drop_unneeded``)."""
+    out: set[str] = set()
+    for node in g.node:
+        for sub in subgraphs(node):
+            live = set(_live(sub, frozenset())[0])
+            out.update(t for k, n in enumerate(sub.node) if k not in live for t in n.output if t)
+            out |= unneeded_in_bodies(sub)
+    return frozenset(out)
+
+
+def body_outputs(g: onnx.GraphProto) -> list[tuple[str, ...]]:
+    """What each node of ``g``'s subgraphs (at any depth) makes."""
+    out: list[tuple[str, ...]] = []
+    for node in g.node:
+        for sub in subgraphs(node):
+            out.extend(tuple(t for t in n.output if t) for n in sub.node)
+            out.extend(body_outputs(sub))
+    return out
 
 
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -399,7 +431,9 @@ def _at(m: onnx.ModelProto, path: tuple) -> onnx.GraphProto:
     return g
 
 
-def shrink_bodies(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
+def shrink_bodies(
+    model: onnx.ModelProto, keep: frozenset[str] = frozenset()
+) -> Iterator[onnx.ModelProto]:
     types: dict[str, tuple[int, tuple[int, ...]]] = {}
     _types(model.graph, types)
     top = [i.name for i in model.graph.input] + [i.name for i in model.graph.initializer]
@@ -416,11 +450,11 @@ def shrink_bodies(model: onnx.ModelProto) -> Iterator[onnx.ModelProto]:
                     continue
                 fits = [c for c in available if c != out and types.get(c) == want]
                 if fits:  # the first fitting tensor: one candidate per node
-                    yield _bypass(model, path, j, out, fits[0], out in results)
+                    yield _bypass(model, path, j, out, fits[0], out in results, keep=keep)
                 elif bn.op_type != "Constant" and want[0] != _STRING and want[1] and all(want[1]):
                     # nothing has its type: a constant of zeros stands in (a body's
                     # result often needs a shape only the node it replaces makes)
-                    yield _bypass(model, path, j, out, "", out in results, want)
+                    yield _bypass(model, path, j, out, "", out in results, want, keep)
             available += list(bn.output)
 
 
@@ -432,9 +466,11 @@ def _bypass(
     cand: str,
     is_result: bool,
     zeros: tuple[int, tuple[int, ...]] | None = None,
+    keep: frozenset[str] = frozenset(),
 ) -> onnx.ModelProto:
     """Node ``j`` of the body at ``path`` replaced by ``cand`` (or, given ``zeros``'s
-    element type and shape, by a new initializer of the model's graph holding zeros)."""
+    element type and shape, by a new initializer of the model's graph holding zeros);
+    what only fed it goes, but the nodes making ``keep``."""
     m = _copy(model)
     if zeros is not None:
         cand = _fresh(m.graph, f"{out}_zeros", _all_names(m.graph))
@@ -447,6 +483,6 @@ def _bypass(
     else:
         for n in body.node[j + 1 :]:
             rename_reads(n, out, cand)
-    _prune_graph(body)
-    prune_bodies(body)
+    _prune_graph(body, keep)
+    prune_bodies(body, keep)
     return m

@@ -8,7 +8,9 @@
 - simplify input values: zeros, then ones, then each value's sign;
 - control flow (``onnxfuzz.reduce.control``): inline an If branch, replace a Loop by its
   body run once, shrink a body; pruning also drops an If's, Loop's or Scan's outputs that
-  nothing reads (and the body nodes only they needed).
+  nothing reads (and the body nodes only they needed);
+- drop what a body computes for nothing: kept until then, since a backend that converts
+  every node may fail on one of them (all at once, then each).
 
 Subgraphs read outer tensors by name: every pass counts those reads as uses (``reads``),
 so pruning keeps what a body needs and rewiring renames inside bodies too.
@@ -41,6 +43,10 @@ from onnxfuzz.reduce.suspects import named_nodes
 class State:
     model: onnx.ModelProto
     inputs: dict[str, np.ndarray]
+    # Tensors body nodes make for nothing, which pruning keeps: TVM converts every node,
+    # and a crash in one a body does not need vanished with the first prune, leaving
+    # the reduction nothing it could keep (a 7-node If filed as "1 node").
+    unneeded: frozenset[str] = frozenset()
 
     @property
     def size(self) -> Size:
@@ -53,13 +59,16 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
+def prune(
+    model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: frozenset[str] = frozenset()
+) -> State:
     """Drop nodes no graph output needs (control-flow outputs nothing reads, and the body
-    nodes only they needed, too), then unused inputs, initializers and value_info."""
+    nodes only they needed, too; not the body nodes making ``keep``), then unused inputs,
+    initializers and value_info."""
     g = model.graph
     prune_nodes(g)
     control.trim_unused(g)
-    control.prune_bodies(g)
+    control.prune_bodies(g, keep)
     needed = prune_nodes(g)
     for field_ in (g.input, g.initializer):
         kept = [x for x in field_ if x.name in needed]
@@ -70,7 +79,8 @@ def prune(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> State:
     del g.value_info[:]
     g.value_info.extend(vis)
     names = {i.name for i in g.input}
-    return State(model, {k: v for k, v in inputs.items() if k in names})
+    kept = keep & {t for ts in control.body_outputs(g) for t in ts} if keep else keep
+    return State(model, {k: v for k, v in inputs.items() if k in names}, kept)
 
 
 def _types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:
@@ -107,7 +117,7 @@ def _keep_outputs(s: State, keep: list[str]) -> State:
     # A dropped output a node still reads stays an intermediate: its type moves to
     # value_info (prune drops it where nothing needs it).
     m.graph.value_info.extend(dropped)
-    return prune(m, s.inputs)
+    return prune(m, s.inputs, s.unneeded)
 
 
 def bypass_nodes(s: State) -> Iterator[State]:
@@ -150,7 +160,7 @@ def drop_sinks(s: State) -> Iterator[State]:
         del mg.value_info[:]
         mg.value_info.extend(vis)
         del mg.node[k]
-        yield prune(m, s.inputs)
+        yield prune(m, s.inputs, s.unneeded)
 
 
 def _rewire(s: State, k: int, old: str, new: str) -> State:
@@ -165,7 +175,7 @@ def _rewire(s: State, k: int, old: str, new: str) -> State:
         kept = list({o.name: o for o in g.output}.values())
         del g.output[:]
         g.output.extend(kept)
-    return prune(m, s.inputs)
+    return prune(m, s.inputs, s.unneeded)
 
 
 def isolate_named(
@@ -198,7 +208,7 @@ def isolate_named(
             name = m.graph.name
             m.graph.CopyFrom(one.graph)
             m.graph.name = name
-            yield prune(m, feeds)
+            yield prune(m, feeds, s.unneeded)
 
     return candidates
 
@@ -238,7 +248,7 @@ def replace_nodes(
             vis = [vi for vi in g.value_info if vi.name not in node.output]
             del g.value_info[:]
             g.value_info.extend(vis)
-            yield prune(m, feeds)
+            yield prune(m, feeds, s.unneeded)
 
     return candidates
 
@@ -254,6 +264,26 @@ def _fills(v: np.ndarray) -> tuple[Any, Any]:
     return "", "a"
 
 
+def _pruned(s: State, model: onnx.ModelProto) -> State:
+    return prune(model, s.inputs, s.unneeded)
+
+
+def drop_unneeded(s: State) -> Iterator[State]:
+    """The body nodes no output needs dropped: all of them, then each in turn (what only
+    fed it goes with it)."""
+    if not s.unneeded:
+        return
+    yield _pruned_keeping(s, frozenset())
+    made = [ts for ts in control.body_outputs(s.model.graph) if s.unneeded.intersection(ts)]
+    if len(made) > 1:
+        for ts in made:
+            yield _pruned_keeping(s, s.unneeded.difference(ts))
+
+
+def _pruned_keeping(s: State, keep: frozenset[str]) -> State:
+    return prune(_copy(s.model), s.inputs, keep)
+
+
 def simplify_values(s: State) -> Iterator[State]:
     """Zeros, then ones, then each value's sign (-1, 0, 1): a bug that needs a negative
     input (an Abs, a Floor, a Relu that is wrong only there) keeps it, in the fewest
@@ -262,12 +292,14 @@ def simplify_values(s: State) -> Iterator[State]:
         for name, v in s.inputs.items():
             fill = _fills(v)[k]
             if v.size and not (v == fill).all():
-                yield State(s.model, {**s.inputs, name: np.full(v.shape, fill, v.dtype)})
+                yield State(
+                    s.model, {**s.inputs, name: np.full(v.shape, fill, v.dtype)}, s.unneeded
+                )
     for name, v in s.inputs.items():
         if v.size and v.dtype.kind in "iuf":
             signs = np.sign(v).astype(v.dtype)
             if not np.array_equal(signs, v, equal_nan=v.dtype.kind == "f"):
-                yield State(s.model, {**s.inputs, name: signs})
+                yield State(s.model, {**s.inputs, name: signs}, s.unneeded)
 
 
 def reduce_graph(
@@ -301,7 +333,8 @@ def reduce_graph(
     if typed:
         model = _copy(state.model)
         model.graph.value_info.extend(typed)
-        state = State(model, state.inputs)
+        state = State(model, state.inputs, state.unneeded)
+    state = State(state.model, state.inputs, control.unneeded_in_bodies(state.model.graph))
     start = faults(state)  # None: the reference gives no values to judge by
 
     def keep(old: State, new: State) -> State | None:
@@ -317,15 +350,19 @@ def reduce_graph(
 
     passes: list[Pass[State]] = [
         Pass("isolate-named", isolate_named(values, message)),
+        Pass("drop-unneeded", drop_unneeded),
         Pass("cut-outputs", cut_outputs),
         Pass("bypass-node", bypass_nodes),
         Pass("drop-sink", drop_sinks),
         Pass("node-to-input", replace_nodes(values, as_constant=False)),
         Pass("node-to-constant", replace_nodes(values, as_constant=True)),
         Pass("simplify-values", simplify_values),
-        Pass("inline-if", lambda s: (prune(m, s.inputs) for m in control.inline_ifs(s.model))),
-        Pass("unroll-loop", lambda s: (prune(m, s.inputs) for m in control.unroll_loops(s.model))),
-        Pass("shrink-body", lambda s: (prune(m, s.inputs) for m in control.shrink_bodies(s.model))),
+        Pass("inline-if", lambda s: (_pruned(s, m) for m in control.inline_ifs(s.model))),
+        Pass("unroll-loop", lambda s: (_pruned(s, m) for m in control.unroll_loops(s.model))),
+        Pass(
+            "shrink-body",
+            lambda s: (_pruned(s, m) for m in control.shrink_bodies(s.model, s.unneeded)),
+        ),
     ]
     final, complete = fixed_point(state, passes, keep, deadline)
     return final, passes, complete

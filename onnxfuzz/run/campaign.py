@@ -982,10 +982,11 @@ class Campaign:
                         r.bug, r.pattern = None, ""  # a later hit may file it
                         continue
                     known.add(key)
-                    if reduced is not None and not reduced.complete and len(reduced.ops) > 1:
+                    # nodes in bodies count: an If may hold several
+                    if reduced is not None and not reduced.complete and reduced.after.nodes > 1:
                         stopped = self.store.get_meta(REDUCTION_STOPPED) or {}
                         stopped[key] = {
-                            "nodes": len(reduced.ops),
+                            "nodes": reduced.after.nodes,
                             "runs": reduced.runs,
                             "seconds": round(reduced.seconds, 1),
                             # the labels `onnxfuzz reduce` goes on with

@@ -72,7 +72,10 @@ def issue_markdown(bundle: Path) -> str:
     blamed = meta.get("suspect") is not None or meta["verdict"] != "mismatch" or own
     if not blamed:  # no majority: the two disagree, and either may be wrong
         what = f"and {reference} disagree"
-    title = f"{name} {what} on a {len(ops)}-node model: {' -> '.join(ops) or '-'}"
+    # body nodes count: an If whose branches hold six nodes is no 1-node model
+    nodes = max(len(ops), (meta.get("reduction") or {}).get("after", {}).get("nodes", 0))
+    inner = f" ({nodes - len(ops)} of them in subgraphs)" if nodes > len(ops) else ""
+    title = f"{name} {what} on a {nodes}-node model: {' -> '.join(ops) or '-'}{inner}"
     culprit = meta.get("culprit") or {}
     if culprit.get("stage"):  # where inside the backend (run.culprit)
         where = culprit["stage"] + (f": {culprit['component']}" if culprit.get("component") else "")
@@ -117,8 +120,8 @@ def issue_markdown(bundle: Path) -> str:
         text = text[:MAX_MODEL_TEXT] + "\n... (truncated: see model.onnx)"
     sections = {
         "summary": f"{name} {what} on this model (found by onnxfuzz, reduced to "
-        f"{len(ops)} node{'s' if len(ops) != 1 else ''})."
-        + _stopped_text(meta, len(ops))
+        f"{nodes} node{'s' if nodes != 1 else ''}{inner.replace(' (', ', ').rstrip(')')})."
+        + _stopped_text(meta, nodes)
         + (
             ""
             if blamed

@@ -180,6 +180,24 @@ class RaiseNested(Raise):
         return has(model.graph)
 
 
+class RaiseInBody(Raise):
+    """Raises like ``Raise`` for an ``op`` node inside an If branch, a Loop or Scan body
+    only, needed by the body's outputs or not (TVM converts every body node, and its
+    converters read outer constants differently there: MaxUnpool's output_shape)."""
+
+    name = "raise-in-body"
+
+    def triggered(self, model: onnx.ModelProto) -> bool:
+        def has(g: onnx.GraphProto, inside: bool) -> bool:
+            return any(
+                (inside and n.op_type == self.op)
+                or any(has(a.g, True) for a in n.attribute if a.type == onnx.AttributeProto.GRAPH)
+                for n in g.node
+            )
+
+        return has(model.graph, False)
+
+
 class SlowRaise(Raise):
     """Raises like ``Raise``, after ``delay`` seconds: each reduction try of its bug is slow,
     as it is with a compiler that takes seconds per model (TVM's cuda target)."""

@@ -215,3 +215,45 @@ def test_no_opinion_where_the_evaluator_voted_or_has_a_known_fault() -> None:
     model = helper.make_model(g)
     assert needed(["ort", "tvm"], model)
     assert not needed(["ort", "onnx-reference"], model)
+
+
+def test_an_if_with_nodes_in_its_branches_is_no_one_node_model(tmp_path: Path) -> None:
+    """A reduced If whose branches hold three nodes (a TVM converter failing on a body
+    node) was titled "on a 1-node model: If"; the nodes in subgraphs count."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnxfuzz.store.issue import issue_markdown
+
+    def branch(op: str) -> onnx.GraphProto:
+        return helper.make_graph(
+            [helper.make_node(op, ["x"], [f"{op}_y"])],
+            op,
+            [],
+            [helper.make_tensor_value_info(f"{op}_y", TensorProto.FLOAT, [2])],
+        )
+
+    node = helper.make_node(
+        "If", ["c"], ["y"], then_branch=branch("Relu"), else_branch=branch("Abs")
+    )
+    g = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info(n, t, s)
+            for n, t, s in [("c", TensorProto.BOOL, []), ("x", TensorProto.FLOAT, [2])]
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    bundle = tmp_path / "b"
+    (bundle / "reduced" / "test_data_set_0").mkdir(parents=True)
+    onnx.save(helper.make_model(g), str(bundle / "reduced" / "model.onnx"))
+    meta = {"id": "tvm-crash-compile-1", "verdict": "crash", "stage": "compile", "ops": ["If"]}
+    meta |= {"backend": "tvm", "reference": "ort", "suspect": "tvm", "versions": {}}
+    meta |= {"reduced_ops": ["If"], "reduction": {"after": {"nodes": 3}, "fixed_point": True}}
+    (bundle / "meta.json").write_text(json.dumps(meta))
+    (bundle / "log.txt").write_text("crash in tvm at compile stage\n\nAttributeError: x\n")
+    text = issue_markdown(bundle)
+    assert text.startswith("# tvm raises an exception") and "1-node" not in text
+    assert "on a 3-node model: If (2 of them in subgraphs)" in text.split("\n")[0]
+    assert "reduced to 3 nodes, 2 of them in subgraphs)." in text

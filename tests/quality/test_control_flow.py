@@ -205,6 +205,63 @@ def test_choice_shrinking_then_graph_passes_reduce_a_nested_trigger(nested_sigmo
     assert sum(exact) >= 3, exact
 
 
+def _unneeded_nested_findings(rep: Reproducer, gen: Generator, n: int):
+    """Findings whose trigger sits only in body nodes no output needs: the model pruned
+    of them passes (a compiler that converts every node, as TVM's importer does)."""
+    found = 0
+    for seed in range(600):
+        case = gen.generate(seed)
+        if "Sigmoid" in [x.op_type for x in case.model.graph.node]:
+            continue
+        inputs = case.make_inputs(seed)
+        a = rep.assess(case.model, inputs)
+        if a.signature is None:
+            continue
+        m = onnx.ModelProto()
+        m.CopyFrom(case.model)
+        pruned = prune(m, inputs)
+        if "Sigmoid" in all_ops(pruned.model.graph):
+            continue
+        rep.target.signature = a.signature
+        yield case, a.signature
+        found += 1
+        if found == n:
+            return
+    raise AssertionError(f"only {found} findings in 600 seeds")
+
+
+def test_a_trigger_in_body_nodes_no_output_needs_is_kept_while_the_rest_goes(
+    monkeypatch,
+) -> None:
+    label = f"{ADAPTERS}:RaiseInBody:op=Sigmoid"
+    with BackendPool(["ort", label], timeout=10.0) as pool:
+        _reduce_unneeded_trigger(Reproducer(pool, Target(label, "ort")), monkeypatch)
+
+
+def _reduce_unneeded_trigger(rep: Reproducer, monkeypatch: pytest.MonkeyPatch) -> None:
+    gen = Generator(Config(min_nodes=8, max_nodes=8, ops=REDUCE_OPS, dtypes=frozenset({1})))
+    stuck = []
+    for case, sig in list(_unneeded_nested_findings(rep, gen, 3)):
+        model = case.model
+        del model.metadata_props[:]
+        inputs = case.make_inputs(case.seed)
+        before = size_of(model, inputs)
+        r = reduce_model(model, inputs, rep, budget_s=60)
+        assert r.complete and r.stats()["drop-unneeded"]["kept"] >= 1
+        _reduced(rep, sig, before, r.model, r.inputs)
+        # the control-flow node, the Sigmoid and what gives each branch its output
+        assert r.after.nodes <= 5 and len(r.model.graph.node) == 1, all_ops(r.model.graph)
+        # pruned away at every candidate, as before, the reduction keeps nothing (unless
+        # inlining an outer If leaves the trigger in a body)
+        with monkeypatch.context() as mp:
+            mp.setattr(control, "unneeded_in_bodies", lambda g: frozenset())
+            old = reduce_model(model, inputs, rep, budget_s=60)
+        assert r.after.nodes <= old.after.nodes
+        stuck.append(old.after.nodes == before.nodes)
+    # without: most such findings are filed at the size they were found (17 and 42 nodes)
+    assert sum(stuck) >= 2, stuck
+
+
 def test_a_scan_finding_keeps_the_scan_and_its_body_shrinks() -> None:
     label = f"{ADAPTERS}:Raise:op=Scan"
     gen = Generator(Config(min_nodes=8, max_nodes=8, ops=OPS, dtypes=frozenset({1})))
