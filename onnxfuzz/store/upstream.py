@@ -1,8 +1,9 @@
 """Bug families already confirmed upstream: a shipped table (``onnxfuzz/data/upstream.json``)
 plus the user's rows (``DIR/upstream.json`` beside a campaign's ``bugs/``), matched to a
 bundle by backend, verdict, a regex on its signature family and, where a row says so, the
-reduced model's op types and element types. issue.md links the matches, so that a user
-sees a known bug before filing it again.
+reduced model's op types and element types, and attribute values a node of those ops has
+(``attrs_all``: a spec change that only some backends followed shows only there). issue.md
+links the matches, so that a user sees a known bug before filing it again.
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ def _model_facts(model: onnx.ModelProto) -> tuple[set[str], set[str]]:
     return {n.op_type for n in g.node}, {_type_name(e) for e in elems if e} - {""}
 
 
+def _has_attrs(model: onnx.ModelProto, ops: list[str] | None, attrs: dict[str, Any]) -> bool:
+    """Whether a node (of one of ``ops``, if given) has every attribute of ``attrs`` at
+    that value."""
+    for n in model.graph.node:
+        if ops and n.op_type not in ops:
+            continue
+        have = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        if all(k in have and have[k] == v for k, v in attrs.items()):
+            return True
+    return False
+
+
 def matches(
     meta: dict[str, Any], model: onnx.ModelProto, rows: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -70,6 +83,8 @@ def matches(
         if row.get("ops_any") and not ops & set(row["ops_any"]):
             continue
         if row.get("dtypes_any") and not types & set(row["dtypes_any"]):
+            continue
+        if row.get("attrs_all") and not _has_attrs(model, row.get("ops_any"), row["attrs_all"]):
             continue
         found.append(row)
     return found

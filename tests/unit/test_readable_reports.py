@@ -125,6 +125,26 @@ def test_upstream_rows_match_by_family_ops_and_types(tmp_path: Path) -> None:
     assert [r["title"] for r in found] == ["ours"]
 
 
+def test_a_reduce_the_spec_changed_is_linked_only_with_noop_with_empty_axes() -> None:
+    """TVM returned ReduceL2's input unchanged (-2.26 for 2.26) with noop_with_empty_axes=1
+    and no axes: the earlier text of the spec, changed in 2025. The row names the change;
+    the same op without the attribute, or another op with it, matches nothing."""
+    rows = load_rows()
+    meta = {"backend": "tvm", "verdict": "mismatch", "signature": "tvm|mismatch|run|values"}
+    meta["signature"] += " in ReduceL2 output"
+    found = matches(meta, _one("ReduceL2", TensorProto.FLOAT, noop_with_empty_axes=1), rows)
+    assert [r["links"][0]["url"] for r in found] == ["https://github.com/onnx/onnx/pull/7394"]
+    assert not matches(meta, _one("ReduceL2", TensorProto.FLOAT), rows)
+    assert not matches(meta, _one("ReduceL2", TensorProto.FLOAT, noop_with_empty_axes=0), rows)
+    # ReduceSum's input unchanged is right under either text
+    assert not matches(meta, _one("ReduceSum", TensorProto.FLOAT, noop_with_empty_axes=1), rows)
+    assert not matches(
+        {**meta, "verdict": "crash"},
+        _one("ReduceL2", TensorProto.FLOAT, noop_with_empty_axes=1),
+        rows,
+    )
+
+
 def _one(op: str, dtype: int, bounds: tuple[int, int] | None = None, **attrs) -> onnx.ModelProto:
     np_type = helper.tensor_dtype_to_np_dtype(dtype)
     inits = [] if bounds is None else [
