@@ -135,18 +135,20 @@ def value_errors(actual: np.ndarray, expected: np.ndarray) -> str:
     e = np.asarray(expected)
     if a.shape != e.shape or a.size == 0:
         return ""
-    diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+    with np.errstate(all="ignore"):  # inf - inf, x / tiny: judged by ``finite`` below
+        diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+        rel = diff / np.maximum(np.abs(e.astype(np.float64)), np.finfo(np.float64).tiny)
     finite = np.isfinite(diff)
     if not finite.any():
         return ""
-    rel = diff / np.maximum(np.abs(e.astype(np.float64)), np.finfo(np.float64).tiny)
     text = (
         f"max abs error {diff[finite].max():.6g}, max rel error {rel[finite].max():.6g}, "
         f"{int((diff > 0).sum())} of {a.size} elements differ"
     )
     if e.dtype.kind == "f" and a.dtype == e.dtype:
         spacing = np.abs(np.spacing(e.astype(e.dtype)).astype(np.float64))
-        ulps = diff[finite] / spacing[finite]
+        with np.errstate(all="ignore"):
+            ulps = diff[finite] / spacing[finite]
         text += f", up to {ulps.max():.3g} ulps"
     return text
 

@@ -88,6 +88,38 @@ def test_value_errors_count_ulps() -> None:
     assert value_errors(e, e).startswith("max abs error 0,")
 
 
+def test_writing_an_issue_prints_no_numpy_warning(tmp_path: Path) -> None:
+    """A campaign's screen showed numpy's RuntimeWarnings from issue.md's expected values
+    (the reference evaluator's Pad casting NaN) and from a relative error against a
+    subnormal; the values are reported, the warnings are not."""
+    import warnings
+
+    from onnxfuzz.store.issue import issue_markdown
+
+    graph = helper.make_graph(
+        [helper.make_node("Sqrt", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    data = tmp_path / "b" / "test_data_set_0"
+    data.mkdir(parents=True)
+    onnx.save(helper.make_model(graph), str(tmp_path / "b" / "model.onnx"))
+    x = numpy_helper.from_array(np.array([-1.0, 4.0], np.float32), "x")
+    (data / "input_0.pb").write_bytes(x.SerializeToString())
+    meta = {"id": "tvm-mismatch-run-1", "verdict": "mismatch", "stage": "run", "ops": ["Sqrt"]}
+    meta |= {"backend": "tvm", "reference": "ort", "suspect": "tvm", "versions": {}}
+    (tmp_path / "b" / "meta.json").write_text(json.dumps(meta))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        text = issue_markdown(tmp_path / "b")
+        said = value_errors(np.array([1e300, 1.0]), np.array([1e-310, 0.0]))
+    # the evaluator's values and numpy's, NaN and all
+    assert "| y | float32[2] [nan,  2.] | float32[2] [nan,  2.] |" in text
+    assert said.startswith("max abs error 1e+300, max rel error inf"), said
+    assert [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)] == []
+
+
 def _ort_clip_model(dtype: int) -> onnx.ModelProto:
     graph = helper.make_graph(
         [helper.make_node("Clip", ["x", "lo"], ["y"])],
