@@ -75,8 +75,9 @@ def issue_markdown(bundle: Path) -> str:
         what = f"and {reference} disagree"
     # body nodes count: an If whose branches hold six nodes is no 1-node model
     nodes = max(len(ops), (meta.get("reduction") or {}).get("after", {}).get("nodes", 0))
-    inner = f" ({nodes - len(ops)} of them in subgraphs)" if nodes > len(ops) else ""
-    title = f"{name} {what} on a {nodes}-node model: {' -> '.join(ops) or '-'}{inner}"
+    inner = f"{nodes - len(ops)} of them in subgraphs" if nodes > len(ops) else ""
+    title = f"{name} {what} on a {nodes}-node model: {' -> '.join(ops) or '-'}"
+    title += f" ({inner})" if inner else ""
     culprit = meta.get("culprit") or {}
     if culprit.get("stage"):  # where inside the backend (run.culprit)
         where = culprit["stage"] + (f": {culprit['component']}" if culprit.get("component") else "")
@@ -121,7 +122,7 @@ def issue_markdown(bundle: Path) -> str:
         text = text[:MAX_MODEL_TEXT] + "\n... (truncated: see model.onnx)"
     sections = {
         "summary": f"{name} {what} on this model (found by onnxfuzz, reduced to "
-        f"{nodes} node{'s' if nodes != 1 else ''}{inner.replace(' (', ', ').rstrip(')')})."
+        f"{nodes} node{'s' if nodes != 1 else ''}{', ' + inner if inner else ''})."
         + _stopped_text(meta, nodes)
         + (
             ""
