@@ -46,7 +46,6 @@ _TVM_ALIASES = {
     "rmsnorm": ("rmsnormalization",),
     "avgpool": ("averagepool",),
     "adaptiveavgpool": ("globalaveragepool",),
-    "resize": ("resize",),
     "logicaland": ("and",),
     "logicalor": ("or",),
     "logicalxor": ("xor",),
@@ -60,7 +59,6 @@ _TVM_ALIASES = {
     "max": ("reducemax", "max"),
     "min": ("reducemin", "min"),
     "prod": ("reduceprod",),
-    "nonzero": ("nonzero",),
 }
 # Relax's own words for values, not operators: R.Tensor((2,), ...), R.shape([2]), R.const(1)
 _TVM_WORDS = {"tensor", "shape", "const", "prim", "tuple", "object", "func", "function", "output"}

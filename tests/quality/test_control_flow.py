@@ -10,6 +10,7 @@ reduces to the trigger alone (graph passes, and choice shrinking first).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -134,11 +135,11 @@ def test_subgraph_passes_make_valid_models() -> None:
     assert min(tried.values()) >= 20, tried
 
 
-def _live_nested_findings(rep: Reproducer, gen: Generator, n: int):
-    """Findings whose trigger sits only inside a body and does not need dead code: the
-    model pruned of what no output needs still fails."""
+def _nested_findings(rep: Reproducer, gen: Generator, n: int, wanted: Callable[[State], bool]):
+    """Findings whose trigger sits only inside a body, and whose model pruned of what no
+    output needs is ``wanted``."""
     found = 0
-    for seed in range(400):
+    for seed in range(600):
         case = gen.generate(seed)
         if "Sigmoid" in [x.op_type for x in case.model.graph.node]:
             continue
@@ -148,15 +149,19 @@ def _live_nested_findings(rep: Reproducer, gen: Generator, n: int):
             continue
         m = onnx.ModelProto()
         m.CopyFrom(case.model)
-        pruned = prune(m, inputs)
         rep.target.signature = a.signature
-        if not rep(pruned.model, pruned.inputs):
+        if not wanted(prune(m, inputs)):
             continue
         yield case, a.signature
         found += 1
         if found == n:
             return
-    raise AssertionError(f"only {found} findings in 400 seeds")
+    raise AssertionError(f"only {found} findings in 600 seeds")
+
+
+def _live_nested_findings(rep: Reproducer, gen: Generator, n: int):
+    """Triggers that do not need dead code: the pruned model still fails."""
+    return _nested_findings(rep, gen, n, lambda pruned: rep(pruned.model, pruned.inputs))
 
 
 @pytest.fixture(scope="module")
@@ -206,28 +211,11 @@ def test_choice_shrinking_then_graph_passes_reduce_a_nested_trigger(nested_sigmo
 
 
 def _unneeded_nested_findings(rep: Reproducer, gen: Generator, n: int):
-    """Findings whose trigger sits only in body nodes no output needs: the model pruned
-    of them passes (a compiler that converts every node, as TVM's importer does)."""
-    found = 0
-    for seed in range(600):
-        case = gen.generate(seed)
-        if "Sigmoid" in [x.op_type for x in case.model.graph.node]:
-            continue
-        inputs = case.make_inputs(seed)
-        a = rep.assess(case.model, inputs)
-        if a.signature is None:
-            continue
-        m = onnx.ModelProto()
-        m.CopyFrom(case.model)
-        pruned = prune(m, inputs)
-        if "Sigmoid" in all_ops(pruned.model.graph):
-            continue
-        rep.target.signature = a.signature
-        yield case, a.signature
-        found += 1
-        if found == n:
-            return
-    raise AssertionError(f"only {found} findings in 600 seeds")
+    """Triggers only in body nodes no output needs: the pruned model has no Sigmoid left
+    (a compiler that converts every node, as TVM's importer does, fails all the same)."""
+    return _nested_findings(
+        rep, gen, n, lambda pruned: "Sigmoid" not in all_ops(pruned.model.graph)
+    )
 
 
 def test_a_trigger_in_body_nodes_no_output_needs_is_kept_while_the_rest_goes(
