@@ -71,6 +71,8 @@ def _to_numpy(t: Any) -> np.ndarray:
         if t.dtype == torch.bfloat16:
             return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
         return t.numpy()
+    if isinstance(t, tuple | list) and t and all(isinstance(x, torch.Tensor) for x in t):
+        return np.stack([_to_numpy(x) for x in t])  # bfloat16 ones too
     return np.asarray(t)
 
 
@@ -169,8 +171,10 @@ class TorchBackend:
             value = per_producer[k]
             if idx is not None:
                 value = value[idx]
-            elif isinstance(value, tuple | list) and len(value) == 1:
-                value = value[0]
+            # A node of one output that gives a tuple (onnx2torch's Split with one output
+            # gives a tuple of 1) comes back as numpy reads it, a [1, ...] array: a wrong
+            # shape. Unwrapped, it hid the bug where the node's result is the model's and
+            # left only the crashes of its consumers, each filed as a bug of its own.
             outs[name] = _to_numpy(value)
         return outs
 

@@ -81,8 +81,8 @@ _RUN_LINES = {
     "ort": 1,
     "ort-cuda": 1,
     "tvm": 3,
-    "torch": 3,
-    "torch-compile": 3,
+    "torch": 4,
+    "torch-compile": 4,
     "openvino": 5,
     "onnx-reference": 1,
 }
@@ -138,7 +138,8 @@ def _run_torch(compiled: dict[str, str] | None = None) -> tuple[str, list[str]]:
         *compile_,
         "with torch.no_grad():",
         "    result = module(*[torch.from_numpy(a.copy()) for a in args])",
-        "actual = [r.numpy() for r in (result if isinstance(result, tuple | list) else [result])]",
+        "result = list(result) if len(model.graph.output) > 1 else [result]",
+        "actual = [np.asarray(r) for r in result]  # a tuple for one output: shape [1, ...]",
     ]
 
 

@@ -160,3 +160,34 @@ def test_torch_compile_options() -> None:
         load_backend("torch-compile:mode=max-autotune-no-cudagraphs").mode
         == "max-autotune-no-cudagraphs"
     )
+
+
+def test_a_one_output_split_giving_a_tuple_is_a_wrong_shape_and_its_consumers_follow_it() -> None:
+    """onnx2torch's Split of one output gives a tuple of 1: as the model's output it comes
+    back as numpy reads it ([1, 4], a wrong shape), not unwrapped into the right answer;
+    so a consumer's crash on that tuple is shown to follow Split (one root cause), where
+    the unwrapped output made it a bug of each consumer (74 of 190 bundles, one campaign)."""
+    from onnxfuzz.execute.pool import BackendPool
+    from onnxfuzz.execute.sandbox import Stage
+    from onnxfuzz.reduce.precursor import find_precursor
+    from onnxfuzz.reduce.reproduce import Reproducer, Target
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    split = helper.make_node("Split", ["x"], ["s"], axis=0, name="split0")
+    alone = _model([split], [x], [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4])], 17)
+    feeds = {"x": np.linspace(-1, 1, 4, dtype=np.float32)}
+    torch_ = load_backend("torch")
+    out = torch_.run(torch_.compile(alone), feeds)
+    assert out["s"].shape == (1, 4), out  # the tuple, as it is
+    then_exp = _model(
+        [split, helper.make_node("Exp", ["s"], ["y"], name="exp0")],
+        [x],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        17,
+    )
+    with pytest.raises(TypeError, match="must be Tensor, not tuple"):
+        torch_.run(torch_.compile(then_exp), feeds)
+    with BackendPool(["ort", "torch"], timeout=60) as pool:
+        found = find_precursor(then_exp, feeds, Reproducer(pool, Target("torch", "ort")), Stage.RUN)
+    assert found is not None and (found.op, found.kind) == ("Split", "shape"), found
+    assert found.signature == "torch|mismatch|run|shape in Split output", found
