@@ -65,6 +65,7 @@ from onnxfuzz.run.probe import (
 from onnxfuzz.run.steer import MODES, Steering, optimization_keys, reward_keys
 from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
 from onnxfuzz.store.db import (
+    FOLLOW_UPS,
     FOLLOWS,
     NOT_REPRODUCIBLE,
     REDUCER_LOG,
@@ -701,7 +702,7 @@ class Campaign:
         if self.store is not None:
             if self._diversity_loaded:  # else it would overwrite the stored one
                 self._save_diversity()
-            sync_meta(self.out, self.store.bugs())
+            sync_meta(self.out, self.store.bugs(), follow_ups=self.store.follow_ups())
             sync_meta(self.out, self.store.reference_bugs(), "reference-bugs")
             self.store.close()
         if self.lock is not None:
@@ -1176,6 +1177,28 @@ class Campaign:
     def bug_key(
         self, f: Finding, lane: BackendPool | None, gen: Generator | None = None
     ) -> tuple[str | None, Reduced | None]:
+        """A finding's bug (``_own_key``), or the filed bug whose wrong result its crash is
+        shown to follow (``reduce.precursor``): one root cause, one bundle. A crash that
+        follows a wrong result no bundle holds yet is filed as its own (it is the only
+        report of that cause); ``FOLLOW_UPS`` keeps what joined, for the root's bundle."""
+        key, reduced = self._own_key(f, lane, gen)
+        follows = f.extra.get("follows")
+        if key is None or reduced is None or not follows:
+            return key, reduced
+        with self._lock:
+            roots = self.store.keys_of(follows["signature"])
+            if not roots or key in self.store.bug_keys():  # a bundle of its own already
+                return key, reduced
+            joined = self.store.get_meta(FOLLOW_UPS) or {}
+            mine = joined.setdefault(roots[0], {})
+            ops = [n.op_type for n in reduced.model.graph.node]
+            mine.setdefault(f.signature, {"ops": ops, "seed": f.seed})
+            self.store.set_meta(FOLLOW_UPS, joined)
+        return roots[0], None
+
+    def _own_key(
+        self, f: Finding, lane: BackendPool | None, gen: Generator | None = None
+    ) -> tuple[str | None, Reduced | None]:
         """A finding's bug: its signature and the op pattern its reduced model ends in; an
         intermittent or state-dependent one's signature family (one bundle per family);
         None when no fresh run re-creates it (not reproducible: never filed). A finding
@@ -1200,6 +1223,8 @@ class Campaign:
         )
         if keys and not reduce:
             return keys[0], None  # a bug confirmed when it was filed
+        if prior is not None and not reduce:
+            return prior, None  # its reduced hits joined the bug their crash follows
         if prior is not None and reduce and not alone:
             # A signature confirmed deterministic before: this hit is reduced, and confirmed
             # only if its reduction opens a new bug (a bundle's rate is its own).

@@ -328,12 +328,23 @@ def write_bundle(
     return folder
 
 
-def sync_meta(root: Path, bugs: list[dict[str, Any]], where: str = "bugs") -> None:
-    """Bring each bundle's meta.json up to date with the store: hits and every seed."""
+def sync_meta(
+    root: Path,
+    bugs: list[dict[str, Any]],
+    where: str = "bugs",
+    follow_ups: dict[str, list[dict[str, Any]]] | None = None,
+) -> None:
+    """Bring each bundle's meta.json up to date with the store: hits, every seed, and the
+    crashes that joined the bug as followers of its wrong result (``Store.follow_ups``)."""
     for b in bugs:
         path = root / where / b["id"] / "meta.json"
         if not path.exists():
             continue
         meta = json.loads(path.read_text())
         meta.update(hits=b["hits"], seeds=json.loads(b["seeds"]))
+        joined = (follow_ups or {}).get(b["key"])
+        if joined:
+            meta["follow_ups"] = joined
         path.write_text(json.dumps(meta, indent=1))
+        if joined:  # issue.md says what else the bug made crash
+            write_issue(path.parent)

@@ -89,6 +89,9 @@ REDUCER_LOG = "reducer-errors.log"
 # Meta key: bug key -> the signature of the wrong result that bug's crash follows
 # (``reduce.precursor``): its family is that result's, the root cause.
 FOLLOWS = "follows"
+# Meta key: bug key -> {crash signature: {"ops", "seed"}}: the crashes shown
+# to follow that bug's wrong result once it was filed, joined to it instead of filed again.
+FOLLOW_UPS = "follow_ups"
 # Meta key: bug key -> {"nodes", "runs", "seconds"} of a bundle whose reduction stopped at
 # its time budget with two nodes or more left (a smaller model may show the bug).
 REDUCTION_STOPPED = "reduction_stopped"
@@ -382,6 +385,21 @@ class Store:
             f"SELECT {', '.join(BUG_COLUMNS)} FROM reference_bugs ORDER BY first_test"
         )
         return [dict(zip(BUG_COLUMNS, r, strict=True)) for r in rows]
+
+    def follow_ups(self) -> dict[str, list[dict[str, Any]]]:
+        """Bug key -> the crashes joined to it (``FOLLOW_UPS``): each one's signature, the
+        ops of its reduced model, its first seed and the tests it showed in."""
+        joined = self.get_meta(FOLLOW_UPS) or {}
+        out: dict[str, list[dict[str, Any]]] = {}
+        for key, crashes in joined.items():
+            rows = self.db.execute(
+                "SELECT signature, COUNT(*) FROM results WHERE bug=? GROUP BY signature", (key,)
+            )
+            hits = dict(rows.fetchall())
+            out[key] = [
+                {"signature": sig, **c, "hits": hits.get(sig, 0)} for sig, c in crashes.items()
+            ]
+        return out
 
     def not_reproducible(self) -> int:
         """Findings that no fresh run re-created (never filed)."""

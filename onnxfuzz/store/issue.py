@@ -134,6 +134,7 @@ def issue_markdown(bundle: Path) -> str:
         + _reproducibility(meta)
         + _culprit_text(culprit)
         + _follows_text(meta, renamed)
+        + _follow_ups_text(meta)
         + _upstream_text(bundle, meta, model),
         "repro": "\n".join(
             [
@@ -279,6 +280,36 @@ def _follows_text(meta: dict[str, Any], renamed: dict[str, str]) -> str:
         f"{meta.get('reference') or 'the reference'} computes there, runs on {name} "
         f"without crashing. Fix {follows['op']}'s {_KIND_WORDS.get(follows['kind'], 'result')} "
         "first: this crash is likely of the same root cause."
+    )
+
+
+MAX_FOLLOW_UPS = 8  # crashes named in issue.md (meta.json keeps them all)
+
+
+def _follow_ups_text(meta: dict[str, Any]) -> str:
+    """The crashes of other ops this bug's wrong result was shown to cause once it was
+    filed (``Store.follow_ups``): joined to this bug, not filed again; named here so the
+    report says what the wrong result breaks further on."""
+    joined = meta.get("follow_ups") or []
+    if not joined:
+        return ""
+    name = meta.get("name") or meta["backend"]
+    tests = sum(c["hits"] for c in joined)
+    shown = []
+    for c in sorted(joined, key=lambda c: -c["hits"])[:MAX_FOLLOW_UPS]:
+        # the signature's error (after backend|verdict|stage): its first line, cut short
+        error = c["signature"].split("|", 3)[-1].split(" | ")[0][:120]
+        tests_ = f"{c['hits']} test{'s' if c['hits'] != 1 else ''}"
+        shown.append(f"{' -> '.join(c['ops'])} ({error}; {tests_}, seed {c['seed']})")
+    more = len(joined) - len(shown)
+    return (
+        f"\n\nThis wrong result also made {name} crash in the ops that read it: "
+        f"{len(joined)} crash signature{'s' if len(joined) != 1 else ''} in {tests} "
+        f"test{'s' if tests != 1 else ''}, each reduced and shown to follow it (the rest "
+        "of its model, fed the right values there, runs), so joined to this bug, not "
+        f"filed again: {'; '.join(shown)}"
+        + (f"; and {more} more (meta.json)" if more else "")
+        + "."
     )
 
 

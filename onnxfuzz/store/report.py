@@ -12,7 +12,14 @@ from typing import Any
 
 from onnxfuzz.generate.measure.metrics import Diversity
 from onnxfuzz.judge.signature import family, family_id
-from onnxfuzz.store.db import FOLLOWS, REDUCER_LOG, REDUCTION_FAILURES, REDUCTION_STOPPED, Store
+from onnxfuzz.store.db import (
+    FOLLOW_UPS,
+    FOLLOWS,
+    REDUCER_LOG,
+    REDUCTION_FAILURES,
+    REDUCTION_STOPPED,
+    Store,
+)
 from onnxfuzz.store.known import KnownFile
 
 PIPE_WIDTH = 1000  # columns of a table printed into a pipe or file: never wrapped
@@ -26,6 +33,7 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
     # a crash that follows another node's wrong result is of that result's family
     follows = store.get_meta(FOLLOWS) or {}
     stopped = store.get_meta(REDUCTION_STOPPED) or {}
+    joined = store.get_meta(FOLLOW_UPS) or {}
     for b in store.reference_bugs() if reference_alone else store.bugs():
         rows.append(
             {
@@ -48,6 +56,8 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
                 else None,
                 # its reduction stopped at the budget with nodes left, if it did
                 "reduction_stopped": stopped.get(b["key"]),
+                # crash signatures shown to follow its wrong result, joined to it
+                "follow_ups": len(joined.get(b["key"], {})),
             }
         )
     return rows
@@ -127,11 +137,19 @@ def family_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def families_title(rows: list[dict[str, Any]]) -> str:
-    """ "4 families, 17 bundles"."""
+    """ "4 families, 17 bundles", and the crash signatures joined to the wrong result
+    they follow where there are: "(and 9 crash signatures joined to ...)"."""
     n = len(family_rows(rows))
+    joined = sum(r.get("follow_ups", 0) for r in rows)
     return (
         f"{n} {'family' if n == 1 else 'families'}, {len(rows)} "
         f"{'bundle' if len(rows) == 1 else 'bundles'}"
+        + (
+            f" (and {joined} crash signature{'s' if joined != 1 else ''} joined to the wrong "
+            "result they follow, not filed)"
+            if joined
+            else ""
+        )
     )
 
 

@@ -16,9 +16,9 @@ from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Stage
 from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reproduce import Reproducer, Target
-from onnxfuzz.run.campaign import CampaignOptions
+from onnxfuzz.run.campaign import MAX_REDUCED, CampaignOptions
 from onnxfuzz.store.db import Store
-from onnxfuzz.store.report import family_rows, summary_rows
+from onnxfuzz.store.report import families_title, family_rows, summary_rows
 
 ADAPTERS = Path(__file__).resolve().parent / "adapters.py"
 WIDENS = f"{ADAPTERS}:WidensThenFails:op=Abs"
@@ -27,10 +27,12 @@ X = {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)}
 
 def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
     # Abs comes back float64: alone, a dtype mismatch; read by Add, Mul or Relu, a compile
-    # failure naming that consumer (Add, Mul, Relu or Abs: a signature and a family each).
+    # failure naming that consumer (Add, Mul, Relu or Abs: a signature each). A crash found
+    # before the mismatch is filed is the only report of the cause: a bundle, of the
+    # mismatch's family. One found after joins the mismatch's bug: no bundle of its own.
     opts = CampaignOptions(
         backends=["ort", WIDENS],
-        tests=16,
+        tests=40,
         probe="off",
         reduce_budget=20,
         generator={
@@ -44,11 +46,17 @@ def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
     store = Store(c.out / "campaign.db")
     try:
         rows = summary_rows(store)
+        keys = {b["id"]: b["key"] for b in store.bugs()}
+        results = store.db.execute(
+            "SELECT test_id, verdict, signature, bug FROM results WHERE bug IS NOT NULL"
+        ).fetchall()
     finally:
         store.close()
+    (root,) = [r for r in rows if r["verdict"] == "mismatch"]
+    assert root["pattern"] == "Abs", root
     crashes = [r for r in rows if r["verdict"] == "crash"]
-    assert len(crashes) >= 3, rows  # consumers of the wrong Abs, each its own signature
     for r in crashes:
+        assert r["first_test"] < root["first_test"], (r, root)  # filed before the cause
         bundle = c.out / "bugs" / r["id"]
         meta = json.loads((bundle / "meta.json").read_text())
         assert meta["reduced_ops"][0] == "Abs" and len(meta["reduced_ops"]) == 2, meta
@@ -58,23 +66,43 @@ def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
         issue = (bundle / "issue.md").read_text()
         assert "The crash follows a wrong result of Abs (node `abs0`)" in issue, issue
         assert "dtype float64, the model declares float32" in issue
+    # the crashes after it: stored as tests of the Abs bug, each signature named once
+    joined = [(t, sig) for t, v, sig, bug in results if bug == keys[root["id"]] and v == "crash"]
+    assert joined and all(t > root["first_test"] for t, _ in joined), joined
+    meta = json.loads((c.out / "bugs" / root["id"] / "meta.json").read_text())
+    follow_ups = {u["signature"]: u for u in meta["follow_ups"]}
+    assert set(follow_ups) == {sig for _, sig in joined}, (follow_ups, joined)
+    for sig, u in follow_ups.items():
+        assert u["hits"] == sum(1 for _, s in joined if s == sig), (u, joined)
+        assert u["ops"][0] == "Abs" and len(u["ops"]) == 2, u
+    # hits past the reduced ones join too (not filed unreduced)
+    assert max(u["hits"] for u in follow_ups.values()) > MAX_REDUCED, follow_ups
+    assert all(r["pattern"] != "unreduced" for r in rows), rows
+    issue = (c.out / "bugs" / root["id"] / "issue.md").read_text()
+    said = "This wrong result also made widens-then-fails:op=Abs crash in the ops that read it"
+    assert said in issue, issue
+    assert f": {len(follow_ups)} crash signatures in {len(joined)} test" in issue, issue
     # one root cause, one family: the crashes are the Abs mismatch's
     families = family_rows(rows)
     assert len(families) == 1, families
-    assert families[0]["verdict"] in ("crash, mismatch", "mismatch, crash")
-    assert len(families[0]["bundles"]) == len(rows)
+    assert len(families[0]["bundles"]) == len(rows) == len(crashes) + 1
+    n = len(follow_ups)
+    assert families_title(rows) == (
+        f"1 family, {len(rows)} bundles (and {n} crash signatures joined to the wrong result "
+        "they follow, not filed)"
+    )
     # triage writes each issue.md again from meta.json, and its JSON says what each follows
     assert main(["triage", str(c.out), "--format", "json"]) == 0
     doc = json.loads((c.out / "triage.json").read_text())
     assert len(doc["families"]) == 1
     for bug in doc["bugs"]:
+        text = (c.out / "bugs" / bug["id"] / "issue.md").read_text()
         if bug["verdict"] == "crash":
             assert bug["follows"].endswith("|mismatch|run|dtype in Abs output"), bug
-            assert "The crash follows a wrong result of Abs" in (
-                c.out / "bugs" / bug["id"] / "issue.md"
-            ).read_text()
+            assert "The crash follows a wrong result of Abs" in text
         else:
             assert bug["follows"] is None
+            assert "This wrong result also made" in text
 
 
 def test_a_crash_of_its_own_follows_nothing_and_a_compile_reads_no_values() -> None:
