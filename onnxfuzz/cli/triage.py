@@ -71,6 +71,7 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
                 {(r["label"], r["family"]): r["hits"] for r in known},
                 _stored_known(stored),
                 store.names,
+                store.follow_ups(),
             )
         diversity = diversity_table(store.get_meta("diversity"), names=store.names)
         versions = store.get_meta("versions") or {}

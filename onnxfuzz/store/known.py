@@ -301,10 +301,13 @@ def export(
     known_hits: dict[tuple[str, str], int],
     previous: KnownFile | None,
     names: dict[str, str] | None = None,
+    follow_ups: dict[str, list[dict[str, Any]]] | None = None,
 ) -> KnownFile:
     """The known file of a campaign: ``bugs`` (``Store.bugs``, grouped by family, each
-    family's trigger from its first reduced bundle), and the entries of the file it ran
-    with (``previous``) with ``known_hits`` ((backend, entry id) -> hits) added."""
+    family's trigger from its first reduced bundle; the crash signatures joined to a bug,
+    ``Store.follow_ups``, are its family's too: known, they are not filed again), and the
+    entries of the file it ran with (``previous``) with ``known_hits`` ((backend, entry
+    id) -> hits) added."""
     fams: dict[tuple[str, str], KnownFamily] = {}
     if previous is not None:
         for f in previous.families:
@@ -320,8 +323,10 @@ def export(
             fid = family_id(fam, names)
             k = fams[key] = KnownFamily(fam, fid, b["backend"], b["verdict"], 0, [])
         k.hits += int(b["hits"])
-        if b["signature"] not in k.signatures:
-            k.signatures.append(b["signature"])
+        joined = [u["signature"] for u in (follow_ups or {}).get(b["key"], [])]
+        for sig in (b["signature"], *joined):
+            if sig not in k.signatures:
+                k.signatures.append(sig)
         if b["id"] not in k.bundles:
             k.bundles.append(b["id"])
         t = bundle_trigger(campaign_dir / "bugs" / b["id"], b["signature"])

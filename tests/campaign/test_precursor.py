@@ -18,6 +18,7 @@ from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reproduce import Reproducer, Target
 from onnxfuzz.run.campaign import MAX_REDUCED, CampaignOptions
 from onnxfuzz.store.db import Store
+from onnxfuzz.store.known import KnownFile
 from onnxfuzz.store.report import families_title, family_rows, summary_rows
 
 ADAPTERS = Path(__file__).resolve().parent / "adapters.py"
@@ -91,8 +92,17 @@ def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
         f"1 family, {len(rows)} bundles (and {n} crash signatures joined to the wrong result "
         "they follow, not filed)"
     )
-    # triage writes each issue.md again from meta.json, and its JSON says what each follows
-    assert main(["triage", str(c.out), "--format", "json"]) == 0
+    # triage writes each issue.md again from meta.json, and its JSON says what each follows;
+    # its known file holds the joined crashes in the Abs family: known, not filed again
+    known = tmp_path / "known.json"
+    assert main(["triage", str(c.out), "--format", "json", "--export-known", str(known)]) == 0
+    entries = KnownFile.load(known)
+    root_signature = keys[root["id"]].rsplit("|", 1)[0]  # a key: signature|pattern
+    abs_family = entries.match(WIDENS, root_signature)
+    assert abs_family is not None, root_signature
+    assert set(follow_ups) <= set(abs_family.signatures), abs_family
+    for sig in follow_ups:  # (the Mul crash's family, of the same words, may match first)
+        assert entries.match(WIDENS, sig) is not None, sig
     doc = json.loads((c.out / "triage.json").read_text())
     assert len(doc["families"]) == 1
     for bug in doc["bugs"]:
