@@ -271,7 +271,7 @@ class Judge:
         probe, again = self._timed_runs(inputs, base, label, spent)
         culprit = v.output
         div = first_divergence(
-            model, base, label, probe, self.config, inputs, again, tol_dtypes, v.output
+            model, base, label, probe, self.config, inputs, again, tol_dtypes, v.output, v.kind
         )
         if div is not None and div.node is not None:
             culprit = div.node.output[0]

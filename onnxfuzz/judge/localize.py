@@ -106,11 +106,13 @@ def first_divergence(
     run_reference: Callable[[bytes, dict], Outcome] | None = None,
     tol_dtypes: dict[str, str] | None = None,
     output: str = "",
+    kind: str = "",
 ) -> Divergence | None:
     """The first node (topological order) whose output differs between the backends, among
     those ``output`` (the mismatching graph output; "" any) depends on; a divergence
     without a node when they agree everywhere once every intermediate is exposed; None
-    when the exposed model did not run on both."""
+    when the exposed model did not run on both. For a wrong element type (``kind``
+    "dtype"), the first node whose result has another element type, where one has."""
     probe = expose_all(model)
     outcomes = run(probe.SerializeToString())
     ref, got = outcomes.get(reference), outcomes.get(backend)
@@ -123,6 +125,19 @@ def first_divergence(
     # every intermediate was exposed, and the bug was filed as "dtype in Sign output", a
     # signature no reduction to either op could keep.
     upstream = ancestors(probe.graph, output)
+    if kind == "dtype":
+        # Values are no guide to a wrong element type: torch's Pow(float, double) came back
+        # double, after a float16 HardSigmoid cast to double whose one-ulp difference broke
+        # float64's tolerance; "dtype in Cast output" named an op that did nothing wrong and
+        # bound the reduction to the float16 noise (3 nodes kept where Pow alone shows it).
+        for k, node in enumerate(probe.graph.node):
+            if upstream is not None and k not in upstream:
+                continue
+            if any(
+                t in want and t in have and np.asarray(have[t]).dtype != np.asarray(want[t]).dtype
+                for t in node.output
+            ):
+                return Divergence(node, False, have, want)
     for k, node in enumerate(probe.graph.node):
         if upstream is not None and k not in upstream:
             continue

@@ -10,6 +10,7 @@ the reference and runs under the adapter.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxfuzz.execute.pool import BackendPool
@@ -78,3 +79,52 @@ def test_a_model_without_value_info_is_localized_by_inferred_types() -> None:
     assert v.verdict == Verdict.MISMATCH, v.message
     assert "first diverging node: sigmoid_mid (Sigmoid)" in v.message, v.message
     assert "Sigmoid output" in got.signature, got.signature
+
+
+def test_a_wrong_element_type_is_blamed_on_the_node_that_gives_it() -> None:
+    """onnx2torch's Pow of a float base and a double exponent gives double (torch's type
+    promotion; ONNX says the base's type). Before it, a float16 HardSigmoid cast to double
+    differs from ORT's by one float16 ulp, past float64's tolerance: values localized the
+    wrong type to that Cast, a signature only the float16 noise kept (a campaign's bundle
+    stuck at these 3 nodes). The element type names Pow, which alone shows the bug."""
+    pytest.importorskip("onnx2torch")
+    nodes = [
+        helper.make_node("HardSigmoid", ["x1"], ["t1"], beta=0.25, name="hardsigmoid0"),
+        helper.make_node("Cast", ["t1"], ["t2"], to=TensorProto.DOUBLE, name="cast0"),
+        helper.make_node("Pow", ["x2", "t2"], ["y"], name="pow0"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "hardsigmoid_cast_pow",
+        [
+            helper.make_tensor_value_info("x1", TensorProto.FLOAT16, [1, 1, 1]),
+            helper.make_tensor_value_info("x2", TensorProto.FLOAT, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1])],
+        value_info=[
+            helper.make_tensor_value_info("t1", TensorProto.FLOAT16, [1, 1, 1]),
+            helper.make_tensor_value_info("t2", TensorProto.DOUBLE, [1, 1, 1]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    # the campaign's input values (x1: float16 bits 47852)
+    inputs = {
+        "x1": np.array([47852], np.uint16).view(np.float16).reshape(1, 1, 1),
+        "x2": np.array(3.9935123920440674, np.float32),
+    }
+    with BackendPool(["ort", "torch"]) as pool:
+        outcomes = pool.run_all(model.SerializeToString(), inputs)
+        # the premise: the float16 noise is there, and breaks float64's tolerance at t2
+        exposed = {k: o.outputs for k, o in pool.run_all(_exposed(model), inputs).items()}
+        assert exposed["ort"]["t2"] != exposed["torch"]["t2"], exposed
+        got = Judge("ort", OracleConfig(), pool).assess(model, inputs, outcomes)["torch"]
+    v = got.judgement
+    assert v.verdict == Verdict.MISMATCH and v.kind == "dtype", v.message
+    assert "first diverging node: pow0 (Pow)" in v.message, v.message
+    assert got.signature == "torch|mismatch|run|dtype in Pow output", got.signature
+
+
+def _exposed(model) -> bytes:
+    from onnxfuzz.judge.localize import expose_all
+
+    return expose_all(model).SerializeToString()
