@@ -1177,22 +1177,35 @@ class Campaign:
     def bug_key(
         self, f: Finding, lane: BackendPool | None, gen: Generator | None = None
     ) -> tuple[str | None, Reduced | None]:
-        """A finding's bug (``_own_key``), or the filed bug whose wrong result its crash is
-        shown to follow (``reduce.precursor``): one root cause, one bundle. A crash that
-        follows a wrong result no bundle holds yet is filed as its own (it is the only
-        report of that cause); ``FOLLOW_UPS`` keeps what joined, for the root's bundle."""
+        """A finding's bug (``_own_key``), or a filed bug of its root cause: one cause, one
+        bundle. A reduced crash joins the bug whose wrong result it is shown to follow
+        (``reduce.precursor``; one that follows a wrong result no bundle holds yet is filed,
+        the only report of that cause), or a crash bug of its family reduced to the same
+        ops (the same error in other words: InstanceNormalization's input of rank 3 or 5,
+        LayerNormalization's "found Float" after Double or Half). ``FOLLOW_UPS`` keeps
+        what joined, for the bug's bundle."""
         key, reduced = self._own_key(f, lane, gen)
-        follows = f.extra.get("follows")
-        if key is None or reduced is None or not follows:
+        if key is None or reduced is None:
             return key, reduced
+        follows = f.extra.get("follows")
         with self._lock:
-            roots = self.store.keys_of(follows["signature"])
-            if not roots or key in self.store.bug_keys():  # a bundle of its own already
+            if key in self.store.bug_keys():  # a bundle of its own already
+                return key, reduced
+            if follows:
+                roots, why = self.store.keys_of(follows["signature"]), "follows"
+            elif f.judgement.verdict == Verdict.CRASH:
+                pattern = key.rsplit("|", 1)[1]
+                same = self.store.crash_keys(f.backend, pattern)
+                roots = [k for k, sig in same if family(sig) == family(f.signature)]
+                why = "same crash"
+            else:
+                roots = []
+            if not roots:
                 return key, reduced
             joined = self.store.get_meta(FOLLOW_UPS) or {}
-            mine = joined.setdefault(roots[0], {})
             ops = [n.op_type for n in reduced.model.graph.node]
-            mine.setdefault(f.signature, {"ops": ops, "seed": f.seed})
+            entry = {"ops": ops, "seed": f.seed, "why": why}
+            joined.setdefault(roots[0], {}).setdefault(f.signature, entry)
             self.store.set_meta(FOLLOW_UPS, joined)
         return roots[0], None
 

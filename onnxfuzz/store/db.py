@@ -89,8 +89,9 @@ REDUCER_LOG = "reducer-errors.log"
 # Meta key: bug key -> the signature of the wrong result that bug's crash follows
 # (``reduce.precursor``): its family is that result's, the root cause.
 FOLLOWS = "follows"
-# Meta key: bug key -> {crash signature: {"ops", "seed"}}: the crashes shown
-# to follow that bug's wrong result once it was filed, joined to it instead of filed again.
+# Meta key: bug key -> {crash signature: {"ops", "seed", "why"}}: the crashes joined to that
+# bug once it was filed instead of filed again: shown to follow its wrong result ("why":
+# "follows"), or of its family and reduced to the same ops ("same crash").
 FOLLOW_UPS = "follow_ups"
 # Meta key: bug key -> {"nodes", "runs", "seconds"} of a bundle whose reduction stopped at
 # its time budget with two nodes or more left (a smaller model may show the bug).
@@ -203,6 +204,15 @@ class Store:
             "SELECT bug FROM results WHERE signature=? AND bug IS NOT NULL LIMIT 1", (signature,)
         ).fetchone()
         return row[0] if row else None
+
+    def crash_keys(self, backend: str, pattern: str) -> list[tuple[str, str]]:
+        """(key, signature) of the crash bugs of ``backend`` reduced to ``pattern``."""
+        rows = self.db.execute(
+            "SELECT key, signature FROM bugs WHERE backend=? AND verdict=? AND pattern=? "
+            "ORDER BY first_test",
+            (backend, "crash", pattern),
+        )
+        return [(k, s) for k, s in rows]
 
     def hits_of(self, signature: str) -> int:
         """Tests stored with a result of this signature."""

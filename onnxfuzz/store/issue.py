@@ -287,30 +287,49 @@ MAX_FOLLOW_UPS = 8  # crashes named in issue.md (meta.json keeps them all)
 
 
 def _follow_ups_text(meta: dict[str, Any]) -> str:
-    """The crashes of other ops this bug's wrong result was shown to cause once it was
-    filed (``Store.follow_ups``): joined to this bug, not filed again; named here so the
-    report says what the wrong result breaks further on."""
+    """The crashes joined to this bug once it was filed, not filed again
+    (``Store.follow_ups``): those its wrong result was shown to cause further on, and the
+    same crash in other words (its family, reduced to the same ops); named here so the
+    report says what else the bug breaks, and how else it shows."""
     joined = meta.get("follow_ups") or []
-    if not joined:
-        return ""
     name = meta.get("name") or meta["backend"]
+    follows = [c for c in joined if c.get("why", "follows") == "follows"]
+    same = [c for c in joined if c.get("why") == "same crash"]
+    text = ""
+    if follows:
+        text += (
+            f"\n\nThis wrong result also made {name} crash in the ops that read it: "
+            f"{_crashes(follows)}, each reduced and shown to follow it (the rest of its "
+            "model, fed the right values there, runs), so joined to this bug, not filed "
+            f"again: {_named(follows)}."
+        )
+    if same:
+        text += (
+            f"\n\nThe same crash in other words: {_crashes(same)} of its family, reduced "
+            f"to the same ops, joined to this bug, not filed again: {_named(same)}."
+        )
+    return text
+
+
+def _crashes(joined: list[dict[str, Any]]) -> str:
+    """ "3 crash signatures in 15 tests"."""
     tests = sum(c["hits"] for c in joined)
+    return (
+        f"{len(joined)} crash signature{'s' if len(joined) != 1 else ''} in {tests} "
+        f"test{'s' if tests != 1 else ''}"
+    )
+
+
+def _named(joined: list[dict[str, Any]]) -> str:
+    """The joined crashes, most tests first: ops, error, tests, a seed."""
     shown = []
     for c in sorted(joined, key=lambda c: -c["hits"])[:MAX_FOLLOW_UPS]:
         # the signature's error (after backend|verdict|stage): its first line, cut short
         error = c["signature"].split("|", 3)[-1].split(" | ")[0][:120]
-        tests_ = f"{c['hits']} test{'s' if c['hits'] != 1 else ''}"
-        shown.append(f"{' -> '.join(c['ops'])} ({error}; {tests_}, seed {c['seed']})")
+        tests = f"{c['hits']} test{'s' if c['hits'] != 1 else ''}"
+        shown.append(f"{' -> '.join(c['ops'])} ({error}; {tests}, seed {c['seed']})")
     more = len(joined) - len(shown)
-    return (
-        f"\n\nThis wrong result also made {name} crash in the ops that read it: "
-        f"{len(joined)} crash signature{'s' if len(joined) != 1 else ''} in {tests} "
-        f"test{'s' if tests != 1 else ''}, each reduced and shown to follow it (the rest "
-        "of its model, fed the right values there, runs), so joined to this bug, not "
-        f"filed again: {'; '.join(shown)}"
-        + (f"; and {more} more (meta.json)" if more else "")
-        + "."
-    )
+    return "; ".join(shown) + (f"; and {more} more (meta.json)" if more else "")
 
 
 def _upstream_text(bundle: Path, meta: dict[str, Any], model: onnx.ModelProto) -> str:

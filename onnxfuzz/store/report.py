@@ -56,7 +56,7 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
                 else None,
                 # its reduction stopped at the budget with nodes left, if it did
                 "reduction_stopped": stopped.get(b["key"]),
-                # crash signatures shown to follow its wrong result, joined to it
+                # crash signatures joined to it (Store.follow_ups)
                 "follow_ups": len(joined.get(b["key"], {})),
             }
         )
@@ -138,15 +138,16 @@ def family_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def families_title(rows: list[dict[str, Any]]) -> str:
     """ "4 families, 17 bundles", and the crash signatures joined to the wrong result
-    they follow where there are: "(and 9 crash signatures joined to ...)"."""
+    they follow or the crash they repeat, where there are: "(and 9 crash signatures
+    joined to a bundle of their cause, not filed)"."""
     n = len(family_rows(rows))
     joined = sum(r.get("follow_ups", 0) for r in rows)
     return (
         f"{n} {'family' if n == 1 else 'families'}, {len(rows)} "
         f"{'bundle' if len(rows) == 1 else 'bundles'}"
         + (
-            f" (and {joined} crash signature{'s' if joined != 1 else ''} joined to the wrong "
-            "result they follow, not filed)"
+            f" (and {joined} crash signature{'s' if joined != 1 else ''} joined to a bundle "
+            "of their cause, not filed)"
             if joined
             else ""
         )

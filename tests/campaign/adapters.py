@@ -120,6 +120,27 @@ class Raise(_OrtWrapper):
         return super().compile(model)
 
 
+class RaiseTyped(_OrtWrapper):
+    """Raises while compiling a model with ``op``, naming its input's element type as torch
+    does ("expected scalar type Half but found Float"): one bug, a signature per type."""
+
+    name = "raise-typed"
+
+    NAMES = {1: "Float", 10: "Half", 11: "Double", 16: "BFloat16", 6: "Int", 7: "Long"}
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            typed = onnx.shape_inference.infer_shapes(model).graph
+            types = {
+                vi.name: vi.type.tensor_type.elem_type
+                for vi in [*typed.input, *typed.value_info, *typed.output]
+            }
+            node = next(n for n in model.graph.node if n.op_type == self.op)
+            name = self.NAMES.get(types.get(node.input[0], 0), "Byte")
+            raise RuntimeError(f"expected scalar type {name} but found Float")
+        return super().compile(model)
+
+
 class DeepRaise(_OrtWrapper):
     """Raises while compiling a model with ``op`` from ``depth`` calls down (a compiler's
     pass pipeline, ``_lower_pass`` and ``_run_pass`` calling each other), in ``_check_layout``."""

@@ -89,8 +89,8 @@ def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
     assert len(families[0]["bundles"]) == len(rows) == len(crashes) + 1
     n = len(follow_ups)
     assert families_title(rows) == (
-        f"1 family, {len(rows)} bundles (and {n} crash signatures joined to the wrong result "
-        "they follow, not filed)"
+        f"1 family, {len(rows)} bundles (and {n} crash signatures joined to a bundle of "
+        "their cause, not filed)"
     )
     # triage writes each issue.md again from meta.json, and its JSON says what each follows;
     # its known file holds the joined crashes in the Abs family: known, not filed again
@@ -129,3 +129,42 @@ def test_a_crash_of_its_own_follows_nothing_and_a_compile_reads_no_values() -> N
         assert find_precursor(model, X, rep, Stage.COMPILE) is None
         found = find_precursor(model, X, rep, Stage.RUN)
     assert found is not None and (found.op, found.kind) == ("Abs", "values"), found
+
+
+def test_one_crash_in_other_words_is_one_bundle(tmp_path) -> None:
+    """A crash of one family reduced to the same ops joins the bug filed first, whatever
+    its words (torch's "expected scalar type Half/Double but found Float", one signature
+    per element type): one bundle, its issue.md naming the other forms."""
+    raise_typed = f"{ADAPTERS}:RaiseTyped:op=Sigmoid"
+    opts = CampaignOptions(
+        backends=["ort", raise_typed],
+        tests=24,
+        probe="off",
+        reduce_budget=20,
+        generator={
+            "min_nodes": 1,
+            "max_nodes": 3,
+            "ops": ["Sigmoid", "Abs", "Neg"],
+            "dtypes": ["float16", "float32", "float64"],
+        },
+    )
+    c = finished(tmp_path / "camp", opts)
+    store = Store(c.out / "campaign.db")
+    try:
+        rows = summary_rows(store)
+        signatures = {
+            s for (s,) in store.db.execute("SELECT signature FROM results WHERE verdict='crash'")
+        }
+    finally:
+        store.close()
+    assert len(signatures) >= 2, signatures  # the same crash in two words or more
+    (bug,) = rows
+    assert bug["pattern"] == "Sigmoid" and bug["follow_ups"] == len(signatures) - 1, bug
+    meta = json.loads((c.out / "bugs" / bug["id"] / "meta.json").read_text())
+    joined = meta["follow_ups"]
+    assert {u["why"] for u in joined} == {"same crash"}, joined
+    assert {u["signature"] for u in joined} | {meta["signature"]} == signatures, joined
+    issue = (c.out / "bugs" / bug["id"] / "issue.md").read_text()
+    assert "The same crash in other words: " in issue, issue
+    for u in joined:
+        assert u["signature"].split("|", 3)[-1] in issue, (u, issue)
