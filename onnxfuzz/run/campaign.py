@@ -1191,15 +1191,14 @@ class Campaign:
         with self._lock:
             if key in self.store.bug_keys():  # a bundle of its own already
                 return key, reduced
+            roots, why = [], "follows"
             if follows:
-                roots, why = self.store.keys_of(follows["signature"]), "follows"
-            elif f.judgement.verdict == Verdict.CRASH:
+                roots = self.store.keys_of(follows["signature"])
+            if not roots and f.judgement.verdict == Verdict.CRASH:
                 pattern = key.rsplit("|", 1)[1]
                 same = self.store.crash_keys(f.backend, pattern)
                 roots = [k for k, sig in same if family(sig) == family(f.signature)]
                 why = "same crash"
-            else:
-                roots = []
             if not roots:
                 return key, reduced
             joined = self.store.get_meta(FOLLOW_UPS) or {}
