@@ -1,6 +1,8 @@
 """A crash that follows another node's wrong result is shown to (the model cut after that
-node is wrong, the rest runs on the right values) and is of that result's family: one
-root cause, however many consumers it crashed, on real ONNX Runtime workers."""
+node is wrong, the rest runs on the right values) and is of that result's family, joined
+to its bug once that is filed; the same crash in other words joins the crash filed
+first: one root cause, one bundle, however many consumers it crashed and however it was
+worded, on real ONNX Runtime workers."""
 
 from __future__ import annotations
 
