@@ -125,22 +125,19 @@ def first_divergence(
     # every intermediate was exposed, and the bug was filed as "dtype in Sign output", a
     # signature no reduction to either op could keep.
     upstream = ancestors(probe.graph, output)
+    on_path = [n for k, n in enumerate(probe.graph.node) if upstream is None or k in upstream]
     if kind == "dtype":
         # Values are no guide to a wrong element type: torch's Pow(float, double) came back
         # double, after a float16 HardSigmoid cast to double whose one-ulp difference broke
         # float64's tolerance; "dtype in Cast output" named an op that did nothing wrong and
         # bound the reduction to the float16 noise (3 nodes kept where Pow alone shows it).
-        for k, node in enumerate(probe.graph.node):
-            if upstream is not None and k not in upstream:
-                continue
+        for node in on_path:
             if any(
                 t in want and t in have and np.asarray(have[t]).dtype != np.asarray(want[t]).dtype
                 for t in node.output
             ):
                 return Divergence(node, False, have, want)
-    for k, node in enumerate(probe.graph.node):
-        if upstream is not None and k not in upstream:
-            continue
+    for node in on_path:
         names = [t for t in node.output if t in want]
         if (
             not names

@@ -335,7 +335,7 @@ def sync_meta(
     follow_ups: dict[str, list[dict[str, Any]]] | None = None,
 ) -> None:
     """Bring each bundle's meta.json up to date with the store: hits, every seed, and the
-    crashes that joined the bug as followers of its wrong result (``Store.follow_ups``)."""
+    crashes joined to the bug (``Store.follow_ups``), which its issue.md then names."""
     for b in bugs:
         path = root / where / b["id"] / "meta.json"
         if not path.exists():
@@ -346,5 +346,5 @@ def sync_meta(
         if joined:
             meta["follow_ups"] = joined
         path.write_text(json.dumps(meta, indent=1))
-        if joined:  # issue.md says what else the bug made crash
+        if joined:  # after meta.json: issue.md is written from it
             write_issue(path.parent)

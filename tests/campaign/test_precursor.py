@@ -18,7 +18,7 @@ from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Stage
 from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reproduce import Reproducer, Target
-from onnxfuzz.run.campaign import MAX_REDUCED, CampaignOptions
+from onnxfuzz.run.campaign import MAX_REDUCED, Campaign, CampaignOptions
 from onnxfuzz.store.db import Store
 from onnxfuzz.store.known import KnownFile
 from onnxfuzz.store.report import families_title, family_rows, summary_rows
@@ -28,24 +28,29 @@ WIDENS = f"{ADAPTERS}:WidensThenFails:op=Abs"
 X = {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)}
 
 
+def _campaign(
+    tmp_path: Path,
+    target: str,
+    tests: int,
+    nodes: tuple[int, int],
+    ops: list[str],
+    dtypes: list[str],
+) -> Campaign:
+    """A finished campaign of ``target`` against ORT, probe off, on models of ``nodes``
+    nodes of ``ops`` in ``dtypes``."""
+    generator = {"min_nodes": nodes[0], "max_nodes": nodes[1], "ops": ops, "dtypes": dtypes}
+    opts = CampaignOptions(
+        backends=["ort", target], tests=tests, probe="off", reduce_budget=20, generator=generator
+    )
+    return finished(tmp_path / "camp", opts)
+
+
 def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
     # Abs comes back float64: alone, a dtype mismatch; read by Add, Mul or Relu, a compile
     # failure naming that consumer (Add, Mul, Relu or Abs: a signature each). A crash found
     # before the mismatch is filed is the only report of the cause: a bundle, of the
     # mismatch's family. One found after joins the mismatch's bug: no bundle of its own.
-    opts = CampaignOptions(
-        backends=["ort", WIDENS],
-        tests=40,
-        probe="off",
-        reduce_budget=20,
-        generator={
-            "min_nodes": 2,
-            "max_nodes": 5,
-            "ops": ["Abs", "Add", "Mul", "Relu"],
-            "dtypes": ["float32"],
-        },
-    )
-    c = finished(tmp_path / "camp", opts)
+    c = _campaign(tmp_path, WIDENS, 40, (2, 5), ["Abs", "Add", "Mul", "Relu"], ["float32"])
     store = Store(c.out / "campaign.db")
     try:
         rows = summary_rows(store)
@@ -138,19 +143,8 @@ def test_one_crash_in_other_words_is_one_bundle(tmp_path) -> None:
     its words (torch's "expected scalar type Half/Double but found Float", one signature
     per element type): one bundle, its issue.md naming the other forms."""
     raise_typed = f"{ADAPTERS}:RaiseTyped:op=Sigmoid"
-    opts = CampaignOptions(
-        backends=["ort", raise_typed],
-        tests=24,
-        probe="off",
-        reduce_budget=20,
-        generator={
-            "min_nodes": 1,
-            "max_nodes": 3,
-            "ops": ["Sigmoid", "Abs", "Neg"],
-            "dtypes": ["float16", "float32", "float64"],
-        },
-    )
-    c = finished(tmp_path / "camp", opts)
+    dtypes = ["float16", "float32", "float64"]
+    c = _campaign(tmp_path, raise_typed, 24, (1, 3), ["Sigmoid", "Abs", "Neg"], dtypes)
     store = Store(c.out / "campaign.db")
     try:
         rows = summary_rows(store)
