@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
+import onnx
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError, SpecError
@@ -126,7 +128,7 @@ class Builder:
             for entry in kernels:
                 if all(
                     self.bound[b] in entry[b] for b in self.bound if b in entry and b != type_var
-                ):
+                ) and self._completes(entry, type_var):
                     union |= entry.get(type_var, schema_set)
             allowed &= union
         if type_var in self.bound:
@@ -139,6 +141,22 @@ class Builder:
         out = tuple(sorted(allowed))
         _TYPES_CACHE[key] = out
         return out
+
+    def _completes(self, entry: dict[str, frozenset[int]], type_var: str) -> bool:
+        """Does a kernel entry leave every other unbound type variable of a required input
+        a type under --dtypes? One that does not is a dead end for a backtrack-free solver
+        (OneHot's indices bound to int32 under --dtypes int32,int64 left its values no
+        type). Variables of outputs and optional inputs only are not asked: those may go
+        untyped (LayerNormalization's float Mean under --dtypes float16)."""
+        required = _required_vars(self.info)
+        for var, types in entry.items():
+            if var == type_var or var in self.bound or var not in required:
+                continue
+            schema_set = self.info.type_sets.get(var)
+            restricted = schema_set is not None and restricted_by_dtypes(schema_set)
+            if restricted and not types & self.cfg.dtypes:
+                return False
+        return True
 
     def _formal(self, name: str | int) -> str:
         """Inputs are named as in the schema, or by position (``b.input(0)``)."""
@@ -798,6 +816,21 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         if dangling and len(dangling) < len(cands) and s.chance(DANGLING_FIRST):
             cands = dangling
         return cands[s.index(len(cands))]
+
+
+def _required_vars(info: OpInfo) -> frozenset[str]:
+    """The type variables of an op's required inputs."""
+    return _vars_of_required(info.schema)
+
+
+@cache
+def _vars_of_required(schema: onnx.defs.OpSchema) -> frozenset[str]:
+    return frozenset(
+        i.type_str
+        for i in schema.inputs
+        if i.option != onnx.defs.OpSchema.FormalParameterOption.Optional
+    )
+
 
 def _holds(dtype: int, value: float) -> bool:
     """Does ``dtype`` hold ``value``: a float type within its rounding (float16's sqrt(2)
