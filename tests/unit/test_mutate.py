@@ -6,6 +6,7 @@ from collections import Counter
 
 import onnx
 
+from onnxfuzz.generate.build.export import INPUTS_KEY
 from onnxfuzz.generate.build.generator import OP, Generator
 from onnxfuzz.generate.build.mutate import MUTATIONS, mutate, op_lists
 from onnxfuzz.generate.corpus.validate import validate
@@ -15,12 +16,15 @@ from onnxfuzz.generate.lang.config import Config
 
 def graph_content(model: onnx.ModelProto) -> bytes:
     """The graph's bytes without its name, which carries the seed (``onnxfuzz_<seed>``): a
-    mutant always has another seed, so its name differs even when nothing else does."""
+    mutant always has another seed, so its name differs even when nothing else does. With
+    the inputs' value domains (model metadata): a mutant that redraws only how wide an
+    input's values are is another test (--wide-values)."""
     g = onnx.GraphProto()
     g.CopyFrom(model.graph)
     g.name = ""
     g.doc_string = ""
-    return g.SerializeToString()
+    inputs = [p.value for p in model.metadata_props if p.key == INPUTS_KEY]
+    return g.SerializeToString() + "".join(inputs).encode()
 
 
 def test_mutants_are_valid_different_and_every_kind_is_used() -> None:

@@ -53,9 +53,8 @@ def mutate(gen: Generator, case: Case, seed: int) -> tuple[Case, str]:
         fixed = _type_positions(spans, op_spans[k])
         free = [j for j in range(len(ops[k])) if j not in fixed]
         if free:
-            ops[k][rng.choice(free)] = None  # one attribute, type, dim or reuse, redrawn
-        else:
-            ops[k] = []
+            return _redrawn(gen, seed, rng, head, ops, k, free, case.choices)
+        ops[k] = []
     else:  # insert-block: start one of the blocks here, its steps drawn fresh
         b = rng.randrange(len(gen.blocks))
         steps = len(gen.blocks[b])
@@ -66,6 +65,31 @@ def mutate(gen: Generator, case: Case, seed: int) -> tuple[Case, str]:
         cfg = gen.cfg
         head[count[0].start] = min(max(nodes, cfg.min_nodes), cfg.max_nodes) - cfg.min_nodes
     return gen.generate(seed, stream=OpReplay(seed, head, ops, OP)), f"{kind} at op {k}"
+
+
+REDRAWS = 3  # positions tried before a redraw that keeps drawing the same values is kept
+
+
+def _redrawn(
+    gen: Generator,
+    seed: int,
+    rng: random.Random,
+    head: list[int | None],
+    ops: list[list[int | None]],
+    k: int,
+    free: list[int],
+    parent: list[int],
+) -> tuple[Case, str]:
+    """Op ``k`` with one attribute, type, dim, reuse or value draw redrawn. A redrawn
+    choice may draw its old value again (a chance of 0.97 mostly does): the mutant would
+    be its parent, a test spent twice, so up to ``REDRAWS`` positions are tried."""
+    for _ in range(REDRAWS):
+        mutant = [list(o) for o in ops]
+        mutant[k][rng.choice(free)] = None
+        child = gen.generate(seed, stream=OpReplay(seed, head, mutant, OP))
+        if child.choices != parent:
+            break
+    return child, f"redraw-choice at op {k}"
 
 
 def _type_positions(spans: list[Span], op: Span) -> set[int]:
