@@ -42,7 +42,10 @@ def _old_maxpool_path(n: NodeView) -> bool:
     (``_op_common_pool.CommonPool``): it pads only 4-D inputs (``len(pads) == 4``), splits
     SAME padding for 2 axes only, pads with NaN (which integer arrays cannot hold) and
     loops over ``x + pad_total - kernel`` windows from the top-left (asymmetric pads
-    misplace them)."""
+    misplace them). It also reads 2-D pads as (top, bottom, left, right) where ONNX orders
+    them (top, left, bottom, right), so H and W padded unalike swap ([1, 0, 1, 0] on 4x5
+    gives 4x5, not 5x4), and with ceil_mode it sizes the output as if padded twice (4x4,
+    pads 1, kernel 2: 7x7, not 5x5)."""
     k = len(n.inputs["X"]) - 2
     unit = _ints(n, "strides", 1, k) == [1] * k and _ints(n, "dilations", 1, k) == [1] * k
     if not unit:
@@ -51,8 +54,10 @@ def _old_maxpool_path(n: NodeView) -> bool:
     same = n.attr("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER")
     padded = same or any(pads)
     asymmetric = pads[:k] != pads[k:]
+    misread = k == 2 and pads[1] != pads[2]
+    ceil = bool(n.attr("ceil_mode", 0))
     integer = n.types["X"] in dt.INTS  # 2-D: np.pad(..., constant_values=nan), even by 0
-    return (integer and k == 2) or (padded and (k != 2 or asymmetric or same))
+    return (integer and k == 2) or (padded and (k != 2 or asymmetric or same or misread or ceil))
 
 
 def _convtranspose_full(n: NodeView) -> list[int]:
@@ -141,8 +146,9 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
         "MaxPool",
         _old_maxpool_path,
         f"unit strides and dilations take the older 2-D pooling ({_SOURCE}_op_common_pool.py):"
-        " padding on 1-D/3-D inputs, asymmetric pads, SAME or integer types give a wrong "
-        "shape or a crash (NaN padding into int8, broadcast errors)",
+        " padding on 1-D/3-D inputs, asymmetric pads, 2-D pads unlike between H and W (read "
+        "in the wrong order), padding with ceil_mode (counted twice), SAME or integer types "
+        "give a wrong shape or a crash (NaN padding into int8, broadcast errors)",
     ),
     Limitation(
         "DeformConv",
@@ -155,6 +161,14 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
         lambda n: n.version < 19,
         "no implementation of DequantizeLinear-13 (opsets 13..18): 'No implementation for "
         "operator DequantizeLinear ... version 18, found 19, 21, 23, 25'",
+    ),
+    Limitation(
+        "SequenceInsert",
+        lambda n: "position" in n.consts and int(n.consts["position"]) >= 1,
+        f"takes the position modulo the sequence's length ({_SOURCE}op_sequence_insert.py: "
+        "(position + len) % len), so a position equal to the length, the end (valid: "
+        "[-n, n]), inserts at the front. A view has no sequence length, so every position "
+        ">= 1 is set aside, the right ones below the length with it",
     ),
     Limitation(
         "Det",
