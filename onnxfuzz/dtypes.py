@@ -72,6 +72,11 @@ DEFAULT = ALL - {BFLOAT16}
 # spec keeps its outputs inside these bounds, so reference outputs stay finite and
 # far from overflow (fp16 tops out at 65504).
 FLOAT_BOUND: dict[int, float] = {FLOAT: 1e4, DOUBLE: 1e4, FLOAT16: 1e3, BFLOAT16: 1e3}
+# -log of each float type's smallest normal number: exp(-x) is a normal number of the type
+# for x below it. A softmax over inputs spread wider than this has entries that underflow
+# to 0 or keep only a subnormal's few bits. (Float types only: a spec's value domain is
+# asked of every type an input may take, so read it with .get.)
+EXP_NORMAL_RANGE: dict[int, float] = {FLOAT: 87.3, DOUBLE: 708.3, FLOAT16: 9.7, BFLOAT16: 87.3}
 
 
 def np_dtype(dtype: int) -> np.dtype:

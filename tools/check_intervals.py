@@ -5,6 +5,7 @@ checks that each tensor's values lie inside the interval its spec declared (and 
 finite). A violation is a spec bug: it names the op, the tensor and both intervals.
 
     .venv/bin/python tools/check_intervals.py [--count 500] [--nodes 1:25] [--opset 21]
+        [--wide-values 1]
 """
 
 from __future__ import annotations
@@ -86,9 +87,13 @@ def main() -> int:
     ap.add_argument("--nodes", default="1:25")
     ap.add_argument("--opset", type=int, default=DEFAULT_OPSET)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--wide-values", type=float, default=None, help="as the CLI's (default: its default)"
+    )
     args = ap.parse_args()
     lo, hi = (int(x) for x in args.nodes.split(":"))
-    gen = Generator(Config(min_nodes=lo, max_nodes=hi, opset=args.opset))
+    wide = {} if args.wide_values is None else {"wide_values": args.wide_values}
+    gen = Generator(Config(min_nodes=lo, max_nodes=hi, opset=args.opset, **wide))
     bad = []
     for s in range(args.seed, args.seed + args.count):
         bad += check(gen, s)

@@ -24,9 +24,11 @@ from onnxfuzz import dtypes as dt
 GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "quality" / "data" / "golden_corpus.json"
 
 # The rows recorded before issue 24 made "chains" the default op mix pin "uniform" (their
-# digests are unchanged); the "chains-" rows pin the new default's bytes.
-UNIFORM = {"op_mix": "uniform"}
-CHAINS = {"op_mix": "chains"}
+# digests are unchanged); the "chains-" rows pin the new default's bytes. The rows recorded
+# before --wide-values pin it at 0 (their digests are unchanged: the option off makes the
+# models it made before); the "wide-" rows pin its default's bytes.
+UNIFORM = {"op_mix": "uniform", "wide_values": 0.0}
+CHAINS = {"op_mix": "chains", "wide_values": 0.0}
 CONTROL_OPS = frozenset({"If", "Loop", "Scan", "Add", "Relu", "MatMul", "Reshape"})
 
 # name -> (Config keyword arguments, first seed, count)
@@ -54,6 +56,9 @@ ROWS: dict[str, tuple[dict[str, Any], int, int]] = {
     "chains-nodes-5-20": ({"min_nodes": 5, "max_nodes": 20, **CHAINS}, 1000, 30),
     "chains-control-flow": ({"ops": CONTROL_OPS, **CHAINS}, 0, 25),
     "chains-float16": ({"dtypes": frozenset({dt.FLOAT16}), **CHAINS}, 0, 25),
+    "wide-default": ({}, 0, 60),
+    "wide-nodes-5-20": ({"min_nodes": 5, "max_nodes": 20}, 1000, 30),
+    "wide-integers": ({"dtypes": frozenset({dt.INT32, dt.INT64, dt.UINT8})}, 0, 25),
 }
 
 

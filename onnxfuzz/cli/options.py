@@ -11,6 +11,7 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.lang.config import (
     DEFAULT_OP_MIX,
     DEFAULT_OPSET,
+    DEFAULT_WIDE_VALUES,
     MAX_DEPTH,
     MAX_DIM,
     MAX_RANK,
@@ -147,6 +148,17 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
             "30 % uniform; with the optimizers' own patterns as blocks).",
         ),
         click.option(
+            "--wide-values",
+            type=click.FloatRange(0, 1),
+            default=DEFAULT_WIDE_VALUES,
+            show_default=True,
+            help="Share of fresh inputs and weights whose values spread over their op's whole "
+            "value domain, at a magnitude drawn among powers of two (int32 up to 2**31, "
+            "float32 up to 1e4; float16 stays small), for numeric-range bugs; the others "
+            "stay near zero. "
+            "0 for none (the models made before this option).",
+        ),
+        click.option(
             "--domains",
             default="ai.onnx",
             show_default=True,
@@ -194,6 +206,7 @@ def generator_fields(
     max_depth: int = 2,
     body_nodes: int = 3,
     op_mix: str = DEFAULT_OP_MIX,
+    wide_values: float = DEFAULT_WIDE_VALUES,
 ) -> dict:
     """The generator flags as ``Config.to_record`` data (None: the default, or for the
     opset, the one every backend of a campaign supports; several opsets: the first, and
@@ -219,6 +232,7 @@ def generator_fields(
         "max_depth": max_depth,
         "body_nodes": body_nodes,
         **({"op_mix": op_mix} if op_mix != "uniform" else {}),
+        **({"wide_values": wide_values} if wide_values else {}),
     }
 
 

@@ -239,9 +239,17 @@ def _expose_unread(m: onnx.ModelProto, spliced: list[onnx.NodeProto]) -> None:
     unread = [o for n in spliced for o in n.output if o and o not in read]
     if not unread:
         return
-    # an output inference cannot type stays unread (and a prune drops it)
+    # an output inference cannot type stays unread (and a prune drops it); so does one it
+    # gives an element type without a shape (a Loop's carried value: the checker wants a
+    # graph output's shape field)
     typed = {vi.name: vi for vi in (*g.value_info, *inferred_types(m, static=False))}
-    exposed = [typed[o] for o in unread if o in typed and typed[o].type.HasField("tensor_type")]
+    exposed = [
+        typed[o]
+        for o in unread
+        if o in typed
+        and typed[o].type.HasField("tensor_type")
+        and typed[o].type.tensor_type.HasField("shape")
+    ]
     g.output.extend(exposed)
     names = {vi.name for vi in exposed}
     kept = [vi for vi in g.value_info if vi.name not in names]  # outputs now

@@ -766,6 +766,50 @@ class Narrow(WrongOp):
         return (15, 21)
 
 
+class NarrowedInt(_OrtWrapper):
+    """A planted numeric-range bug: every int32 ``op`` node's result passes through the
+    narrower type ``via`` (int16: wraps past 32767, as a narrowed accumulator would;
+    float: rounds past 2**24, as a kernel computing integers in float32 would). Right
+    wherever the values fit it, as values near zero always do."""
+
+    name = "narrowed-int"
+
+    def __init__(self, op: str = "Mul", via: str = "int16") -> None:
+        super().__init__(op)
+        self.via = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(via))
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        g = m.graph
+        typed = onnx.shape_inference.infer_shapes(m).graph
+        int32 = {
+            vi.name
+            for vi in [*g.output, *typed.value_info]
+            if vi.type.tensor_type.elem_type == onnx.TensorProto.INT32
+        }
+        nodes = list(g.node)
+        del g.node[:]
+        for n in nodes:
+            out = n.output[0]
+            if n.op_type != self.op or out not in int32:
+                g.node.append(n)
+                continue
+            n.output[0] = f"{out}__wide"
+            g.node.extend(
+                [
+                    n,
+                    onnx.helper.make_node(
+                        "Cast", [f"{out}__wide"], [f"{out}__narrow"], to=self.via
+                    ),
+                    onnx.helper.make_node(
+                        "Cast", [f"{out}__narrow"], [out], to=onnx.TensorProto.INT32
+                    ),
+                ]
+            )
+        return (self._session(m), False)
+
+
 class OffByOne(_OrtWrapper):
     """Every float output is 1 too large: every test with one is a finding."""
 

@@ -184,6 +184,19 @@ def test_changed_options_are_refused_naming_the_flag(tmp_path: Path, capsys) -> 
     assert err.startswith("onnxfuzz: error: --seed:") and "\n" not in err
 
 
+def test_an_option_a_record_leaves_out_is_compared_as_its_default(tmp_path: Path, capsys) -> None:
+    # to_record leaves out --wide-values 0 (and a corpus from before the option has no
+    # such key): continuing either with wide values, or a wide corpus without, would mix
+    # two kinds of models in one corpus.
+    for first, then in (("0", "0.2"), ("0.2", "0")):
+        out = tmp_path / f"corpus{first}"
+        assert _run(*ARGS, "--wide-values", first, "--out", str(out)) == 0
+        assert _run(*ARGS, "--wide-values", then, "--out", str(out)) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("onnxfuzz: error: --wide-values:") and "\n" not in err, err
+        assert _run(*ARGS, "--wide-values", first, "--out", str(out)) == 0
+
+
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
@@ -226,7 +239,9 @@ def test_onnx_runtime_error_logs_stay_off_generates_stderr(tmp_path: Path) -> No
     about its own shape propagation (an Unsqueeze axis) while creating the session; such
     lines broke `generate`'s progress bar. The corpus command prints nothing on stderr."""
     out = tmp_path / "c"
-    argv = ["generate", "--count", "1", "--seed", "2246", "--nodes", "5:20", "--out", str(out)]
+    # (--wide-values 0: the seed's model as it was found, before wide values drew others)
+    argv = ["generate", "--count", "1", "--seed", "2246", "--nodes", "5:20", "--wide-values", "0"]
+    argv += ["--out", str(out)]
     r = subprocess.run([sys.executable, "-m", "onnxfuzz", *argv], capture_output=True, text=True)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     # the trigger is still there: at ERROR severity, the same session logs the line

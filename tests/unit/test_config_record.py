@@ -29,9 +29,10 @@ def test_a_config_survives_its_record() -> None:
     record = cfg.to_record()
     assert json.loads(json.dumps(record)) == record  # plain data
     assert Config.from_record(record) == cfg
-    # (a record without op_mix was written with the uniform mix, the default before issue 24)
+    # (a record without op_mix was written with the uniform mix, the default before issue 24,
+    # and one without wide_values without wide values, as before the option)
     assert Config.from_record({"opset": None, "dtypes": None}, opset=20) == Config(
-        opset=20, op_mix="uniform"
+        opset=20, op_mix="uniform", wide_values=0.0
     )
     with pytest.raises(ConfigError, match="unknown generator options"):
         Config.from_record({"max_nodez": 3})

@@ -63,9 +63,10 @@ def test_an_avoided_feature_is_never_generated_and_the_op_still_is(op, feature) 
         Generator(cfg),
         Generator(replace(cfg, avoid_features=frozenset({(op, feature)}))),
     )
-    seen = ops_seen = 0
+    ops_seen = 0
+    # (600 seeds: a computed Clip bound comes in about 1 model of 80)
+    seen = sum((op, feature) in model_features(plain.generate(s).model) for s in range(600))
     for seed in range(150):
-        seen += (op, feature) in model_features(plain.generate(seed).model)
         case = steered.generate(seed)
         assert (op, feature) not in model_features(case.model), seed
         ops_seen += op in case.ops

@@ -53,6 +53,7 @@ from onnxfuzz.generate.lang.values import interval_of, sample
 
 FRESH_FLOAT = 4.0  # fresh float tensors are drawn inside [-4, 4] where the domain allows
 FRESH_INT = 8  # fresh integer tensors inside [-8, 8]
+_NARROW_TYPES = frozenset({dt.BOOL, dt.FLOAT16, dt.BFLOAT16})  # never wide (GenBuilder._spread)
 # Chaining. Each a -> b -> c path is an edge into b times an edge out of it, so an op
 # input takes, among the node outputs that fit: for an op's first input, an output nothing
 # consumes yet only now and then (DANGLING_FIRST), most often the one whose producer merged
@@ -707,7 +708,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
                     for i, e in enumerate(pattern)
                 ]
             )
-        iv = _fresh_interval(self.op, name, dtype, values, shape)
+        iv = _fresh_interval(self.op, name, dtype, values, shape, self._spread(dtype, values))
         label = name if index == 0 else f"{name}{index}"
         if kind == WEIGHT and self.cfg.weights_as_initializers:
             t = Tensor(f"{self.name}_{label}", dtype, shape, iv, "init")
@@ -725,6 +726,29 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         )
         self.g.add_reusable(t)
         return t
+
+    def _spread(self, dtype: int, values: Values) -> float | None:
+        """The magnitude a fresh tensor's values reach: None for the small default
+        (``FRESH_FLOAT``, ``FRESH_INT``), or for a share ``Config.wide_values`` of them a
+        power of two up to the domain's bound, drawn uniformly over the exponents so that
+        every scale comes up (2**16 past int16, 2**24 past float32's whole numbers, 2**31
+        past int32). Both choices shrink to the small default.
+
+        float16 and bfloat16 stay small: their bound (1e3) leaves room for the values but
+        not for the squares and sums kernels compute in the type. A wide float16 slice
+        overflowed the sum of squares of TVM's InstanceNormalization and of the reference
+        evaluator's, which then agreed on the bias alone, and ONNX Runtime, right in float32,
+        was blamed."""
+        rate = self.cfg.wide_values
+        if not rate or dtype in _NARROW_TYPES:
+            return None
+        vlo, vhi = values.bounds(dtype)
+        small = FRESH_FLOAT if dtype in dt.FLOATS else FRESH_INT
+        top = max(abs(vlo), abs(vhi))
+        if top <= small or self.s.chance(1.0 - rate):  # recorded 0: the narrow draw
+            return None
+        first = int(math.log2(small)) + 1
+        return 2.0 ** self.s.integer(first, max(first, math.ceil(math.log2(top))))
 
     def _draw_dim(self, name: str, axis: int, e: DimEntry) -> int:
         if e is None:
@@ -819,8 +843,9 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
 
 
 def _required_vars(info: OpInfo) -> frozenset[str]:
-    """The type variables of an op's required inputs."""
-    return _vars_of_required(info.schema)
+    """The type variables of an op's required inputs (none known for an op without an
+    ONNX schema: an inferred rule's, whose types come from its observations)."""
+    return frozenset() if info.schema is None else _vars_of_required(info.schema)
 
 
 @cache
@@ -844,17 +869,23 @@ def _holds(dtype: int, value: float) -> bool:
 
 
 def _fresh_interval(
-    op: str, name: str, dtype: int, values: Values, shape: tuple[int, ...]
+    op: str,
+    name: str,
+    dtype: int,
+    values: Values,
+    shape: tuple[int, ...],
+    spread: float | None = None,
 ) -> Interval:
     """The interval a fresh tensor's values are drawn from: inside the input's value
-    domain, near zero where the domain allows (small values keep chains bounded)."""
+    domain, near zero where the domain allows (small values keep chains bounded), or
+    within ``spread`` of zero (``GenBuilder._spread``)."""
     vlo, vhi = values.bounds(dtype)
     if vlo > vhi:
         raise SpecError(op, f"{name}.values", f"empty value domain for {dt.NAMES[dtype]}")
     if dtype == dt.BOOL:
         return Interval(vlo, vhi)
     is_float = dtype in dt.FLOATS
-    f = FRESH_FLOAT if is_float else FRESH_INT
+    f = spread or (FRESH_FLOAT if is_float else FRESH_INT)
     lo, hi = max(vlo, -f), min(vhi, f)
     if lo > hi:
         lo, hi = (vlo, min(vhi, vlo + f)) if vlo > f else (max(vlo, vhi - f), vhi)

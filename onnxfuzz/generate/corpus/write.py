@@ -69,7 +69,16 @@ FLAGS = {
     "max_dim": "--max-dim",
     "reference": "--no-reference",
     "weights_as_initializers": "--weights-as-inputs",
+    "op_mix": "--op-mix",
+    "wide_values": "--wide-values",
+    "domains": "--domains",
+    "opset_mix": "--opset",
 }
+# What a record that leaves a key out means (``Config.to_record`` writes these only when
+# they are not this; a record from before the option has none): compared as such, so a
+# corpus made without wide values is not continued with them, nor one made with them
+# continued without.
+UNWRITTEN = {"op_mix": "uniform", "wide_values": 0.0, "domains": ["ai.onnx"], "opset_mix": []}
 
 
 def options_record(cfg: Config, seed: int, reference: bool) -> dict[str, Any]:
@@ -188,11 +197,14 @@ def _load_state(
         if "nodes" in old:  # written before options were Config records: "MIN:MAX"
             lo, _, hi = str(old.pop("nodes")).partition(":")
             old.update(min_nodes=int(lo), max_nodes=int(hi or lo))
-        for key, value in options.items():
-            if key in old and old[key] != value:
+        for key in [*options, *(k for k in old if k not in options)]:
+            if key not in UNWRITTEN and (key not in old or key not in options):
+                continue  # an option one of the two records lacks: as lenient as before
+            was, now = old.get(key, UNWRITTEN.get(key)), options.get(key, UNWRITTEN.get(key))
+            if was != now:
                 raise UsageError(
-                    f"{FLAGS.get(key, key)}: {out} was generated with {key}={old[key]!r}, not "
-                    f"{value!r}; pass the same options to continue it, or choose another --out"
+                    f"{FLAGS.get(key, key)}: {out} was generated with {key}={was!r}, not "
+                    f"{now!r}; pass the same options to continue it, or choose another --out"
                 )
         cases.update(data.get("cases", {}))
     journal = out / JOURNAL

@@ -46,6 +46,7 @@ def opsets_problem(opsets: tuple[int, ...]) -> str | None:
 
 OP_MIXES = ("chains", "uniform", "layers")  # --op-mix; the first is the default
 DEFAULT_OP_MIX = OP_MIXES[0]
+DEFAULT_WIDE_VALUES = 0.2  # --wide-values (README, "Values across the domain")
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,14 @@ class Config:
     # a contrib op below; TVM's converters have one method per version), and models in the
     # wild are exported at many opsets.
     opset_mix: tuple[int, ...] = ()
+    # The share of fresh tensors (graph inputs and weights) whose values spread over their
+    # input's whole value domain, at a magnitude drawn from powers of two up to its bound
+    # (int32 to 2**31, float32 to 1e4), instead of the small values near zero every other
+    # fresh tensor takes ([-4, 4], [-8, 8]): numeric-range bugs (an int32 op computed in a
+    # narrower type or in float32, int64 narrowed to int32, a float kernel accurate near
+    # zero only) show only on such values. 0 generates as before the option existed.
+    # A record without wide_values means 0 (records written before the option existed).
+    wide_values: float = DEFAULT_WIDE_VALUES
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes:
@@ -114,6 +123,8 @@ class Config:
             raise ConfigError(f"--picking-rate: need 0 <= p <= 1, got {self.picking_rate}")
         if not 0.0 <= self.connectivity <= 1.0:
             raise ConfigError(f"--connectivity: need 0 <= p <= 1, got {self.connectivity}")
+        if not 0.0 <= self.wide_values <= 1.0:
+            raise ConfigError(f"--wide-values: need 0 <= p <= 1, got {self.wide_values}")
         if not 0.0 <= self.block_rate <= 1.0:
             raise ConfigError(f"--blocks: need 0 <= p <= 1, got {self.block_rate}")
         if not 0 <= self.max_rank <= MAX_RANK:
@@ -182,17 +193,19 @@ class Config:
             **({"domains": sorted(self.domains)} if self.domains != {"ai.onnx"} else {}),
             **({"op_mix": self.op_mix} if self.op_mix != "uniform" else {}),
             **({"opset_mix": list(self.opset_mix)} if self.opset_mix else {}),
+            **({"wide_values": self.wide_values} if self.wide_values else {}),
         }
 
     @classmethod
     def from_record(cls, record: dict[str, Any], **override: Any) -> Config:
         """A Config from ``to_record``'s data (a None value or a missing key: the default,
-        except a missing op_mix: "uniform"), with ``override``s (e.g. the opset a campaign
-        negotiated)."""
+        except a missing op_mix: "uniform", and a missing wide_values: 0), with
+        ``override``s (e.g. the opset a campaign negotiated)."""
         d = {k: v for k, v in {**record, **override}.items() if v is not None}
         # A record without op_mix was written with "uniform" (to_record leaves it out, as
         # every record did before the default became "chains"): it must make the same models.
         d.setdefault("op_mix", "uniform")
+        d.setdefault("wide_values", 0.0)  # likewise: no wide values before the option
         unknown = set(d) - {f.name for f in fields(cls)}
         if unknown:
             raise ConfigError(f"unknown generator options {sorted(unknown)}")
