@@ -156,7 +156,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
             "value domain, at a magnitude drawn among powers of two (int32 up to 2**31, "
             "float32 up to 1e4; float16 stays small), for numeric-range bugs; the others "
             "stay near zero. "
-            "0 for none (the models made before this option).",
+            "0 for none (no choice is added: the models of these options before it).",
         ),
         click.option(
             "--domains",
