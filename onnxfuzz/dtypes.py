@@ -7,6 +7,7 @@ names (``float32``, ``int64``, ...) are for users and files.
 from __future__ import annotations
 
 import json
+import math
 from functools import cache
 from importlib import resources
 
@@ -74,9 +75,14 @@ DEFAULT = ALL - {BFLOAT16}
 FLOAT_BOUND: dict[int, float] = {FLOAT: 1e4, DOUBLE: 1e4, FLOAT16: 1e3, BFLOAT16: 1e3}
 # -log of each float type's smallest normal number: exp(-x) is a normal number of the type
 # for x below it. A softmax over inputs spread wider than this has entries that underflow
-# to 0 or keep only a subnormal's few bits. (Float types only: a spec's value domain is
-# asked of every type an input may take, so read it with .get.)
-EXP_NORMAL_RANGE: dict[int, float] = {FLOAT: 87.3, DOUBLE: 708.3, FLOAT16: 9.7, BFLOAT16: 87.3}
+# to 0 or keep only a subnormal's few bits.
+_EXP_NORMAL_RANGE: dict[int, float] = {FLOAT: 87.3, DOUBLE: 708.3, FLOAT16: 9.7, BFLOAT16: 87.3}
+
+
+def exp_normal_range(dtype: int) -> float:
+    """How far below 0 exp stays a normal number of ``dtype`` (inf for a non-float type:
+    a spec's value domain is asked of every type an input may take)."""
+    return _EXP_NORMAL_RANGE.get(dtype, math.inf)
 
 
 def np_dtype(dtype: int) -> np.dtype:

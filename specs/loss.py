@@ -115,7 +115,7 @@ def _score_values(dtype: int) -> Values:
     """Scores spanning at most bound - 32: -log_softmax <= span + log C stays in the bound;
     and at most 0.9 of the spread where exp(x - max) is a normal number, as LogSoftmax's
     input (specs/select.py: the reference evaluator takes log(softmax(x)) here too)."""
-    m = min(dt.value_range(dtype)[1] / 2 - 16, 0.45 * dt.EXP_NORMAL_RANGE.get(dtype, math.inf))
+    m = min(dt.value_range(dtype)[1] / 2 - 16, 0.45 * dt.exp_normal_range(dtype))
     return Values(-m, m)
 
 

@@ -41,7 +41,7 @@ from onnxfuzz.errors import SpecError
 from onnxfuzz.generate.lang.choices import ChoiceStream
 from onnxfuzz.generate.lang.domains import Ints, OneOf
 from onnxfuzz.generate.lang.graph import Tensor
-from onnxfuzz.generate.lang.intervals import Interval, Values
+from onnxfuzz.generate.lang.intervals import ANY, Interval, Values
 from onnxfuzz.generate.lang.shapes import broadcast, broadcastable
 from onnxfuzz.generate.lang.spec import op
 from onnxfuzz.generate.lang.spec_api import MISSING, WEIGHT, SpecBuilder
@@ -283,15 +283,22 @@ class _ScaleChoice:
 
 
 # --- DequantizeLinear ---------------------------------------------------------------------
+# An int32 x within 2**18: DequantizeLinear's scale stays >= bound / 2 / 2**18, so a
+# float16 scale's least value (1 / 16 of it) is still a normal number. A subnormal one
+# does not hold its drawn value (an x near 2**31 asked for 1e-8) and a backend that
+# flushes subnormals to zero would differ by the whole output.
+_INT32_X = Values(-(2**18), 2**18)
+
+
+def _dequantized_values(dtype: int) -> Values:
+    return _INT32_X if dtype == dt.INT32 else ANY
+
+
 @op("DequantizeLinear")
 def dequantize_linear(b: SpecBuilder, p: None) -> None:
     # y = (x - x_zero_point) * x_scale.
     has_zp = b.optional("x_zero_point")
-    # An int32 x within 2**18: the scale below stays >= bound / 2 / 2**18, so a float16
-    # scale's least value (1 / 16 of it) is still a normal number. A subnormal one does
-    # not hold its drawn value (an x near 2**31 asked for 1e-8) and a backend that flushes
-    # subnormals to zero would differ by the whole output.
-    x = b.input("x", values=lambda d: Values(-(2**18), 2**18) if d == dt.INT32 else Values())
+    x = b.input("x", values=_dequantized_values)
     axis, block = _axis_block(b, x)
     out = MISSING
     if b.version >= 23 and dt.FLOAT in b.types("T3"):

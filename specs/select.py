@@ -71,7 +71,7 @@ def _log_softmax_values(dtype: int) -> Values:
     # inside 0.9 of the spread where exp(x - max) is still a normal number: past it the
     # ONNX reference evaluator, which takes log(softmax(x)) (op_log_softmax.py), gives -inf
     # or a value off by up to ~1 where the definition is finite (wide values found it).
-    m = 0.45 * min(dt.value_range(dtype)[1], dt.EXP_NORMAL_RANGE.get(dtype, math.inf))
+    m = 0.45 * min(dt.value_range(dtype)[1], dt.exp_normal_range(dtype))
     return Values(-m, m)
 
 

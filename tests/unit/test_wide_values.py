@@ -58,8 +58,9 @@ def test_without_wide_values_every_fresh_input_stays_near_zero() -> None:
 
 def test_wide_values_spread_over_every_scale_up_to_the_types_bound() -> None:
     cfg = Config(min_nodes=2, max_nodes=4, ops=INT_ADD, dtypes=frozenset({dt.INT32, dt.INT64}))
-    wide = [(d, m) for d, m in _magnitudes(cfg, range(300)) if m > FRESH_INT]
-    share = len(wide) / len(_magnitudes(cfg, range(300)))
+    mags = _magnitudes(cfg, range(300))
+    wide = [(d, m) for d, m in mags if m > FRESH_INT]
+    share = len(wide) / len(mags)
     assert 0.1 <= share <= 0.35, share  # the default 0.2 of fresh tensors
     # powers of two up to the bound: past int16, past float32's whole numbers, past int32
     scales = Counter(math.ceil(math.log2(m)) for _, m in wide)

@@ -41,7 +41,7 @@ from onnxfuzz.errors import UsageError
 from onnxfuzz.generate.build.generator import Case, Generator
 from onnxfuzz.generate.corpus.testdata import write_outputs, write_test
 from onnxfuzz.generate.corpus.validate import all_finite, run_reference
-from onnxfuzz.generate.lang.config import Config
+from onnxfuzz.generate.lang.config import OMITTED, Config
 
 JOURNAL = ".journal.jsonl"
 INDEX = "index.json"
@@ -74,11 +74,6 @@ FLAGS = {
     "domains": "--domains",
     "opset_mix": "--opset",
 }
-# What a record that leaves a key out means (``Config.to_record`` writes these only when
-# they are not this; a record from before the option has none): compared as such, so a
-# corpus made without wide values is not continued with them, nor one made with them
-# continued without.
-UNWRITTEN = {"op_mix": "uniform", "wide_values": 0.0, "domains": ["ai.onnx"], "opset_mix": []}
 
 
 def options_record(cfg: Config, seed: int, reference: bool) -> dict[str, Any]:
@@ -198,9 +193,12 @@ def _load_state(
             lo, _, hi = str(old.pop("nodes")).partition(":")
             old.update(min_nodes=int(lo), max_nodes=int(hi or lo))
         for key in [*options, *(k for k in old if k not in options)]:
-            if key not in UNWRITTEN and (key not in old or key not in options):
-                continue  # an option one of the two records lacks: as lenient as before
-            was, now = old.get(key, UNWRITTEN.get(key)), options.get(key, UNWRITTEN.get(key))
+            # A key one record leaves out means what Config.OMITTED says (a corpus made
+            # without wide values is not continued with them, nor the other way round);
+            # any other option one of the two records lacks: as lenient as before.
+            if key not in OMITTED and (key not in old or key not in options):
+                continue
+            was, now = old.get(key, OMITTED.get(key)), options.get(key, OMITTED.get(key))
             if was != now:
                 raise UsageError(
                     f"{FLAGS.get(key, key)}: {out} was generated with {key}={was!r}, not "

@@ -47,6 +47,16 @@ def opsets_problem(opsets: tuple[int, ...]) -> str | None:
 OP_MIXES = ("chains", "uniform", "layers")  # --op-mix; the first is the default
 DEFAULT_OP_MIX = OP_MIXES[0]
 DEFAULT_WIDE_VALUES = 0.2  # --wide-values (README, "Values across the domain")
+# What a record that leaves a key out means: ``Config.to_record`` writes these keys only
+# when they differ, and records from before an option have none (a missing op_mix was
+# written with "uniform", the default before issue 24; a missing wide_values, before the
+# option, with none). ``from_record`` and a corpus's option check both read them so.
+OMITTED: dict[str, Any] = {
+    "op_mix": "uniform",
+    "wide_values": 0.0,
+    "domains": ["ai.onnx"],
+    "opset_mix": [],
+}
 
 
 @dataclass(frozen=True)
@@ -199,13 +209,11 @@ class Config:
     @classmethod
     def from_record(cls, record: dict[str, Any], **override: Any) -> Config:
         """A Config from ``to_record``'s data (a None value or a missing key: the default,
-        except a missing op_mix: "uniform", and a missing wide_values: 0), with
-        ``override``s (e.g. the opset a campaign negotiated)."""
+        or what ``OMITTED`` says the key's absence means), with ``override``s (e.g. the
+        opset a campaign negotiated). A record must make the same models it made."""
         d = {k: v for k, v in {**record, **override}.items() if v is not None}
-        # A record without op_mix was written with "uniform" (to_record leaves it out, as
-        # every record did before the default became "chains"): it must make the same models.
-        d.setdefault("op_mix", "uniform")
-        d.setdefault("wide_values", 0.0)  # likewise: no wide values before the option
+        for key, value in OMITTED.items():
+            d.setdefault(key, value)
         unknown = set(d) - {f.name for f in fields(cls)}
         if unknown:
             raise ConfigError(f"unknown generator options {sorted(unknown)}")
