@@ -478,7 +478,10 @@ def _bypass(
 ) -> onnx.ModelProto:
     """Node ``j`` of the body at ``path`` replaced by ``cand`` (or, given ``zeros``'s
     element type and shape, by a new initializer of the model's graph holding zeros);
-    what only fed it goes, but the nodes making ``keep``."""
+    what only fed it goes, but the nodes making ``keep`` (but node ``j`` itself: a body
+    node no output needs stays while it may be the trigger, yet in its place a tensor of
+    its type is a smaller candidate like any other, refused where it was the trigger)."""
+    keep = keep - {out}
     m = _copy(model)
     if zeros is not None:
         cand = _fresh(m.graph, f"{out}_zeros", _all_names(m.graph))

@@ -878,3 +878,57 @@ class LoadLog(_OrtWrapper):
         super().__init__(op)
         with open(log, "a") as f:
             f.write(f"{os.getpid()}\n")
+
+
+class UncheckedGather(_OrtWrapper):
+    """A planted index bug: the Gather kernel takes a negative index as an offset from the
+    buffer's start, not its end, and checks no bound, so it reads outside the buffer (a
+    fault) wherever an index is negative, or past the axis as no valid model's is. The
+    trap it sets a reducer: a candidate with indices out of range fails here in the same
+    words, and fails in every other backend too. (Top-level Gathers only.)"""
+
+    name = "unchecked-gather"
+
+    def __init__(self) -> None:
+        super().__init__("Gather")
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        typed = onnx.shape_inference.infer_shapes(model, strict_mode=True).graph
+        info = {vi.name: vi for vi in (*typed.input, *typed.value_info, *typed.output)}
+        for t in typed.initializer:
+            info[t.name] = onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims)
+        bounds = []
+        for n in typed.node:
+            if n.op_type == "Gather":
+                axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+                dims = info[n.input[0]].type.tensor_type.shape.dim
+                bounds.append((n.input[1], dims[axis].dim_value))
+        # the indices, computed by the nodes they depend on (ONNX Runtime would refuse
+        # the whole model on an index out of range before the planted check could see it)
+        wanted = {name for name, _ in bounds}
+        nodes: list[onnx.NodeProto] = []
+        for n in reversed(typed.node):
+            if wanted & set(n.output):
+                nodes.insert(0, n)
+                wanted |= set(n.input)
+        g = onnx.helper.make_graph(
+            nodes,
+            "indices",
+            list(typed.input),
+            [info[name] for name, _ in bounds],
+            list(typed.initializer),
+        )
+        indices = onnx.helper.make_model(
+            g, opset_imports=model.opset_import, ir_version=model.ir_version
+        )
+        return (self._session(model), self._session(indices), bounds)
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        sess, indices, bounds = executable
+        if bounds:
+            names = [o.name for o in indices.get_outputs()]
+            feeds = {i.name: inputs[i.name] for i in indices.get_inputs()}
+            known = dict(zip(names, indices.run(names, feeds), strict=True))
+            if any(((known[name] < 0) | (known[name] >= size)).any() for name, size in bounds):
+                raise RuntimeError("illegal memory access in kernel gather_fp32")
+        return super().run((sess, False), inputs)

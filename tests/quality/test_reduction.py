@@ -185,6 +185,59 @@ def test_reduction_never_feeds_a_node_values_its_spec_does_not_allow() -> None:
     assert value_faults(r.model, r.inputs) == set()
 
 
+def _clip_gather() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Gather on indices Clip keeps in range; x itself is out of range."""
+    h = onnx.helper
+    i64, f32 = onnx.TensorProto.INT64, onnx.TensorProto.FLOAT
+    graph = h.make_graph(
+        [
+            h.make_node("Clip", ["x", "lo", "hi"], ["idx"], name="clip0"),
+            h.make_node("Gather", ["data", "idx"], ["y"], name="gather0"),
+        ],
+        "clip_gather",
+        [h.make_tensor_value_info("data", f32, [1]), h.make_tensor_value_info("x", i64, [2])],
+        [h.make_tensor_value_info("y", f32, [2])],
+        [
+            onnx.numpy_helper.from_array(np.array(-1, np.int64), "lo"),
+            onnx.numpy_helper.from_array(np.array(0, np.int64), "hi"),
+        ],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)], ir_version=10)
+    return model, {"data": np.array([1.0], np.float32), "x": np.array([-4, 3], np.int64)}
+
+
+def test_reduction_keeps_no_model_that_no_backend_runs() -> None:
+    """A planted Gather kernel faults on a negative index (here -1, valid), and in the
+    same words on any index out of range, as an unchecked kernel does. Bypassing the Clip
+    still fails so, on x = [-4, 3], which every backend refuses: the reducer kept it (the
+    value-domain check had no values to judge by, since no backend ran it) and filed a
+    model a compiler engineer would close as invalid. A candidate no backend runs, where
+    one ran the model the reduction started from, is not kept."""
+    model, inputs = _clip_gather()
+    label = f"{ADAPTERS}:UncheckedGather"
+    with BackendPool(["ort", label], timeout=10.0) as pool:
+        rep = Reproducer(pool, Target(label, "ort"))
+        a = rep.assess(model, inputs)
+        assert a.signature is not None, "the planted Gather bug does not show"
+        rep.target.signature = a.signature
+        # The trap is real: the Clip bypassed, the bug shows in the same words, and the
+        # reference cannot run the model.
+        bypassed = onnx.ModelProto()
+        bypassed.CopyFrom(model)
+        del bypassed.graph.node[0]
+        bypassed.graph.node[0].input[1] = "x"
+        assert not check_static(bypassed)
+        assert rep(bypassed, inputs)
+        assert rep.reference_values(bypassed, inputs) is None
+        r = reduce_model(model, inputs, rep, budget_s=60)
+        assert rep(r.model, r.inputs), "the reduced model no longer shows the bug"
+        values = rep.reference_values(r.model, r.inputs)
+    assert r.ops == ["Gather"], onnx.printer.to_text(r.model.graph)
+    assert values is not None, (onnx.printer.to_text(r.model.graph), r.inputs)
+    indices = {**r.inputs, **values}[r.model.graph.node[0].input[1]]
+    assert ((indices >= -1) & (indices <= 0)).all() and (indices < 0).any(), indices
+
+
 def test_a_tvm_converter_crash_reduces_to_its_one_op() -> None:
     """Found in a campaign: TVM's Elu converter mixes a float32 constant into a float16
     graph, and Mul -> Elu reduced to two nodes, not one, because TVM named Elu's operand
