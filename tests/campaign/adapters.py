@@ -921,7 +921,7 @@ class UncheckedGather(_OrtWrapper):
         indices = onnx.helper.make_model(
             g, opset_imports=model.opset_import, ir_version=model.ir_version
         )
-        return (self._session(model), self._session(indices), bounds)
+        return (self._session(model), bounds and self._session(indices), bounds)
 
     def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         sess, indices, bounds = executable
