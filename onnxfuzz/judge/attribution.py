@@ -141,6 +141,66 @@ def _excuse_faulted_reference(
             )
 
 
+# How a failure of the reference evaluator on one of its documented faults begins (the
+# campaign summary counts them by op).
+DOCUMENTED_FAULT = "a documented fault of the ONNX reference evaluator's "
+
+
+def _documented_evaluator_faults(model: onnx.ModelProto, assessed: dict[str, Assessed]) -> None:
+    """The ONNX reference evaluator under test failing where one of its documented faults
+    applies (``reference_limits``) is known, not a new bug: a campaign of ORT against it
+    filed 43 of its 47 bundles on such faults. A mismatch is judged by the node it was
+    localized to and the sequences and optionals it reads (another node's documented
+    fault does not explain it), a crash by the whole model (its message does not name
+    the node)."""
+    for label, a in assessed.items():
+        v = a.judgement
+        if not is_reference_evaluator(label) or v.verdict not in (Verdict.CRASH, Verdict.MISMATCH):
+            continue
+        where = a.culprit if v.verdict == Verdict.MISMATCH else ""
+        fault = reference_fault(_producer_alone(model, where) if where else model)
+        if fault is not None:
+            assessed[label] = Assessed(
+                replace(
+                    v,
+                    verdict=Verdict.KNOWN,
+                    message=f"{DOCUMENTED_FAULT}{fault.op}: {fault.reason}\n{v.message}",
+                ),
+                None,
+                a.probe_s,
+                a.witness,
+                a.culprit,
+            )
+
+
+def _producer_alone(model: onnx.ModelProto, tensor: str) -> onnx.ModelProto:
+    """``model`` with only the node making ``tensor`` and, upstream of it, the nodes making
+    the sequences and optionals it reads (localization compares tensors alone, so their
+    divergence first shows in the tensor made from them), declared types kept; the whole
+    model where no node of its graph makes ``tensor``."""
+    g = model.graph
+    makers = {t: n for n in g.node for t in n.output}
+    if tensor not in makers:
+        return model
+    kinds = {vi.name: vi.type.WhichOneof("value") for vi in (*g.input, *g.value_info, *g.output)}
+    kept, todo = [], [makers[tensor]]
+    while todo:
+        node = todo.pop()
+        if any(node is k for k in kept):
+            continue
+        kept.append(node)
+        todo += [
+            makers[t]
+            for t in node.input
+            if t in makers and kinds.get(t) in ("sequence_type", "optional_type")
+        ]
+    alone = onnx.ModelProto()
+    alone.CopyFrom(model)
+    del alone.graph.node[:]
+    alone.graph.node.extend(n for n in g.node if any(n is k for k in kept))
+    return alone
+
+
 def blame(
     judge: Judge,
     model: onnx.ModelProto,
@@ -154,7 +214,8 @@ def blame(
     others agree and the reference departs, the reference is blamed (localized against a
     backend of the majority) rather than every other backend; without a majority, where the
     reference is the ONNX reference evaluator and a documented fault of it applies to the
-    model, the others' departures are invalid-reference."""
+    model, the others' departures are invalid-reference; and where the evaluator is the
+    one failing on such a model, its failure is known (``_documented_evaluator_faults``)."""
     ref_label = judge.reference
     assessed = judge.assess(model, inputs, outcomes)
     attribution = None
@@ -180,6 +241,7 @@ def blame(
             None,
             a.probe_s,
         )
+    _documented_evaluator_faults(model, assessed)
     out: dict[str, Blamed] = {}
     for label, a in assessed.items():
         v = a.judgement.verdict

@@ -51,6 +51,9 @@ class Assessed:
     # When the backend departs from the model's declared output types or shapes: a backend
     # that meets the declaration there (the reference to reproduce the finding against).
     witness: str | None = None
+    # The tensor a bug was localized to (the first diverging node's output; else the
+    # differing graph output): the signature's op is its producer's.
+    culprit: str = ""
 
 
 @dataclass
@@ -179,7 +182,7 @@ class Judge:
                     dt.NAMES.get(types.get(culprit, 0), ""),
                     got.trace,
                 )
-            out[label] = Assessed(v, sig, sum(spent), witness)
+            out[label] = Assessed(v, sig, sum(spent), witness, culprit or "")
         return out
 
     def _lone_op(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from onnxfuzz.generate.measure.metrics import Diversity
+from onnxfuzz.judge.attribution import DOCUMENTED_FAULT
 from onnxfuzz.judge.signature import family, family_id
 from onnxfuzz.store.db import (
     FOLLOW_UPS,
@@ -220,6 +221,27 @@ def known_rows(store: Store) -> list[dict[str, Any]]:
     ]
 
 
+def documented_fault_lines(store: Store) -> list[str]:
+    """Per backend, the failures of the ONNX reference evaluator under test where one of
+    its documented faults applies (counted as known, neither reduced nor filed), by op."""
+    rows = store.db.execute(
+        "SELECT backend, detail FROM results WHERE verdict='known' AND detail LIKE ?",
+        (DOCUMENTED_FAULT + "%",),
+    )
+    by_backend: dict[str, dict[str, int]] = {}
+    for backend, detail in rows:
+        op = detail[len(DOCUMENTED_FAULT) :].split(":", 1)[0]
+        ops = by_backend.setdefault(backend, {})
+        ops[op] = ops.get(op, 0) + 1
+    return [
+        f"{sum(ops.values())} failures of {store.names.get(backend, backend)} on its "
+        "documented faults (onnxfuzz/generate/corpus/reference_limits.py), known, neither "
+        "reduced nor filed: "
+        + ", ".join(f"{op} {n}" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
+        for backend, ops in sorted(by_backend.items())
+    ]
+
+
 def known_table(rows: list[dict[str, Any]]) -> object:
     from rich.table import Table
 
@@ -394,6 +416,8 @@ def print_summary(
     known = known_rows(store)
     if known:
         out_console.print(known_table(known))
+    for line in documented_fault_lines(store):
+        out_console.print(line, soft_wrap=True, markup=False)
     out_console.print(bug_table(rows, f"distinct bugs (bundles in {out / 'bugs'})"))
     for line in reduction_lines(rows, out):
         out_console.print(line, soft_wrap=True, markup=False)

@@ -164,11 +164,21 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
     ),
     Limitation(
         "SequenceInsert",
-        lambda n: "position" in n.consts and int(n.consts["position"]) >= 1,
+        lambda n: "position" in n.inputs,
         f"takes the position modulo the sequence's length ({_SOURCE}op_sequence_insert.py: "
         "(position + len) % len), so a position equal to the length, the end (valid: "
-        "[-n, n]), inserts at the front. A view has no sequence length, so every position "
-        ">= 1 is set aside, the right ones below the length with it",
+        "[-n, n]), inserts at the front, and any position into an empty sequence (0, the "
+        "only valid one) raises ZeroDivisionError. A view has no sequence length, so every "
+        "given position is set aside, the right ones with it",
+    ),
+    *(
+        Limitation(
+            op,
+            lambda n: n.attr("clip") is not None,
+            f"ignores the clip attribute ({_SOURCE}op_{op.lower()}.py: clip=None,  # noqa: "
+            "ARG002), so activations' inputs past it are not clipped (ONNX Runtime clips them)",
+        )
+        for op in ("RNN", "GRU", "LSTM")
     ),
     Limitation(
         "Det",
