@@ -147,30 +147,38 @@ DOCUMENTED_FAULT = "a documented fault of the ONNX reference evaluator's "
 
 
 def _documented_evaluator_faults(model: onnx.ModelProto, assessed: dict[str, Assessed]) -> None:
+    """``known_if_documented`` for every backend of a test."""
+    for label, a in assessed.items():
+        assessed[label] = known_if_documented(model, label, a)
+
+
+def known_if_documented(model: onnx.ModelProto, label: str, a: Assessed) -> Assessed:
     """The ONNX reference evaluator under test failing where one of its documented faults
     applies (``reference_limits``) is known, not a new bug: a campaign of ORT against it
     filed 43 of its 47 bundles on such faults. A mismatch is judged by the node it was
     localized to and the sequences and optionals it reads (another node's documented
     fault does not explain it), a crash by the whole model (its message does not name
-    the node)."""
-    for label, a in assessed.items():
-        v = a.judgement
-        if not is_reference_evaluator(label) or v.verdict not in (Verdict.CRASH, Verdict.MISMATCH):
-            continue
-        where = a.culprit if v.verdict == Verdict.MISMATCH else ""
-        fault = reference_fault(_producer_alone(model, where) if where else model)
-        if fault is not None:
-            assessed[label] = Assessed(
-                replace(
-                    v,
-                    verdict=Verdict.KNOWN,
-                    message=f"{DOCUMENTED_FAULT}{fault.op}: {fault.reason}\n{v.message}",
-                ),
-                None,
-                a.probe_s,
-                a.witness,
-                a.culprit,
-            )
+    the node). The reducer asks it of each candidate too: a reduction that slid from an
+    undocumented fault to a documented one (an LSTM's input_forget to its clip, both
+    "values in LSTM") filed the documented one."""
+    v = a.judgement
+    if not is_reference_evaluator(label) or v.verdict not in (Verdict.CRASH, Verdict.MISMATCH):
+        return a
+    where = a.culprit if v.verdict == Verdict.MISMATCH else ""
+    fault = reference_fault(_producer_alone(model, where) if where else model)
+    if fault is None:
+        return a
+    return Assessed(
+        replace(
+            v,
+            verdict=Verdict.KNOWN,
+            message=f"{DOCUMENTED_FAULT}{fault.op}: {fault.reason}\n{v.message}",
+        ),
+        None,
+        a.probe_s,
+        a.witness,
+        a.culprit,
+    )
 
 
 def _producer_alone(model: onnx.ModelProto, tensor: str) -> onnx.ModelProto:

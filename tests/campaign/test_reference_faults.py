@@ -185,3 +185,68 @@ def test_a_campaign_against_the_evaluator_counts_its_documented_faults_as_known(
             "SELECT COUNT(*) FROM results WHERE backend=? AND verdict='ok'", (REFERENCE,)
         )
     assert ok >= 1  # N == C draws: compared, and right
+
+
+def test_the_reducer_refuses_a_candidate_on_a_documented_fault() -> None:
+    """A reduction of an evaluator mismatch keeps no candidate where one of its documented
+    faults applies: its signature ("values in LSTM output") would let a reduction slide
+    from an undocumented fault to a documented one (an 800-test campaign reduced an LSTM
+    with input_forget, then undocumented, to one with clip), filing what is known. LRN
+    stands in for both: the same signature where N == C (right, so no failure) and where
+    N < C (the documented fault)."""
+    from onnxfuzz.reduce.reproduce import Reproducer, Target
+
+    x = np.linspace(-2, 2, 30, dtype=np.float32).reshape(1, 5, 2, 3)
+    target = Target(REFERENCE, "ort", signature=f"{REFERENCE}|mismatch|run|values in LRN output")
+    with BackendPool(["ort", REFERENCE]) as pool:
+        rep = Reproducer(pool, target)
+        a = rep.assess(_lrn(1, 5), {"x": x})
+        assert a.judgement.verdict == Verdict.KNOWN, a
+        assert "documented fault" in a.judgement.message
+        assert not rep(_lrn(1, 5), {"x": x})
+
+
+def _resize_then_global_max_pool() -> onnx.ModelProto:
+    """An antialiased Resize (whose values the evaluator computes a little apart from ONNX
+    Runtime) feeding a rank-3 GlobalMaxPool, whose output the evaluator shapes [1, 1]
+    (a documented fault: it reduces the last two axes whatever the rank)."""
+    f16 = TensorProto.FLOAT16
+    nodes = [
+        helper.make_node(
+            "Resize",
+            ["x", "", "scales"],
+            ["r"],
+            name="resize0",
+            antialias=1,
+            coordinate_transformation_mode="pytorch_half_pixel",
+            mode="linear",
+        ),
+        helper.make_node("GlobalMaxPool", ["r"], ["y"], name="globalmaxpool0"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", f16, [1, 3, 2])],
+        [helper.make_tensor_value_info("y", f16, [1, 1, 1])],
+        [onnx.numpy_helper.from_array(np.array([1, 0.5, 0.5], np.float32), "scales")],
+        value_info=[helper.make_tensor_value_info("r", f16, [1, 1, 1])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+def test_a_shape_departure_is_localized_to_the_node_that_departs_from_its_declaration() -> None:
+    """The output's shape departs from the declaration because of the GlobalMaxPool; the
+    Resize before it differs in values only. Localized by values, the finding was "shape
+    in Resize output" (filed: an 800-test campaign of ORT against the evaluator), blaming
+    an op whose result has the declared shape, and escaping GlobalMaxPool's documented
+    fault. Localized by the declared shapes, it names the GlobalMaxPool, and is known."""
+    model = _resize_then_global_max_pool()
+    x = np.array([[[-1.0, -1.0], [-1.0, -1.0], [1.0, 1.0]]], np.float16)
+    with BackendPool(["ort", REFERENCE]) as pool:
+        outcomes = pool.run_all(model.SerializeToString(), {"x": x})
+        a = Judge("ort", OracleConfig(), pool).assess(model, {"x": x}, outcomes)[REFERENCE]
+        got = blame(Judge("ort", OracleConfig(), pool), model, {"x": x}, outcomes)
+    assert a.judgement.verdict == Verdict.MISMATCH and a.judgement.kind == "shape", a
+    assert "first diverging node: globalmaxpool0 (GlobalMaxPool)" in a.judgement.message
+    assert a.signature is not None and "GlobalMaxPool" in a.signature, a.signature
+    assert got[REFERENCE].assessed.judgement.verdict == Verdict.KNOWN

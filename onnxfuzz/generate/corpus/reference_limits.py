@@ -181,6 +181,12 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
         for op in ("RNN", "GRU", "LSTM")
     ),
     Limitation(
+        "LSTM",
+        lambda n: bool(n.attr("input_forget", 0)),
+        f"ignores input_forget ({_SOURCE}op_lstm.py: input_forget=None,  # noqa: ARG002): "
+        "the input and forget gates stay uncoupled (ONNX Runtime couples them)",
+    ),
+    Limitation(
         "Det",
         lambda n: n.types["X"] == dt.FLOAT16,
         "np.linalg.det has no float16 loop: TypeError for a schema type (T: float16)",
