@@ -5,6 +5,15 @@ fails where it is not installed: ``available()`` says so instead. Options: ``dev
 (default CPU), ``precision`` (``INFERENCE_PRECISION_HINT``, default f32: CPUs with AMX or
 AVX512-BF16 otherwise run f32 models in bf16, which is a documented precision trade, not a
 bug), ``threads`` (``INFERENCE_NUM_THREADS``, default 1).
+
+The CPU plugin computes integers in i32 (its documented inference precisions: f32, bf16,
+f16, i32, and quantized u8/i8): an int64, uint64 or uint32 value beyond int32's range
+wraps (2**40 + 3 comes back 3). A model fed one, as an input or a weight, is refused as
+unsupported, as a precision it does not offer, not compared (a Slice's start or end, an
+index the frontend folds, is exempt: INT64_MAX there means "to the end"); so is a
+BitwiseNot of a uint32 or uint64 tensor, whose complement of any small value is beyond
+int32. Other values beyond it made inside a graph (a long chain of int64 Muls) are not
+foreseen: the adapter sees only what it is given.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 _INSTALL = "pip install -e '.[openvino]'"
 _PRECISIONS = ("f32", "bf16", "f16")
@@ -55,6 +65,43 @@ def _ports(ports: Any, names: list[str], kind: str) -> list[tuple[str, Any]]:
         )
     by_name = {n: p for p in ports for n in p.get_names()}
     return [(n, by_name.get(n, ports[i])) for i, n in enumerate(names)]
+
+
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+_COMPUTED_IN_I32 = (np.dtype(np.int64), np.dtype(np.uint64), np.dtype(np.uint32))
+# (op type, input index) read as a clamped index, not as data
+_INDEX_INPUTS = {("Slice", 1), ("Slice", 2), ("Slice", 3), ("Slice", 4)}
+
+
+def _beyond_i32(name: str, a: np.ndarray) -> None:
+    """Refuse, as a precision the CPU plugin does not offer, an integer value it would wrap."""
+    if a.dtype in _COMPUTED_IN_I32 and a.size:
+        lo, hi = int(a.min()), int(a.max())
+        if lo < _I32_MIN or hi > _I32_MAX:
+            raise RuntimeError(
+                f"{name}: {a.dtype} values beyond the int32 range are not supported: the CPU "
+                f"plugin computes integers in i32, so {hi if hi > _I32_MAX else lo} would wrap"
+            )
+
+
+def _no_unsigned_complement(model: onnx.ModelProto) -> None:
+    """Refuse a BitwiseNot of an unsigned type wider than 16 bits: ~6 is 4294967289 in
+    uint32, which i32 holds as -7 (a campaign's BitwiseNot -> Clip to 10000 came back 0)."""
+    types = {
+        vi.name: vi.type.tensor_type.elem_type
+        for vi in onnx.shape_inference.infer_shapes(model).graph.value_info
+    }
+    g = model.graph
+    types.update({vi.name: vi.type.tensor_type.elem_type for vi in (*g.input, *g.output)})
+    types.update({t.name: t.data_type for t in g.initializer})
+    wide = {onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.UINT64: "uint64"}
+    for n in g.node:
+        if n.op_type == "BitwiseNot" and types.get(n.input[0]) in wide:
+            raise RuntimeError(
+                f"{n.name or n.output[0]}: BitwiseNot of {wide[types[n.input[0]]]} is not "
+                "supported: its complement is beyond the int32 range the CPU plugin "
+                "computes integers in"
+            )
 
 
 def _to_ov(ov: Any, a: np.ndarray) -> Any:
@@ -122,6 +169,17 @@ class OpenVinoBackend:
         return (7, 26)
 
     def compile(self, model: onnx.ModelProto) -> Any:
+        if self.device == "CPU":
+            read_as_data = {
+                t
+                for n in model.graph.node
+                for k, t in enumerate(n.input)
+                if (n.op_type, k) not in _INDEX_INPUTS
+            }
+            for init in model.graph.initializer:
+                if init.name in read_as_data:
+                    _beyond_i32(init.name, numpy_helper.to_array(init))
+            _no_unsigned_complement(model)
         core = self._get_core()
         data = model.SerializeToString()
         # read_model(bytes, weights): the ONNX frontend takes the serialized model itself.
@@ -147,6 +205,8 @@ class OpenVinoBackend:
         ov = self._ov()
         request = executable.compiled.create_infer_request()
         for name, port in executable.inputs:
+            if self.device == "CPU":
+                _beyond_i32(name, np.asarray(inputs[name]))
             request.set_tensor(port, _to_ov(ov, np.asarray(inputs[name])))
         request.infer()
         outs: dict[str, np.ndarray] = {}
