@@ -280,10 +280,13 @@ def gather_nd(b: SpecBuilder, p: None) -> None:
 @op("OneHot")
 def one_hot(b: SpecBuilder, p: None) -> None:
     # Indices outside [-depth, depth-1] give an all-off row (defined), so any integer
-    # tensor fits. Float indices are truncated: they are kept non-negative and away from
-    # whole numbers, so float error upstream cannot move an index.
+    # tensor fits. Float indices are whole numbers, and non-negative: the doc casts them to
+    # int64 (1.56 is 1), while ONNX Runtime 1.31 and the reference evaluator compare the
+    # float with each position (1.56 matches none), so on a fraction a backend that
+    # follows the doc (OpenVINO) was filed as wrong, the evaluator's second opinion siding
+    # with ONNX Runtime. A fresh input (``avoid``), so no float error upstream moves one.
     def index_values(d: int) -> Values:
-        return Values(lo=0, avoid="integer") if d in dt.FLOATS else Values()
+        return Values(lo=0, avoid="fraction") if d in dt.FLOATS else Values()
 
     # Rank >= 1 (ONNX's shape inference rejects scalar indices); the output adds an axis.
     idx = b.input("indices", rank=Ints(1, max(1, b.max_rank - 1)), values=index_values)

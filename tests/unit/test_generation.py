@@ -179,6 +179,28 @@ def test_restricted_dtypes_leave_no_op_without_a_type_for_a_later_input() -> Non
     assert all("OneHot" in one_hot.generate(seed).ops for seed in range(60))
 
 
+def test_one_hot_float_indices_are_whole_numbers() -> None:
+    """ONNX casts OneHot's float indices to int64; ONNX Runtime 1.31 and the reference
+    evaluator compare the float with each position instead, so on a fraction the two
+    references and a backend that follows the doc (OpenVINO) disagree, the backend filed
+    as wrong. Float indices (inputs and weights alike) are whole, non-negative numbers,
+    wide ones too; integer indices are left as they were."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    gen = Generator(Config(ops=frozenset({"OneHot"}), min_nodes=1, max_nodes=1, wide_values=1.0))
+    floats = 0
+    for seed in range(200):
+        case = gen.generate(seed)
+        node = case.model.graph.node[0]
+        known = {i.name: numpy_helper.to_array(i) for i in case.model.graph.initializer}
+        x = {**known, **case.make_inputs(seed)}[node.input[0]]
+        if x.dtype.kind == "f":
+            floats += 1
+            assert (x == np.floor(x)).all() and (x >= 0).all(), (seed, x)
+    assert floats >= 30, floats
+
+
 def test_cumsum_axis_is_a_0d_tensor_as_onnx_requires() -> None:
     gen = Generator(Config(min_nodes=1, max_nodes=1, ops=frozenset({"CumSum"})))
     for seed in range(30):

@@ -129,7 +129,8 @@ class Values:
     from zero (divisors). ``distinct_axis`` asks for values without ties along an axis
     (ArgMax, TopK); ``avoid`` keeps float values away from rounding ties
     (``"integer"``: not near whole numbers, for Floor/Ceil/float-to-int Cast;
-    ``"half"``: not near x.5, for Round). Such inputs cannot be satisfied by
+    ``"half"``: not near x.5, for Round; ``"fraction"``: whole numbers only, where
+    implementations disagree on what a fraction means). Such inputs cannot be satisfied by
     reusing an arbitrary intermediate tensor, so the solver makes them fresh.
     """
 

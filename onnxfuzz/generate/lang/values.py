@@ -33,6 +33,9 @@ def sample(
         return np.asarray(_distinct(rng, dtype, shape, iv, values.distinct_axis)).astype(npd)
     if dtype in dt.FLOATS:
         x = np.asarray(rng.uniform(iv.lo, iv.hi, size=shape))
+        if values.avoid == "fraction" and math.floor(iv.hi) >= math.ceil(iv.lo):
+            x = rng.integers(math.ceil(iv.lo), math.floor(iv.hi), size=shape, endpoint=True)
+            return np.asarray(x).astype(npd)
         if values.avoid and math.floor(iv.hi) - math.ceil(iv.lo) >= 1:
             x = np.asarray(_away_from_ties(rng, shape, iv, values.avoid))
         if iv.min_abs and iv.lo < 0 < iv.hi:
