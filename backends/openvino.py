@@ -87,11 +87,13 @@ def _beyond_i32(name: str, a: np.ndarray) -> None:
 def _no_unsigned_complement(model: onnx.ModelProto) -> None:
     """Refuse a BitwiseNot of an unsigned type wider than 16 bits: ~6 is 4294967289 in
     uint32, which i32 holds as -7 (a campaign's BitwiseNot -> Clip to 10000 came back 0)."""
+    g = model.graph
+    if not any(n.op_type == "BitwiseNot" for n in g.node):
+        return  # (no shape inference on every compile)
     types = {
         vi.name: vi.type.tensor_type.elem_type
         for vi in onnx.shape_inference.infer_shapes(model).graph.value_info
     }
-    g = model.graph
     types.update({vi.name: vi.type.tensor_type.elem_type for vi in (*g.input, *g.output)})
     types.update({t.name: t.data_type for t in g.initializer})
     wide = {onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.UINT64: "uint64"}

@@ -146,12 +146,6 @@ def _excuse_faulted_reference(
 DOCUMENTED_FAULT = "a documented fault of the ONNX reference evaluator's "
 
 
-def _documented_evaluator_faults(model: onnx.ModelProto, assessed: dict[str, Assessed]) -> None:
-    """``known_if_documented`` for every backend of a test."""
-    for label, a in assessed.items():
-        assessed[label] = known_if_documented(model, label, a)
-
-
 def known_if_documented(model: onnx.ModelProto, label: str, a: Assessed) -> Assessed:
     """The ONNX reference evaluator under test failing where one of its documented faults
     applies (``reference_limits``) is known, not a new bug: a campaign of ORT against it
@@ -187,25 +181,26 @@ def _producer_alone(model: onnx.ModelProto, tensor: str) -> onnx.ModelProto:
     divergence first shows in the tensor made from them), declared types kept; the whole
     model where no node of its graph makes ``tensor``."""
     g = model.graph
-    makers = {t: n for n in g.node for t in n.output}
+    makers = {t: k for k, n in enumerate(g.node) for t in n.output}
     if tensor not in makers:
         return model
     kinds = {vi.name: vi.type.WhichOneof("value") for vi in (*g.input, *g.value_info, *g.output)}
-    kept, todo = [], [makers[tensor]]
+    kept: set[int] = set()
+    todo = [makers[tensor]]
     while todo:
-        node = todo.pop()
-        if any(node is k for k in kept):
+        k = todo.pop()
+        if k in kept:
             continue
-        kept.append(node)
+        kept.add(k)
         todo += [
             makers[t]
-            for t in node.input
+            for t in g.node[k].input
             if t in makers and kinds.get(t) in ("sequence_type", "optional_type")
         ]
     alone = onnx.ModelProto()
     alone.CopyFrom(model)
     del alone.graph.node[:]
-    alone.graph.node.extend(n for n in g.node if any(n is k for k in kept))
+    alone.graph.node.extend(g.node[k] for k in sorted(kept))
     return alone
 
 
@@ -223,7 +218,7 @@ def blame(
     backend of the majority) rather than every other backend; without a majority, where the
     reference is the ONNX reference evaluator and a documented fault of it applies to the
     model, the others' departures are invalid-reference; and where the evaluator is the
-    one failing on such a model, its failure is known (``_documented_evaluator_faults``)."""
+    one failing on such a model, its failure is known (``known_if_documented``)."""
     ref_label = judge.reference
     assessed = judge.assess(model, inputs, outcomes)
     attribution = None
@@ -249,7 +244,8 @@ def blame(
             None,
             a.probe_s,
         )
-    _documented_evaluator_faults(model, assessed)
+    for label, a in assessed.items():
+        assessed[label] = known_if_documented(model, label, a)
     out: dict[str, Blamed] = {}
     for label, a in assessed.items():
         v = a.judgement.verdict

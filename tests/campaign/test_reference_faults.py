@@ -149,27 +149,9 @@ def test_a_campaign_against_the_evaluator_counts_its_documented_faults_as_known(
     the summary, none is filed, and the exit code says nothing was found; the tests
     where the fault does not apply still compare."""
     out = tmp_path / "c"
+    args = f"fuzz --backend ort --backend {REFERENCE} --ops LRN --tests 30 --seed 0 --probe off"
     r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "onnxfuzz",
-            "fuzz",
-            "--backend",
-            "ort",
-            "--backend",
-            REFERENCE,
-            "--ops",
-            "LRN",
-            "--tests",
-            "30",
-            "--seed",
-            "0",
-            "--probe",
-            "off",
-            "--out",
-            str(out),
-        ],  # fmt: skip
+        [sys.executable, "-m", "onnxfuzz", *args.split(), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -153,6 +153,28 @@ def _sigmoid_pow(opset: int = 21) -> tuple[onnx.ModelProto, dict[str, np.ndarray
     return model, {"data": np.array([1.0, 2.0, 3.0], np.float32)}
 
 
+def _targeting(
+    pool: BackendPool, label: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray]
+) -> Reproducer:
+    """A reproducer of the planted bug of ``label`` as ``model`` shows it against ort."""
+    rep = Reproducer(pool, Target(label, "ort"))
+    a = rep.assess(model, inputs)
+    assert a.signature is not None, f"the planted bug of {label} does not show"
+    rep.target.signature = a.signature
+    return rep
+
+
+def _first_node_bypassed(model: onnx.ModelProto, slot: int, source: str) -> onnx.ModelProto:
+    """``model`` without its first node, the next reading ``source`` at input ``slot``
+    (the bypass a reducer tries), declared intermediate types dropped."""
+    bypassed = onnx.ModelProto()
+    bypassed.CopyFrom(model)
+    del bypassed.graph.node[0]
+    bypassed.graph.node[0].input[slot] = source
+    del bypassed.graph.value_info[:]
+    return bypassed
+
+
 def test_reduction_never_feeds_a_node_values_its_spec_does_not_allow() -> None:
     """A Pow bug (planted) still shows with the Sigmoid bypassed, but Pow's base is then
     c = -0.5, outside the spec's domain (a negative base is NaN at any fractional
@@ -161,17 +183,10 @@ def test_reduction_never_feeds_a_node_values_its_spec_does_not_allow() -> None:
     model, inputs = _sigmoid_pow()
     label = f"{ADAPTERS}:WrongOp:op=Pow"
     with BackendPool(["ort", label], timeout=10.0) as pool:
-        rep = Reproducer(pool, Target(label, "ort"))
-        a = rep.assess(model, inputs)
-        assert a.signature is not None, "the planted Pow bug does not show"
-        rep.target.signature = a.signature
+        rep = _targeting(pool, label, model, inputs)
         # The trap is real: with the Sigmoid bypassed the bug still shows, on a base
         # outside Pow's domain.
-        bypassed = onnx.ModelProto()
-        bypassed.CopyFrom(model)
-        del bypassed.graph.node[0]
-        bypassed.graph.node[0].input[0] = "c"
-        del bypassed.graph.value_info[:]
+        bypassed = _first_node_bypassed(model, 0, "c")
         assert not check_static(bypassed)
         assert rep(bypassed, inputs)
         assert ("Pow:y", "X.values") in value_faults(bypassed, inputs)
@@ -216,16 +231,10 @@ def test_reduction_keeps_no_model_that_no_backend_runs() -> None:
     model, inputs = _clip_gather()
     label = f"{ADAPTERS}:UncheckedGather"
     with BackendPool(["ort", label], timeout=10.0) as pool:
-        rep = Reproducer(pool, Target(label, "ort"))
-        a = rep.assess(model, inputs)
-        assert a.signature is not None, "the planted Gather bug does not show"
-        rep.target.signature = a.signature
+        rep = _targeting(pool, label, model, inputs)
         # The trap is real: the Clip bypassed, the bug shows in the same words, and the
         # reference cannot run the model.
-        bypassed = onnx.ModelProto()
-        bypassed.CopyFrom(model)
-        del bypassed.graph.node[0]
-        bypassed.graph.node[0].input[1] = "x"
+        bypassed = _first_node_bypassed(model, 1, "x")
         assert not check_static(bypassed)
         assert rep(bypassed, inputs)
         assert rep.reference_values(bypassed, inputs) is None
