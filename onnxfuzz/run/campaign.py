@@ -973,6 +973,8 @@ class Campaign:
                 if key not in known:
                     f.bug_id = bug_id(key, self.names)
                     where = "reference-bugs" if r.pattern == REFERENCE_ONLY else "bugs"
+                    if reduced is None:  # the bundle's report says why, not "reduced to"
+                        f.extra.setdefault("unreduced", self._unreduced_why(f, r.pattern))
                     # before the commit: a kill re-runs it
                     try:
                         filed.append(write_bundle(self.out, f, reduced, where))
@@ -1271,6 +1273,19 @@ class Campaign:
             if reduced is not None:
                 return f"{f.signature}|{reduced.pattern}", reduced
         return (keys[0] if keys else f"{f.signature}|unreduced"), None
+
+    def _unreduced_why(self, f: Finding, pattern: str) -> str:
+        """Why a new bug's bundle holds the model as generated (its report says so)."""
+        if pattern == REFERENCE_ONLY:
+            return (
+                "a failure of the reference alone, set aside unreduced (`onnxfuzz fuzz "
+                "--reduce-reference` reduces it)"
+            )
+        if not self.opts.reduce:
+            return "reduction was off (`--no-reduce`)"
+        if f.case is None:
+            return "no generator record to shrink (a model not made by onnxfuzz's generator)"
+        return "the campaign did not reduce it"
 
     def _reference_alone(self, f: Finding) -> bool:
         """A crash or hang of the reference alone in a campaign of one reference and one

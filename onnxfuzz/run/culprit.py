@@ -31,6 +31,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -75,24 +77,34 @@ def read_inputs(folder):
 """
 
 _ORT_DRIVER = r"""
-import json, os, re, sys, tempfile
+import json, os, re, sys
 import numpy as np, onnxruntime as ort
 
 folder, provider = sys.argv[1], sys.argv[2]
 tolerance, rules = json.loads(sys.argv[3]), json.loads(sys.argv[4])
+# configurations that killed an earlier search's process, and where the session log goes
+crashed, log_path = set(json.loads(sys.argv[5])), sys.argv[6]
 model = open(os.path.join(folder, "model.onnx"), "rb").read()
 inputs = read_inputs(folder)
 L = ort.GraphOptimizationLevel
 
-def run(level, disabled=(), verbose=False):
+def session(level, disabled=(), verbose=False):
     o = ort.SessionOptions()
     o.graph_optimization_level = level
     o.intra_op_num_threads = 1
     o.log_severity_level = 0 if verbose else 4
     o.log_verbosity_level = 1 if verbose else 0
+    return ort.InferenceSession(model, o, [provider], disabled_optimizers=list(disabled))
+
+def run(level, disabled=()):
+    # said before it runs: a configuration that kills this process is known to the
+    # parent, which starts the search again with it counted as crashing
+    key = f"{level}|{','.join(disabled)}"
+    if key in crashed:
+        return "the process died (a fresh one ran the rest of the search)"
+    print("RUN " + json.dumps(key), flush=True)
     try:
-        s = ort.InferenceSession(model, o, [provider], disabled_optimizers=list(disabled))
-        return s.run(None, inputs)
+        return session(level, disabled).run(None, inputs)
     except Exception as e:
         return f"{type(e).__name__}: {e}"
 
@@ -121,14 +133,20 @@ elif not bug(L.ORT_ENABLE_ALL):
 else:
     out["level"] = next(n for n in ("ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED",
                                     "ORT_ENABLE_ALL") if bug(getattr(L, n)))
-    fd = os.dup(2)
-    with tempfile.TemporaryFile() as f:
-        os.dup2(f.fileno(), 2)
-        try:
-            run(L.ORT_ENABLE_ALL, verbose=True)
-        finally:
-            os.dup2(fd, 2)
-        f.seek(0)
+    # the session log names the transformers; making the session is enough (a crash in
+    # the run would lose it), and a crash while making it leaves what was logged so far
+    if "log" not in crashed:
+        print("RUN " + json.dumps("log"), flush=True)
+        fd = os.dup(2)
+        with open(log_path, "wb") as f:
+            os.dup2(f.fileno(), 2)
+            try:
+                session(L.ORT_ENABLE_ALL, verbose=True)
+            except Exception:
+                pass
+            finally:
+                os.dup2(fd, 2)
+    with open(log_path, "rb") as f:
         log = f.read().decode(errors="replace")
     modified = re.findall(r"GraphTransformer (\S+) modified: 1", log)
     applied = re.findall(r"Applying graph transformer (\S+)", log)
@@ -518,12 +536,48 @@ def _child(args: list[str], timeout: float) -> dict:
             timeout=timeout,
         )
     except subprocess.TimeoutExpired:
-        return {"note": f"the culprit search ran past {timeout:.0f} s"}
+        return {"note": f"the culprit search ran past {timeout:.0f} s", "failed": True}
     for line in reversed(r.stdout.splitlines()):
         if line.startswith("CULPRIT "):
             return json.loads(line[len("CULPRIT ") :])
     tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"note": f"the culprit search died (exit {r.returncode}): {tail[:200]}"}
+    found: dict = {"note": f"the culprit search died (exit {r.returncode}): {tail[:200]}"}
+    found["failed"] = True
+    ran = [ln[len("RUN ") :] for ln in r.stdout.splitlines() if ln.startswith("RUN ")]
+    if r.returncode != 0 and ran:  # the configuration in flight when it died
+        found["died_in"] = json.loads(ran[-1])
+    return found
+
+
+# Fresh processes one ORT culprit search may start after configurations that crashed it
+# (each is a model run that kills the process: one per level and transformer tried).
+MAX_RESTARTS = 40
+
+
+def _ort_search(
+    folder: Path, provider: str, tolerance: dict[str, tuple[float, float]], timeout: float
+) -> dict:
+    """The ORT driver's findings. A bug that kills the process (a segfault in a fused
+    kernel) would end the search at its first run with the bug on: the configuration it
+    died in is counted as showing the bug and the search starts again in a fresh process,
+    so a crash is attributed like any other bug."""
+    crashed: list[str] = []
+    deadline = time.monotonic() + timeout
+    with tempfile.TemporaryDirectory() as tmp:
+        log = str(Path(tmp) / "session.log")
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 1:
+                return {"note": f"the culprit search ran past {timeout:.0f} s", "failed": True}
+            rules = json.dumps(ORT_RULES)
+            args = [_ORT_DRIVER, str(folder), provider, json.dumps(tolerance), rules]
+            found = _child([*args, json.dumps(crashed), log], left)
+            died = found.get("died_in")
+            if died is None or died in crashed or len(crashed) >= MAX_RESTARTS:
+                if crashed and not found.get("failed"):
+                    found["crashed"] = crashed
+                return found
+            crashed.append(died)
 
 
 def ort_culprit(
@@ -531,11 +585,10 @@ def ort_culprit(
 ) -> Culprit:
     """The ORT transformer (or rewrite rule) behind the bug of the model in ``folder``."""
     provider = "CUDAExecutionProvider" if label == "ort-cuda" else "CPUExecutionProvider"
-    found = _child(
-        [_ORT_DRIVER, str(folder), provider, json.dumps(tolerance), json.dumps(ORT_RULES)],
-        timeout,
-    )
+    found = _ort_search(folder, provider, tolerance, timeout)
     name = found.get("rule") or found.get("transformer") or ""
+    if found.get("failed"):  # no configuration was told apart: no stage is known
+        return Culprit("onnxruntime", "unknown", note=found.get("note", ""))
     if not found.get("level"):  # not an optimizer bug
         return Culprit("onnxruntime", "kernel", note=found.get("note", ""))
     c = Culprit("onnxruntime", "optimizer", name, found["level"], tried=found.get("tried", []))

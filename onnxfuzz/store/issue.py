@@ -79,7 +79,7 @@ def issue_markdown(bundle: Path) -> str:
     title = f"{name} {what} on a {nodes}-node model: {' -> '.join(ops) or '-'}"
     title += f" ({inner})" if inner else ""
     culprit = meta.get("culprit") or {}
-    if culprit.get("stage"):  # where inside the backend (run.culprit)
+    if culprit.get("stage") not in (None, "", "unknown"):  # where inside the backend (run.culprit)
         where = culprit["stage"] + (f": {culprit['component']}" if culprit.get("component") else "")
         title += f" [{where}]"
     log = (bundle / "log.txt").read_text().splitlines() if (bundle / "log.txt").exists() else []
@@ -120,10 +120,10 @@ def issue_markdown(bundle: Path) -> str:
     text, renamed = model_text(model)
     if len(text) > MAX_MODEL_TEXT:
         text = text[:MAX_MODEL_TEXT] + "\n... (truncated: see model.onnx)"
+    found = _found_text(meta, folder != bundle, nodes, inner)
     sections = {
-        "summary": f"{name} {what} on this model (found by onnxfuzz, reduced to "
-        f"{nodes} node{'s' if nodes != 1 else ''}{', ' + inner if inner else ''})."
-        + _stopped_text(meta, nodes)
+        "summary": f"{name} {what} on this model ({found})."
+        + (_stopped_text(meta, nodes) if folder != bundle else "")
         + (
             ""
             if blamed
@@ -172,6 +172,23 @@ def write_issue(bundle: Path) -> Path:
 
 
 # --- parts -----------------------------------------------------------------------------
+def _found_text(meta: dict[str, Any], reduced: bool, nodes: int, inner: str) -> str:
+    """How the model shown came to be: reduced, or not and why (a report that said
+    "reduced to 8 nodes" of a model nothing reduced would send its reader looking for a
+    smaller one that does not exist, or trust a size that was never minimized)."""
+    size = f"{nodes} node{'s' if nodes != 1 else ''}{', ' + inner if inner else ''}"
+    if reduced:
+        return f"found by onnxfuzz, reduced to {size}"
+    failed = meta.get("reduction_failed")
+    why = (
+        (f"its reduction failed ({failed})" if failed else "")
+        or meta.get("reduction_dropped")
+        or meta.get("unreduced")
+        or "no reduction was recorded"
+    )
+    return f"found by onnxfuzz; the model as generated, {size}, not reduced: {why}"
+
+
 def _stopped_text(meta: dict[str, Any], nodes: int) -> str:
     """That the reduction spent its time budget with nodes left: a smaller model may show
     the bug ("" where it reached its end, or one node is left)."""
@@ -407,7 +424,8 @@ def _expected_sources(folder: Path, model: onnx.ModelProto, meta: dict[str, Any]
             if mine
             else "the reference evaluator's"
         )
-        text = f"\n\nValues on the reduced model's inputs, {what}:\n\n" + "\n".join(rows)
+        which = "the reduced model's" if folder.name == "reduced" else "the model's"
+        text = f"\n\nValues on {which} inputs, {what}:\n\n" + "\n".join(rows)
     op = model.graph.node[0].op_type if len(model.graph.node) == 1 else ""
     found = re.search(r"first diverging node: \S+ \((\w+)\)", meta.get("reduced_message") or "")
     op = op or (found[1] if found else "")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from onnxfuzz.execute.sandbox import Outcome, Stage, Status
 from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, Judgement, Verdict
@@ -456,6 +456,58 @@ def test_ort_culprit_of_a_bug_optimizations_do_not_change_is_the_kernel(tmp_path
     bundle = _bundle(tmp_path / "b", "ort", _relu_clip(TensorProto.FLOAT), values)
     culprit = find_culprit(bundle)
     assert culprit is not None and culprit.stage == "kernel" and not culprit.component, culprit
+
+
+def _dq_matmul() -> onnx.ModelProto:
+    """A per-axis DequantizeLinear of a 1-D uint8 tensor squared by MatMul: ONNX Runtime
+    1.31.1 fuses the pair (QDQSelectorActionTransformer) into a kernel that segfaults at
+    run (found by onnxfuzz's `ort` against `ort:opt=none`, reduced from 6 nodes)."""
+    scale = numpy_helper.from_array(np.array([0.28, 0.44, 0.73, 0.13], np.float32), "s")
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "s"], ["d"], axis=0),
+        helper.make_node("MatMul", ["d", "d"], ["y"]),
+    ]
+    return _model(nodes, (TensorProto.UINT8, [4]), (TensorProto.FLOAT, []), [scale])
+
+
+def test_ort_culprit_of_a_crash_that_kills_the_process_is_the_transformer(python, tmp_path) -> None:
+    """A bug that kills the process ended the search at its first run with the bug on:
+    the bundle said "Stage: kernel" of an optimizer's crash. Each configuration that
+    kills the search is counted as showing the bug and the search goes on in a fresh
+    process, down to the transformer whose disabling alone avoids it."""
+    model = _dq_matmul()
+    on, off = (_child_run(python, model, tmp_path, lv) for lv in ("ENABLE_ALL", "DISABLE_ALL"))
+    if off != 0 or on >= 0:
+        pytest.skip(
+            f"this onnxruntime does not segfault on DQ -> MatMul only with its "
+            f"optimizations on (exit {on} on, {off} off): the crash is gone"
+        )
+    crash = Judgement(Verdict.CRASH, Stage.RUN, "", "", "killed by signal SIGSEGV")
+    bundle = _bundle(tmp_path / "b", "ort", model, crash)
+    culprit = annotate(bundle)
+    assert culprit is not None and culprit.stage == "optimizer", culprit
+    assert culprit.component == "QDQSelectorActionTransformer", culprit
+    assert culprit.level == "ORT_ENABLE_EXTENDED", culprit
+    issue = (bundle / "issue.md").read_text()
+    assert "Stage: optimizer (QDQSelectorActionTransformer)" in issue, issue[:1500]
+    assert _run(python, bundle, tmp_path).returncode == -signal.SIGSEGV
+    workaround = ("disabled = []", "disabled = ['QDQSelectorActionTransformer']")
+    fixed = _run(python, bundle, tmp_path, workaround)
+    assert fixed.returncode == 0, (fixed.stdout, fixed.stderr[-2000:])
+
+
+def _child_run(python: Path, model: onnx.ModelProto, tmp: Path, level: str) -> int:
+    """The exit code of one ORT run of ``model`` at ``ORT_<level>`` in a child."""
+    path = tmp / "premise.onnx"
+    onnx.save(model, str(path))
+    code = (
+        "import sys, numpy as np, onnxruntime as ort\n"
+        "o = ort.SessionOptions()\n"
+        f"o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_{level}\n"
+        "s = ort.InferenceSession(sys.argv[1], o, ['CPUExecutionProvider'])\n"
+        "s.run(None, {'x': np.zeros(4, np.uint8)})\n"
+    )
+    return subprocess.run([str(python), "-c", code, str(path)], capture_output=True).returncode
 
 
 @pytest.mark.slow  # two TVM imports in child processes, a pass pipeline each

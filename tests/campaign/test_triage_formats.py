@@ -257,3 +257,29 @@ def test_an_if_with_nodes_in_its_branches_is_no_one_node_model(tmp_path: Path) -
     assert text.startswith("# tvm raises an exception") and "1-node" not in text
     assert "on a 3-node model: If (2 of them in subgraphs)" in text.split("\n")[0]
     assert "reduced to 3 nodes, 2 of them in subgraphs)." in text
+
+
+@pytest.mark.parametrize(
+    ("backends", "flags", "where", "why"),
+    [
+        (["ort", "RAISE"], ["--no-reduce"], "bugs", "reduction was off (`--no-reduce`)"),
+        (["RAISE", "ort"], [], "reference-bugs", "a failure of the reference alone"),
+    ],
+)
+def test_an_unreduced_bundle_says_it_is_not_reduced_and_why(
+    tmp_path: Path, backends: list[str], flags: list[str], where: str, why: str
+) -> None:
+    """An issue said "reduced to 3 nodes" of the model as generated, wherever nothing
+    reduced it (--no-reduce, a failure of the reference alone set aside): its reader
+    would trust a size nothing minimized."""
+    args = ["fuzz", "--out", str(tmp_path / "c"), *FLAGS, *flags]
+    for b in backends:
+        args += ["--backend", f"{ADAPTERS}:Raise:op=Mul" if b == "RAISE" else b]
+    main(args)
+    bundles = [p for p in (tmp_path / "c" / where).iterdir() if p.is_dir()]
+    assert bundles
+    for b in bundles:
+        assert not (b / "reduced").exists()
+        text = (b / "issue.md").read_text()
+        assert "reduced to" not in text and "the reduced model" not in text, text[:800]
+        assert "the model as generated" in text and f"not reduced: {why}" in text, text[:800]
