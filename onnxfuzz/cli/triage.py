@@ -59,6 +59,7 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
     store = Store.open_existing(db)
     try:
         rows = summary_rows(store)
+        alone = summary_rows(store, reference_alone=True)
         known = known_rows(store)
         n = store.n_tests()
         known_file = None
@@ -78,8 +79,8 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
     finally:
         store.close()
     issues = 0
-    for r in rows:
-        bundle = campaign_dir / "bugs" / r["id"]
+    for r, where in [*((r, "bugs") for r in rows), *((r, report.ALONE) for r in alone)]:
+        bundle = campaign_dir / where / r["id"]
         if (bundle / "meta.json").exists():
             # the culprit inside the backend, once per bundle (run.culprit); it writes
             # issue.md when it finds one
@@ -94,14 +95,18 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
         console().print(bug_table(rows, f"bugs in {campaign_dir} ({n} tests)"))
         for line in reduction_lines(rows, campaign_dir):
             click.echo(line)
+        if alone:
+            where = campaign_dir / report.ALONE
+            title = f"failures of the reference alone (not reduced; bundles in {where})"
+            console().print(bug_table(alone, title))
         if diversity is not None:
             console().print(diversity)
-        text = report.markdown(campaign_dir, rows, n)
+        text = report.markdown(campaign_dir, rows, n, alone)
     elif fmt == "json":
-        text = report.as_json(campaign_dir, rows, n, versions)
+        text = report.as_json(campaign_dir, rows, n, versions, alone)
         click.echo(text)
     else:
-        text = report.as_sarif(campaign_dir, rows, versions)
+        text = report.as_sarif(campaign_dir, rows, versions, alone)
         click.echo(text)
     path = campaign_dir / f"triage.{fmt}"
     path.write_text(text)

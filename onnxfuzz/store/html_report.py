@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import os
 from html import escape
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from onnxfuzz import __version__
 from onnxfuzz import dtypes as dt
@@ -37,6 +37,7 @@ from onnxfuzz.store.report_data import (
     gather,
 )
 from onnxfuzz.store.svg import Series, colour, line_chart, number, stacked_bars, verdict_colour
+from onnxfuzz.store.triage import ALONE, ALONE_WORDS
 
 # Verdicts in the order tables and bars show them: the good, the bugs, then the rest.
 VERDICT_ORDER = (
@@ -552,10 +553,31 @@ def _known(d: ReportData) -> str:
     )
 
 
+def _reference_alone(d: ReportData) -> str:
+    """The reference's own failures, set aside unreduced (``store.triage.ALONE``)."""
+    if not d.reference_rows:
+        return ""
+    href = (PurePosixPath(d.bundles_href).parent / ALONE).as_posix()  # beside bugs/
+    rows = "".join(
+        f'<tr><td class=l><a href="{escape(href)}/{escape(r["id"])}/issue.md">'
+        f"{escape(r['id'])}</a></td><td class=l>{escape(r['verdict'])}</td>"
+        f"<td class=l>{escape(r['stage'] or '-')}</td><td class=l>{escape(r['backend'])}</td>"
+        f"<td>{r['hits']}</td><td>{r['first_test']}</td></tr>"
+        for r in d.reference_rows
+    )
+    return (
+        f"<h3>Failures of the reference alone ({len(d.reference_rows)})</h3>"
+        f"<p class=muted>{escape(ALONE_WORDS)}</p>"
+        '<table class="sortable"><thead><tr><th class=l>id</th><th class=l>verdict</th>'
+        "<th class=l>stage</th><th class=l>backend</th><th>hits</th><th>first test</th></tr>"
+        f"</thead><tbody>{rows}</tbody></table>"
+    )
+
+
 def _bugs(d: ReportData) -> str:
     head = f'<section id="bugs"><h2>Bugs: {escape(families_title(d.bug_rows))}</h2>'
     if not d.bug_rows:
-        return head + "<p>No bugs found.</p>" + _known(d) + "</section>"
+        return head + "<p>No bugs found.</p>" + _known(d) + _reference_alone(d) + "</section>"
     drawn = "".join(_bug(d, v) for v in d.bugs)
     more = len(d.bug_rows) - len(d.bugs)
     note = f"<p class=muted>The first {len(d.bugs)} are shown in full.</p>" if more else ""
@@ -564,7 +586,8 @@ def _bugs(d: ReportData) -> str:
         + _families(d)
         + _known(d)
         + '<p><input id="bug-filter" type="search" placeholder="filter bugs: id, verdict, '
-        'backend, op" size="40"></p>' + _bug_table(d) + note + drawn + "</section>"
+        'backend, op" size="40"></p>' + _bug_table(d) + note + drawn + _reference_alone(d)
+        + "</section>"
     )
 
 

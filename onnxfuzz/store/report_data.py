@@ -103,6 +103,8 @@ class ReportData:
     bug_rows: list[dict[str, Any]]  # every bug (summary_rows), in the order found
     bugs: list[BugView]  # the first MAX_BUGS_DRAWN in full
     known: list[dict[str, Any]] = field(default_factory=list)  # report.known_rows (--known)
+    # failures of the reference alone, set aside unreduced in reference-bugs/
+    reference_rows: list[dict[str, Any]] = field(default_factory=list)
     bundles_href: str = "bugs"  # the bundles' folder, as a link from the page
     # label -> kind -> ([(name, tests it fired in)], [never fired]): the optimizers' feedback
     optimizations: dict[str, Any] = field(default_factory=dict)
@@ -263,6 +265,7 @@ def gather(campaign_dir: Path, store: Store) -> ReportData:
         support=_support(store, options, opset),
         probe_mode=options.get("probe"),
         bug_rows=rows,
+        reference_rows=summary_rows(store, reference_alone=True),
         bugs=[_bug_view(campaign_dir, r) for r in rows[:MAX_BUGS_DRAWN]],
         known=known_rows(store),
         optimizations=optimization_coverage(store),

@@ -20,11 +20,25 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"crash": "error", "timeout": "error", "mismatch": "error"}
 
 
-def markdown(campaign_dir: Path, rows: list[dict[str, Any]], n: int) -> str:
+# Failures of the reference alone (``store.report.summary_rows(reference_alone=True)``):
+# set aside by the campaign, unreduced, in their own folder; listed apart from the bugs.
+ALONE = "reference-bugs"
+ALONE_WORDS = (
+    "The reference failed where the target ran, so the test said nothing about the target: "
+    "set aside unreduced (`onnxfuzz fuzz --reduce-reference` reduces and files them as bugs). "
+    "Each is a failure of the reference backend itself, to triage like a bug."
+)
+
+
+def markdown(
+    campaign_dir: Path, rows: list[dict[str, Any]], n: int, alone: list[dict[str, Any]] = ()
+) -> str:
     lines = [
         f"# Bugs in {campaign_dir.name}",
         "",
-        f"{n} tests, {families_title(rows)}. Each bundle's `issue.md` is ready to file.",
+        f"{n} tests, {families_title(rows)}"
+        + (f"; {len(alone)} failures of the reference alone (the last table)" if alone else "")
+        + ". Each bundle's `issue.md` is ready to file.",
         "",
     ]
     if rows:
@@ -64,34 +78,54 @@ def markdown(campaign_dir: Path, rows: list[dict[str, Any]], n: int) -> str:
         )
     for line in reduction_lines(rows, campaign_dir):
         lines += ["", line]
+    if alone:
+        lines += ["", f"## Failures of the reference alone ({len(alone)})", "", ALONE_WORDS, ""]
+        lines += ["| id | verdict | stage | backend | hits | first test |", "|---" * 6 + "|"]
+        for r in alone:
+            lines.append(
+                f"| [{r['id']}]({ALONE}/{r['id']}/issue.md) | {r['verdict']} | "
+                f"{r['stage'] or '-'} | {r['backend']} | {r['hits']} | {r['first_test']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def as_json(
-    campaign_dir: Path, rows: list[dict[str, Any]], n: int, versions: dict[str, str]
+    campaign_dir: Path,
+    rows: list[dict[str, Any]],
+    n: int,
+    versions: dict[str, str],
+    alone: list[dict[str, Any]] = (),
 ) -> str:
-    bugs = [
-        {
-            **r,
-            "bundle": str(campaign_dir / "bugs" / r["id"]),
-            "repro": repro_command(campaign_dir, r),
-        }
-        for r in rows
-    ]
+    def records(rows: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
+        return [
+            {
+                **r,
+                "bundle": str(campaign_dir / where / r["id"]),
+                "repro": repro_command(campaign_dir, r, where),
+            }
+            for r in rows
+        ]
+
     doc = {
         "campaign": str(campaign_dir),
         "tests": n,
         "versions": versions,
         "families": family_rows(rows),
-        "bugs": bugs,
+        "bugs": records(rows, "bugs"),
+        "reference_bugs": records(list(alone), ALONE),
     }
     return json.dumps(doc, indent=1, default=str)
 
 
-def as_sarif(campaign_dir: Path, rows: list[dict[str, Any]], versions: dict[str, str]) -> str:
+def as_sarif(
+    campaign_dir: Path,
+    rows: list[dict[str, Any]],
+    versions: dict[str, str],
+    alone: list[dict[str, Any]] = (),
+) -> str:
     rules: dict[str, dict[str, Any]] = {}
     results = []
-    for r in rows:
+    for r, where in [*((r, "bugs") for r in rows), *((r, ALONE) for r in alone)]:
         rule = f"{r['verdict']}/{r['stage'] or 'run'}"
         rules.setdefault(
             rule,
@@ -101,7 +135,7 @@ def as_sarif(campaign_dir: Path, rows: list[dict[str, Any]], versions: dict[str,
                 "shortDescription": {"text": f"a backend {r['verdict']} at {r['stage']}"},
             },
         )
-        bundle = campaign_dir / "bugs" / r["id"]
+        bundle = campaign_dir / where / r["id"]
         model = bundle / "reduced" / "model.onnx"
         if not model.exists():
             model = bundle / "model.onnx"
@@ -112,7 +146,7 @@ def as_sarif(campaign_dir: Path, rows: list[dict[str, Any]], versions: dict[str,
                 "message": {
                     "text": f"{r['backend']}: {r['verdict']} at {r['stage'] or 'run'} on "
                     f"{r['pattern'].replace('+', ' ')} ({r['hits']} hits); "
-                    f"repro: {repro_command(campaign_dir, r)}"
+                    f"repro: {repro_command(campaign_dir, r, where)}"
                 },
                 "locations": [{"physicalLocation": {"artifactLocation": {"uri": str(model)}}}],
                 "partialFingerprints": {"onnxfuzzBug": r["id"]},
@@ -123,6 +157,8 @@ def as_sarif(campaign_dir: Path, rows: list[dict[str, Any]], versions: dict[str,
                     "hits": r["hits"],
                     "seeds": r["seeds"][:20],
                     "issue": str(bundle / "issue.md"),
+                    # the reference's failure, set aside unreduced (``ALONE_WORDS``)
+                    "reference_alone": where == ALONE,
                 },
             }
         )
@@ -147,8 +183,8 @@ def as_sarif(campaign_dir: Path, rows: list[dict[str, Any]], versions: dict[str,
     return json.dumps(doc, indent=1, default=str)
 
 
-def repro_command(campaign_dir: Path, r: dict[str, Any]) -> str:
+def repro_command(campaign_dir: Path, r: dict[str, Any], where: str = "bugs") -> str:
     """The one command that replays bug ``r``: its reduced bundle's repro.py if any."""
-    bundle = campaign_dir / "bugs" / r["id"]
+    bundle = campaign_dir / where / r["id"]
     folder = bundle / "reduced" if (bundle / "reduced" / "repro.py").exists() else bundle
     return f"python {folder / 'repro.py'}"

@@ -283,3 +283,39 @@ def test_an_unreduced_bundle_says_it_is_not_reduced_and_why(
         text = (b / "issue.md").read_text()
         assert "reduced to" not in text and "the reduced model" not in text, text[:800]
         assert "the model as generated" in text and f"not reduced: {why}" in text, text[:800]
+
+
+def test_triage_and_the_report_list_the_failures_of_the_reference_alone(
+    tmp_path: Path, capsys
+) -> None:
+    """triage said "0 bugs" of a campaign whose reference crashed where the target ran
+    (ONNX Runtime's optimizer crashes, with `ort` as the reference): the set-aside
+    bundles were in no table, JSON, SARIF or page, nor given an issue.md to file."""
+    out = tmp_path / "c"
+    raising = f"{ADAPTERS}:Raise:op=Mul"
+    main(["fuzz", "--backend", raising, "--backend", "ort", "--out", str(out), *FLAGS])
+    ids = sorted(p.name for p in (out / "reference-bugs").iterdir() if p.is_dir())
+    assert ids
+    assert not (out / "bugs").exists() or not any((out / "bugs").iterdir())
+    for b in ids:
+        (out / "reference-bugs" / b / "issue.md").unlink()
+    assert main(["triage", str(out)]) == 0
+    text = (out / "triage.md").read_text()
+    assert "failures of the reference alone" in text
+    for b in ids:
+        assert f"](reference-bugs/{b}/issue.md)" in text
+        assert (out / "reference-bugs" / b / "issue.md").exists()  # written again
+    capsys.readouterr()
+    assert main(["triage", str(out), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not doc["bugs"] and sorted(r["id"] for r in doc["reference_bugs"]) == ids
+    assert all(Path(r["repro"].split()[1]).exists() for r in doc["reference_bugs"])
+    assert main(["triage", str(out), "--format", "sarif"]) == 0
+    results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    assert sorted(r["partialFingerprints"]["onnxfuzzBug"] for r in results) == ids
+    assert all(r["properties"]["reference_alone"] for r in results)
+    (tmp_path / "page").mkdir()
+    assert main(["report", str(out), "--out", str(tmp_path / "page" / "r.html")]) == 0
+    page = (tmp_path / "page" / "r.html").read_text()
+    for b in ids:
+        assert f'href="../c/reference-bugs/{b}/issue.md"' in page
