@@ -186,17 +186,26 @@ except Exception:
     llvm = ""
 out = {"tried": [], "llvm": llvm}
 
+def say(where):
+    # where the search is, before it goes there: a crash that kills this process (a
+    # segfault or an LLVM abort) is placed by the parent from the last of these
+    print("RUN " + json.dumps(where), flush=True)
+
 @tvm.instrument.pass_instrument
 class InFlight:
-    def __init__(self):
-        self.stack = []
+    def __init__(self, saying):
+        self.stack, self.saying = [], saying
     def run_before_pass(self, mod, info):
         self.stack.append(info.name)
+        if self.saying:
+            say("pass:" + info.name)
     def run_after_pass(self, mod, info):
         self.stack.pop()
+        if self.saying:
+            say("pass:" + self.stack[-1] if self.stack else "codegen")
 
-def compile_(mod, opt_level, disabled=()):
-    rec = InFlight()
+def compile_(mod, opt_level, disabled=(), saying=False):
+    rec = InFlight(saying)
     ctx = tvm.transform.PassContext(opt_level=opt_level, instruments=[rec],
                                     disabled_pass=list(disabled))
     try:
@@ -242,6 +251,7 @@ def passes(mod, opt_level):
     return list(dict.fromkeys(seen.names))
 
 printed = io.StringIO()
+say("import")
 try:
     with warnings.catch_warnings(), contextlib.redirect_stdout(printed):
         warnings.simplefilter("ignore")
@@ -253,7 +263,8 @@ except Exception as e:
         out["component"] = said[0].split("Error converting operator", 1)[1].split(",")[0].strip()
     out["note"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
 else:
-    ex, failed = compile_(mod, level)
+    say("codegen")  # until the first pass starts
+    ex, failed = compile_(mod, level, saying=True)
     if failed:
         name, why = failed
         out["stage"] = ("lowering" if name.startswith(("tir", "tirx")) else "relax pass"
@@ -262,6 +273,7 @@ else:
         out["note"] = why.splitlines()[0][:200]
     else:
         want = expected()
+        say("run")
         if same(run(ex), want):
             out["stage"], out["note"] = "run", "it does not show in this process"
         else:
@@ -611,8 +623,16 @@ def tvm_culprit(
         [_TVM_DRIVER, str(folder), target, level, json.dumps(tolerance), str(timeout * 0.8)],
         timeout,
     )
-    stage = found.get("stage", "unknown")
-    c = Culprit("tvm", stage, found.get("component", ""), f"opt_level={level}")
+    stage, component = found.get("stage", "unknown"), found.get("component", "")
+    died = found.get("died_in")
+    if died:  # the crash killed the search: where it was is where the bug is
+        if died.startswith("pass:"):
+            component = died[len("pass:") :]
+            stage = "lowering" if component.startswith(("tir", "tirx")) else "relax pass"
+        else:
+            stage = died
+        found["note"] = f"{found.get('note', '')}; it was in {died}"
+    c = Culprit("tvm", stage, component, f"opt_level={level}")
     c.tried, c.note, c.llvm = found.get("tried", []), found.get("note", ""), found.get("llvm", "")
     if stage == "optimization" and c.component:
         c.workaround = (

@@ -739,3 +739,29 @@ def test_ort_scripts_show_a_wrong_second_run_and_a_written_input(python, tmp_pat
     call = "actual = session.run(None, inputs)"
     r = _run(python, bundle, tmp_path, (call, f"{call}; inputs['x'][...] = 0"))
     assert r.returncode == 1 and "wrote into (the bug): ['x']" in r.stdout, r.stdout
+
+
+def test_tvm_culprit_of_a_crash_that_kills_the_process_names_the_pass(
+    tmp_path, monkeypatch
+) -> None:
+    """A segfault or an LLVM abort inside tvm.compile killed the search with nothing said:
+    stage unknown. The driver says each pass before it runs it, so the parent names the
+    one in flight when the process died. Planted: the driver's own pass instrument kills
+    its process with SIGSEGV when LegalizeOps starts (real TVM, real pipeline)."""
+    import onnxfuzz.run.culprit as culprit_module
+
+    start = "        self.stack.append(info.name)\n"
+    assert culprit_module._TVM_DRIVER.count(start) == 1
+    planted = start + (
+        "        if self.saying and info.name == 'LegalizeOps':\n"
+        "            say('pass:' + info.name)\n"
+        "            import signal; os.kill(os.getpid(), signal.SIGSEGV)\n"
+    )
+    monkeypatch.setattr(
+        culprit_module, "_TVM_DRIVER", culprit_module._TVM_DRIVER.replace(start, planted)
+    )
+    bundle = _bundle(tmp_path / "a", "tvm", _unary("Relu", TensorProto.FLOAT), CRASH)
+    culprit = find_culprit(bundle)
+    assert culprit is not None, culprit
+    assert (culprit.stage, culprit.component) == ("relax pass", "LegalizeOps"), culprit
+    assert "exit -11" in culprit.note, culprit
