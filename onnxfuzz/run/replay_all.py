@@ -37,19 +37,25 @@ class Row:
 _STATUS = {Replayed.REPRODUCES: "still", Replayed.FIXED: "fixed", Replayed.DIFFERENT: "different"}
 
 
+# A campaign folder's bundles: its bugs, and the failures of its reference alone (set
+# aside unreduced; a new release may fix them as well as any bug).
+CAMPAIGN_FOLDERS = ("bugs", "reference-bugs")
+
+
 def find_bundles(folder: Path) -> list[Path]:
-    """The bundles under a campaign folder (``bugs/*``) or a folder of bundles; a folder
-    that holds neither is refused by name."""
-    root = folder / "bugs" if (folder / "bugs").is_dir() else folder
-    found = sorted(
+    """The bundles under a campaign folder (``bugs/*`` and ``reference-bugs/*``) or a folder
+    of bundles; a folder that holds neither is refused by name."""
+    roots = [folder / n for n in CAMPAIGN_FOLDERS if (folder / n).is_dir()] or [folder]
+    found = [
         p
-        for p in root.iterdir()
+        for root in roots
+        for p in sorted(root.iterdir())
         if p.is_dir() and not p.name.startswith(".") and _looks_like_bundle(p)
-    )
+    ]
     if not found:
         raise ModelError(
-            f"{folder}: no bug bundles here (a campaign folder with bugs/, a folder of "
-            "bundles, or one bundle with meta.json and model.onnx)"
+            f"{folder}: no bug bundles here (a campaign folder with bugs/ or reference-bugs/, "
+            "a folder of bundles, or one bundle with meta.json and model.onnx)"
         )
     return found
 

@@ -290,7 +290,8 @@ def test_triage_and_the_report_list_the_failures_of_the_reference_alone(
 ) -> None:
     """triage said "0 bugs" of a campaign whose reference crashed where the target ran
     (ONNX Runtime's optimizer crashes, with `ort` as the reference): the set-aside
-    bundles were in no table, JSON, SARIF or page, nor given an issue.md to file."""
+    bundles were in no table, JSON, SARIF or page, nor given an issue.md to file, and
+    replay of the campaign folder found "no bug bundles here"."""
     out = tmp_path / "c"
     raising = f"{ADAPTERS}:Raise:op=Mul"
     main(["fuzz", "--backend", raising, "--backend", "ort", "--out", str(out), *FLAGS])
@@ -319,3 +320,7 @@ def test_triage_and_the_report_list_the_failures_of_the_reference_alone(
     page = (tmp_path / "page" / "r.html").read_text()
     for b in ids:
         assert f'href="../c/reference-bugs/{b}/issue.md"' in page
+    capsys.readouterr()  # replay finds them in the campaign folder: "still" there
+    assert main(["replay", str(out), "--format", "json"]) == 1
+    replayed = json.loads(capsys.readouterr().out)
+    assert sorted(Path(r["bundle"]).name for r in replayed["bundles"]) == ids, replayed
