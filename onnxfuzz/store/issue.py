@@ -500,7 +500,9 @@ def _inputs_table(folder: Path, names: dict[str, str] | None = None) -> str:
         t.ParseFromString(path.read_bytes())
         a = numpy_helper.to_array(t)
         if a.size and a.dtype.kind in "biuf":
-            values = f"[{np.min(a):.6g}, {np.max(a):.6g}]"
+            # a range, said as one: "[1, 1]" of twelve ones read as two values
+            low, high = np.min(a), np.max(a)
+            values = f"all {low:.6g}" if low == high else f"from {low:.6g} to {high:.6g}"
             if a.size <= 8:
                 values = np.array2string(a.ravel(), precision=6, separator=", ")
         else:

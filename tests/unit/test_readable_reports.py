@@ -232,3 +232,23 @@ def test_doc_sentence_quotes_the_schema() -> None:
     assert '"Calculates the arccosine' in values and values.endswith('element-wise."'), values
     assert doc_sentence("Cast", 17, "dtype") == ""
     assert doc_sentence("NoSuchOp", 17, "values") == ""
+
+
+def test_the_inputs_table_says_a_range_as_a_range(tmp_path) -> None:
+    """Twelve ones were shown as "[1, 1]", read as two values; eight values or fewer are
+    listed, more are "all 1" or "from a to b"."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from onnxfuzz.store.issue import _inputs_table
+
+    data = tmp_path / "test_data_set_0"
+    data.mkdir()
+    arrays = [np.ones((1, 2, 6), np.uint32), np.arange(12, dtype=np.float32), np.zeros(3)]
+    for k, a in enumerate(arrays):
+        t = numpy_helper.from_array(a, f"x{k}")
+        (data / f"input_{k}.pb").write_bytes(t.SerializeToString())
+    rows = _inputs_table(tmp_path).splitlines()[2:]
+    assert rows[0] == "| x0 | uint32 | [1, 2, 6] | all 1 |", rows
+    assert rows[1] == "| x1 | float32 | [12] | from 0 to 11 |", rows
+    assert rows[2] == "| x2 | float64 | [3] | [0., 0., 0.] |", rows
