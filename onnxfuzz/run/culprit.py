@@ -586,8 +586,6 @@ def _ort_search(
             found = _child([*args, json.dumps(crashed), log], left)
             died = found.get("died_in")
             if died is None or died in crashed or len(crashed) >= MAX_RESTARTS:
-                if crashed and not found.get("failed"):
-                    found["crashed"] = crashed
                 return found
             crashed.append(died)
 
