@@ -1278,13 +1278,13 @@ class Campaign:
         """Why a new bug's bundle holds the model as generated (its report says so)."""
         if pattern == REFERENCE_ONLY:
             return (
-                "a failure of the reference alone, set aside unreduced (`onnxfuzz fuzz "
-                "--reduce-reference` reduces it)"
+                "a failure of the reference alone is set aside unreduced; `onnxfuzz fuzz "
+                "--reduce-reference` reduces it"
             )
         if not self.opts.reduce:
-            return "reduction was off (`--no-reduce`)"
+            return "reduction was off, `--no-reduce`"
         if f.case is None:
-            return "no generator record to shrink (a model not made by onnxfuzz's generator)"
+            return "no generator record to shrink: the model was not made by onnxfuzz's generator"
         return "the campaign did not reduce it"
 
     def _reference_alone(self, f: Finding) -> bool:

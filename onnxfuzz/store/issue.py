@@ -186,7 +186,7 @@ def _found_text(meta: dict[str, Any], reduced: bool, nodes: int, inner: str) -> 
         or meta.get("unreduced")
         or "no reduction was recorded"
     )
-    return f"found by onnxfuzz; the model as generated, {size}, not reduced: {why}"
+    return f"found by onnxfuzz; not reduced, the model as generated, {size}: {why}"
 
 
 def _stopped_text(meta: dict[str, Any], nodes: int) -> str:

@@ -262,8 +262,8 @@ def test_an_if_with_nodes_in_its_branches_is_no_one_node_model(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("backends", "flags", "where", "why"),
     [
-        (["ort", "RAISE"], ["--no-reduce"], "bugs", "reduction was off (`--no-reduce`)"),
-        (["RAISE", "ort"], [], "reference-bugs", "a failure of the reference alone"),
+        (["ort", "RAISE"], ["--no-reduce"], "bugs", "reduction was off, `--no-reduce`"),
+        (["RAISE", "ort"], [], "reference-bugs", "a failure of the reference alone is set"),
     ],
 )
 def test_an_unreduced_bundle_says_it_is_not_reduced_and_why(
@@ -282,7 +282,8 @@ def test_an_unreduced_bundle_says_it_is_not_reduced_and_why(
         assert not (b / "reduced").exists()
         text = (b / "issue.md").read_text()
         assert "reduced to" not in text and "the reduced model" not in text, text[:800]
-        assert "the model as generated" in text and f"not reduced: {why}" in text, text[:800]
+        assert "not reduced, the model as generated, " in text, text[:800]
+        assert f"node{'s' if len(meta_ops(b)) != 1 else ''}: {why}" in text, text[:800]
 
 
 def test_triage_and_the_report_list_the_failures_of_the_reference_alone(
@@ -324,3 +325,7 @@ def test_triage_and_the_report_list_the_failures_of_the_reference_alone(
     assert main(["replay", str(out), "--format", "json"]) == 1
     replayed = json.loads(capsys.readouterr().out)
     assert sorted(Path(r["bundle"]).name for r in replayed["bundles"]) == ids, replayed
+
+
+def meta_ops(bundle: Path) -> list[str]:
+    return json.loads((bundle / "meta.json").read_text())["ops"]
