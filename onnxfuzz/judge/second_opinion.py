@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 import onnx
+from onnx import version_converter
 
 from onnxfuzz.errors import OnnxFuzzError
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Outcome, Status
+from onnxfuzz.generate.corpus.validate import model_opset
 from onnxfuzz.judge.attribution import (
     REFERENCE_EVALUATOR,
     is_reference_evaluator,
@@ -29,6 +31,10 @@ from onnxfuzz.judge.attribution import (
 from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare, precision_dtypes
 
 STARTUP_S = 60.0  # for the evaluator's worker to import onnx and numpy
+# Where a documented fault of the evaluator applies at the model's own opset (it has no
+# DequantizeLinear-13: every quantized model of opsets 13..18), it is asked about the
+# model converted to this opset by ONNX's own version converter, if none applies there.
+CONVERT_TO = 21
 
 
 @dataclass
@@ -36,15 +42,33 @@ class Opinion:
     by: str  # the backend asked (the ONNX reference evaluator's adapter)
     agrees: list[str]  # the disagreeing backends it agrees with (none, one or both)
     said: str  # what it did: "ran", or why it did not ("crash: ...")
+    converted: int = 0  # the opset it ran the model converted to (0: the model as it is)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def evaluable(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int] | None:
+    """The model the evaluator is asked about, and the opset it was converted to: the
+    model itself (0) where no documented fault of the evaluator applies, else the model
+    converted to ``CONVERT_TO`` where none applies there; None where one applies either
+    way, or the conversion fails."""
+    if reference_fault(model) is None:
+        return model, 0
+    if model_opset(model) >= CONVERT_TO:
+        return None
+    try:
+        converted = version_converter.convert_version(model, CONVERT_TO)
+        onnx.checker.check_model(converted)
+    except Exception:  # noqa: BLE001 - an op without an adapter, a checker's objection
+        return None
+    return (converted, CONVERT_TO) if reference_fault(converted) is None else None
+
+
 def needed(backends: list[str], model: onnx.ModelProto) -> bool:
     """Whether a no-majority finding of a campaign over ``backends`` can get an opinion:
-    the evaluator did not vote already, and no documented fault of it applies."""
-    return not any(is_reference_evaluator(b) for b in backends) and reference_fault(model) is None
+    the evaluator did not vote already, and it can be asked (``evaluable``)."""
+    return not any(is_reference_evaluator(b) for b in backends) and evaluable(model) is not None
 
 
 def second_opinion(
@@ -57,15 +81,21 @@ def second_opinion(
 ) -> Opinion:
     """The evaluator's outputs on ``model`` compared with each backend's in ``outcomes``
     (those that ran), as the campaign compares (``oracle.compare``: the evaluator's
-    values as the expected ones)."""
+    values as the expected ones); the model as ``evaluable`` gives it."""
+    asked = evaluable(model)
+    if asked is None:
+        fault = reference_fault(model)
+        return Opinion(REFERENCE_EVALUATOR, [], f"a documented fault applies: {fault}")
+    asked_model, converted = asked
     try:
         with BackendPool([REFERENCE_EVALUATOR], timeout, memory_mb, STARTUP_S) as pool:
-            o = pool.run_one(REFERENCE_EVALUATOR, model.SerializeToString(), inputs)
+            o = pool.run_one(REFERENCE_EVALUATOR, asked_model.SerializeToString(), inputs)
     except OnnxFuzzError as e:  # the worker did not start: no opinion, said so
-        return Opinion(REFERENCE_EVALUATOR, [], f"did not start: {e}")
+        return Opinion(REFERENCE_EVALUATOR, [], f"did not start: {e}", converted)
     if o.status != Status.OK or o.outputs is None:
         first = (o.message or "").strip().splitlines()[:1]
-        return Opinion(REFERENCE_EVALUATOR, [], f"{o.status}: {' '.join(first)[:300]}")
+        said = f"{o.status}: {' '.join(first)[:300]}"
+        return Opinion(REFERENCE_EVALUATOR, [], said, converted)
     order = [out.name for out in model.graph.output]
     dtypes = precision_dtypes(model)
     agrees = [
@@ -76,7 +106,7 @@ def second_opinion(
         and compare(REFERENCE_EVALUATOR, o.outputs, label, got.outputs, order, cfg, dtypes).verdict
         == Verdict.OK
     ]
-    return Opinion(REFERENCE_EVALUATOR, agrees, "ran")
+    return Opinion(REFERENCE_EVALUATOR, agrees, "ran", converted)
 
 
 def sentence(opinion: dict[str, Any], backend: str, reference: str, names: dict[str, str]) -> str:
@@ -85,6 +115,12 @@ def sentence(opinion: dict[str, Any], backend: str, reference: str, names: dict[
     agrees = list(opinion.get("agrees") or [])
     b, r = names.get(backend, backend), names.get(reference, reference)
     who = "The ONNX reference evaluator (onnx.reference), run on the reduced model,"
+    if opinion.get("converted"):  # a documented fault at the model's own opset
+        who = (
+            "The ONNX reference evaluator (onnx.reference), run on the reduced model "
+            f"converted to opset {opinion['converted']} by onnx.version_converter (at the "
+            "model's own opset a documented fault of it applies),"
+        )
     if opinion.get("said") != "ran":
         return f"{who} gave no opinion ({opinion.get('said')})."
     if agrees == [reference]:

@@ -192,13 +192,35 @@ def test_a_disagreement_of_two_gets_the_reference_evaluator_s_opinion(
         meta = json.loads((b / "meta.json").read_text())
         assert meta["suspect"] is None  # two backends: the campaign decides nothing
         opinion = meta["second_opinion"]
-        assert opinion == {"by": "onnx-reference", "agrees": ["ort"], "said": "ran"}
+        assert opinion == {"by": "onnx-reference", "agrees": ["ort"], "said": "ran", "converted": 0}
         text = (b / "issue.md").read_text()
         assert text.startswith("# ")
         assert "disagree" in text.splitlines()[0]
         # issue.md names the backend by its display name, the reference by its label
         wrong_name = wrong if wrong_is_reference else meta["name"]
         assert f"agrees with ort and not with {wrong_name}: {wrong_name} is the likely" in text
+
+
+def test_a_quantized_model_below_opset_19_gets_the_opinion_at_opset_21(tmp_path: Path) -> None:
+    """The evaluator has no DequantizeLinear-13, so every quantized model of opsets 13..18
+    got no opinion: ORT's QDQ propagation returning 0 for DequantizeLinear(-6) at opset
+    16 was filed "either may be wrong". It is asked about the model converted to opset 21
+    by ONNX's version converter, and issue.md says so."""
+    out = tmp_path / "c"
+    wrong = f"{ADAPTERS}:WrongOp:op=DequantizeLinear"
+    flags = ["--tests", "30", "--seed", "1", "--nodes", "1:3", "--opset", "16"]
+    flags += ["--ops", "DequantizeLinear,Abs,Neg", "--probe", "off"]
+    assert main(["fuzz", "--backend", "ort", "--backend", wrong, "--out", str(out), *flags]) == 1
+    bundles = [p for p in (out / "bugs").iterdir() if p.is_dir()]
+    assert bundles
+    for b in bundles:
+        meta = json.loads((b / "meta.json").read_text())
+        assert "DequantizeLinear" in meta["reduced_ops"] and meta["opset"] == 16
+        assert meta["second_opinion"]["converted"] == 21, meta["second_opinion"]
+        assert meta["second_opinion"]["agrees"] == ["ort"], meta["second_opinion"]
+        text = (b / "issue.md").read_text()
+        assert "converted to opset 21 by onnx.version_converter" in text
+        assert "agrees with ort and not with wrong-op:op=DequantizeLinear" in text
 
 
 def test_no_opinion_where_the_evaluator_voted_or_has_a_known_fault() -> None:
