@@ -57,6 +57,7 @@ class Culprit:
     component: str = ""  # the transformer, rewrite rule or pass; "" when none was named
     level: str = ""  # ORT: the lowest optimization level showing it; TVM: the opt level
     workaround: str = ""  # one line of the backend's API that avoids it
+    disabled: list[str] = field(default_factory=list)  # ORT: the names the workaround disables
     tried: list[str] = field(default_factory=list)  # names disabled alone, in order
     note: str = ""  # why nothing narrower was named
     llvm: str = ""  # TVM: the LLVM it was built with
@@ -77,7 +78,7 @@ def read_inputs(folder):
 """
 
 _ORT_DRIVER = r"""
-import json, os, re, sys
+import json, os, re, sys, zlib
 import numpy as np, onnxruntime as ort
 
 folder, provider = sys.argv[1], sys.argv[2]
@@ -108,6 +109,27 @@ def run(level, disabled=()):
     except Exception as e:
         return f"{type(e).__name__}: {e}"
 
+def session_log(disabled=()):
+    # (transformers that modified the graph, transformers applied), in the session log's
+    # order; making the session is enough (a crash in the run would lose the log), and a
+    # crash while making it leaves what was logged so far in the file
+    key = "log|" + ",".join(disabled)
+    path = f"{log_path}.{zlib.crc32(key.encode())}"
+    if key not in crashed:
+        print("RUN " + json.dumps(key), flush=True)
+        fd = os.dup(2)
+        with open(path, "wb") as f:
+            os.dup2(f.fileno(), 2)
+            try:
+                session(L.ORT_ENABLE_ALL, disabled, verbose=True)
+            except Exception:
+                pass
+            finally:
+                os.dup2(fd, 2)
+    log = open(path, "rb").read().decode(errors="replace") if os.path.exists(path) else ""
+    return (re.findall(r"GraphTransformer (\S+) modified: 1", log),
+            re.findall(r"Applying graph transformer (\S+)", log))
+
 def same(a, b):
     if isinstance(a, str) or isinstance(b, str) or len(a) != len(b):
         return False
@@ -133,28 +155,31 @@ elif not bug(L.ORT_ENABLE_ALL):
 else:
     out["level"] = next(n for n in ("ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED",
                                     "ORT_ENABLE_ALL") if bug(getattr(L, n)))
-    # the session log names the transformers; making the session is enough (a crash in
-    # the run would lose it), and a crash while making it leaves what was logged so far
-    if "log" not in crashed:
-        print("RUN " + json.dumps("log"), flush=True)
-        fd = os.dup(2)
-        with open(log_path, "wb") as f:
-            os.dup2(f.fileno(), 2)
-            try:
-                session(L.ORT_ENABLE_ALL, verbose=True)
-            except Exception:
-                pass
-            finally:
-                os.dup2(fd, 2)
-    with open(log_path, "rb") as f:
-        log = f.read().decode(errors="replace")
-    modified = re.findall(r"GraphTransformer (\S+) modified: 1", log)
-    applied = re.findall(r"Applying graph transformer (\S+)", log)
+    modified, applied = session_log()
     for name in dict.fromkeys(modified + applied):
         out["tried"].append(name)
         if not bug(L.ORT_ENABLE_ALL, [name]):
             out["transformer"] = name
             break
+    else:
+        # Several transformers may each make the bug (each inserts the same wrong node,
+        # or the session fails in the next one): the log is read again with those found
+        # disabled and the last one that modified the graph is added, until the bug
+        # vanishes; then each is dropped that is not needed.
+        together = []
+        for _ in range(6):
+            more = [n for n in session_log(together)[0] if n not in together]
+            if not more:
+                break
+            together.append(more[-1])
+            if not bug(L.ORT_ENABLE_ALL, together):
+                for name in list(together):
+                    rest = [n for n in together if n != name]
+                    if rest and not bug(L.ORT_ENABLE_ALL, rest):
+                        together = rest
+                if len(together) > 1:
+                    out["together"] = together
+                break
     if "RuleBasedTransformer" in out.get("transformer", ""):
         for name in rules:
             out["tried"].append(name)
@@ -602,8 +627,15 @@ def ort_culprit(
     if not found.get("level"):  # not an optimizer bug
         return Culprit("onnxruntime", "kernel", note=found.get("note", ""))
     c = Culprit("onnxruntime", "optimizer", name, found["level"], tried=found.get("tried", []))
-    if name:
-        c.workaround = f"ort.InferenceSession(path, options, disabled_optimizers=[{name!r}])"
+    together = found.get("together") or []
+    c.disabled = [name] if name else together
+    if together and not name:
+        c.component = " + ".join(together)
+        c.note = "no one of them disabled alone makes it vanish; all of them disabled do"
+    if c.disabled:
+        c.workaround = (
+            f"ort.InferenceSession(path, options, disabled_optimizers={c.disabled!r})"
+        )
     else:
         c.note = "no single transformer or rewrite rule disabled alone makes it vanish"
     return c
@@ -698,6 +730,6 @@ def annotate(bundle: Path, timeout: float = 120.0, cheap_only: bool = False) -> 
     if culprit.workaround and culprit.project == "onnxruntime":
         for folder in (bundle, bundle / "reduced"):
             if (folder / NAME).exists():
-                set_workaround(folder / NAME, [culprit.component])
+                set_workaround(folder / NAME, culprit.disabled)
     write_issue(bundle)
     return culprit

@@ -263,8 +263,10 @@ def _culprit_text(culprit: dict[str, Any]) -> str:
     elif culprit.get("project") == "onnx2torch" and culprit.get("component"):
         # the module that failed or first gave a wrong type was onnx2torch's conversion
         text += f" The converted module is onnx2torch's: {culprit.get('note', '')}"
-    elif culprit.get("note") and not culprit.get("component"):
-        text += f" ({culprit['note']})"
+    elif culprit.get("note") and (
+        not culprit.get("component") or len(culprit.get("disabled", [])) > 1
+    ):
+        text += f" ({culprit['note']})"  # why nothing was named, or why several were
     return text
 
 

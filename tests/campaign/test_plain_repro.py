@@ -496,6 +496,36 @@ def test_ort_culprit_of_a_crash_that_kills_the_process_is_the_transformer(python
     assert fixed.returncode == 0, (fixed.stdout, fixed.stderr[-2000:])
 
 
+def test_ort_culprit_names_the_transformers_that_each_make_the_bug(python, tmp_path) -> None:
+    """An int32 DequantizeLinear before a Transpose: ONNX Runtime 1.31's QDQ propagation
+    puts a QuantizeLinear with the int32 zero point after the Transpose (invalid: Q has
+    no int32 output), and with it disabled the transpose optimizers do the same. No one
+    transformer disabled alone avoids it, and the bundle named none; the search reads the
+    log again with the ones found disabled, and the workaround it names is checked."""
+    scale = numpy_helper.from_array(np.array(0.66, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(0, np.int32), "z")
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "s", "z"], ["d"]),
+        helper.make_node("Transpose", ["d"], ["y"]),
+    ]
+    model = _model(nodes, (TensorProto.INT32, []), (TensorProto.FLOAT, []), [scale, zero])
+    crash = Judgement(Verdict.CRASH, Stage.COMPILE, "", "", "InvalidGraph: int32 zero point")
+    bundle = _bundle(tmp_path / "b", "ort", model, crash)
+    culprit = annotate(bundle)
+    assert culprit is not None and culprit.stage == "optimizer", culprit
+    if len(culprit.disabled) == 1:
+        pytest.skip(f"this onnxruntime shows it through one transformer: {culprit.disabled}")
+    assert "QDQPropagationTransformer" in culprit.disabled and len(culprit.disabled) > 1, culprit
+    assert culprit.component == " + ".join(culprit.disabled)
+    assert "all of them disabled" in (bundle / "issue.md").read_text()
+    assert _run(python, bundle, tmp_path).returncode == 1
+    workaround = ("disabled = []", f"disabled = {culprit.disabled!r}")
+    fixed = _run(python, bundle, tmp_path, workaround)
+    assert fixed.returncode == 0, (fixed.stdout, fixed.stderr[-2000:])
+    first = ("disabled = []", f"disabled = {culprit.disabled[:1]!r}")
+    assert _run(python, bundle, tmp_path, first).returncode == 1
+
+
 def _child_run(python: Path, model: onnx.ModelProto, tmp: Path, level: str) -> int:
     """The exit code of one ORT run of ``model`` at ``ORT_<level>`` in a child."""
     path = tmp / "premise.onnx"
