@@ -113,9 +113,11 @@ def session_log(disabled=()):
     # (transformers that modified the graph, transformers applied), in the session log's
     # order; making the session is enough (a crash in the run would lose the log), and a
     # crash while making it leaves what was logged so far in the file
+    # and the one in flight where making it failed or crashed (the last applied)
     key = "log|" + ",".join(disabled)
     path = f"{log_path}.{zlib.crc32(key.encode())}"
-    if key not in crashed:
+    failed = key in crashed
+    if not failed:
         print("RUN " + json.dumps(key), flush=True)
         fd = os.dup(2)
         with open(path, "wb") as f:
@@ -123,12 +125,13 @@ def session_log(disabled=()):
             try:
                 session(L.ORT_ENABLE_ALL, disabled, verbose=True)
             except Exception:
-                pass
+                failed = True
             finally:
                 os.dup2(fd, 2)
     log = open(path, "rb").read().decode(errors="replace") if os.path.exists(path) else ""
-    return (re.findall(r"GraphTransformer (\S+) modified: 1", log),
-            re.findall(r"Applying graph transformer (\S+)", log))
+    applied = re.findall(r"Applying graph transformer (\S+)", log)
+    return (re.findall(r"GraphTransformer (\S+) modified: 1", log), applied,
+            applied[-1] if failed and applied else None)
 
 def same(a, b):
     if isinstance(a, str) or isinstance(b, str) or len(a) != len(b):
@@ -155,7 +158,7 @@ elif not bug(L.ORT_ENABLE_ALL):
 else:
     out["level"] = next(n for n in ("ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED",
                                     "ORT_ENABLE_ALL") if bug(getattr(L, n)))
-    modified, applied = session_log()
+    modified, applied, _ = session_log()
     for name in dict.fromkeys(modified + applied):
         out["tried"].append(name)
         if not bug(L.ORT_ENABLE_ALL, [name]):
@@ -164,11 +167,13 @@ else:
     else:
         # Several transformers may each make the bug (each inserts the same wrong node,
         # or the session fails in the next one): the log is read again with those found
-        # disabled and the last one that modified the graph is added, until the bug
-        # vanishes; then each is dropped that is not needed.
+        # disabled and the one in flight where the session failed, else the last one that
+        # modified the graph, is added, until the bug vanishes; then each is dropped that
+        # is not needed.
         together = []
-        for _ in range(6):
-            more = [n for n in session_log(together)[0] if n not in together]
+        for _ in range(8):
+            modified, _, in_flight = session_log(together)
+            more = [n for n in [*modified, in_flight] if n and n not in together]
             if not more:
                 break
             together.append(more[-1])
