@@ -39,7 +39,7 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
     from onnxfuzz.errors import UsageError
     from onnxfuzz.run.culprit import annotate
     from onnxfuzz.store import triage as report
-    from onnxfuzz.store.db import Store
+    from onnxfuzz.store.db import REFERENCE_BUGS, Store
     from onnxfuzz.store.issue import write_issue
     from onnxfuzz.store.known import export
     from onnxfuzz.store.report import (
@@ -79,7 +79,7 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
     finally:
         store.close()
     issues = 0
-    for r, where in [*((r, "bugs") for r in rows), *((r, report.ALONE) for r in alone)]:
+    for r, where in [*((r, "bugs") for r in rows), *((r, REFERENCE_BUGS) for r in alone)]:
         bundle = campaign_dir / where / r["id"]
         if (bundle / "meta.json").exists():
             # the culprit inside the backend, once per bundle (run.culprit); it writes
@@ -96,7 +96,7 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
         for line in reduction_lines(rows, campaign_dir):
             click.echo(line)
         if alone:
-            where = campaign_dir / report.ALONE
+            where = campaign_dir / REFERENCE_BUGS
             title = f"failures of the reference alone (not reduced; bundles in {where})"
             console().print(bug_table(alone, title))
         if diversity is not None:

@@ -162,17 +162,8 @@ def known_if_documented(model: onnx.ModelProto, label: str, a: Assessed) -> Asse
     fault = reference_fault(_producer_alone(model, where) if where else model)
     if fault is None:
         return a
-    return Assessed(
-        replace(
-            v,
-            verdict=Verdict.KNOWN,
-            message=f"{DOCUMENTED_FAULT}{fault.op}: {fault.reason}\n{v.message}",
-        ),
-        None,
-        a.probe_s,
-        a.witness,
-        a.culprit,
-    )
+    message = f"{DOCUMENTED_FAULT}{fault.op}: {fault.reason}\n{v.message}"
+    return replace(a, judgement=replace(v, verdict=Verdict.KNOWN, message=message), signature=None)
 
 
 def _producer_alone(model: onnx.ModelProto, tensor: str) -> onnx.ModelProto:

@@ -71,6 +71,7 @@ from onnxfuzz.store.db import (
     REDUCER_LOG,
     REDUCTION_FAILURES,
     REDUCTION_STOPPED,
+    REFERENCE_BUGS,
     REFERENCE_ONLY,
     CampaignLock,
     Result,
@@ -703,7 +704,7 @@ class Campaign:
             if self._diversity_loaded:  # else it would overwrite the stored one
                 self._save_diversity()
             sync_meta(self.out, self.store.bugs(), follow_ups=self.store.follow_ups())
-            sync_meta(self.out, self.store.reference_bugs(), "reference-bugs")
+            sync_meta(self.out, self.store.reference_bugs(), REFERENCE_BUGS)
             self.store.close()
         if self.lock is not None:
             self.lock.release()
@@ -972,7 +973,7 @@ class Campaign:
                 r.bug, r.pattern = key, key.rsplit("|", 1)[1]
                 if key not in known:
                     f.bug_id = bug_id(key, self.names)
-                    where = "reference-bugs" if r.pattern == REFERENCE_ONLY else "bugs"
+                    where = REFERENCE_BUGS if r.pattern == REFERENCE_ONLY else "bugs"
                     if reduced is None:  # the bundle's report says why, not "reduced to"
                         f.extra.setdefault("unreduced", self._unreduced_why(f, r.pattern))
                     # before the commit: a kill re-runs it

@@ -97,28 +97,31 @@ def session(level, disabled=(), verbose=False):
     o.log_verbosity_level = 1 if verbose else 0
     return ort.InferenceSession(model, o, [provider], disabled_optimizers=list(disabled))
 
-def run(level, disabled=()):
-    # said before it runs: a configuration that kills this process is known to the
+def say(key):
+    # said before it is run: a configuration that kills this process is known to the
     # parent, which starts the search again with it counted as crashing
+    print("RUN " + json.dumps(key), flush=True)
+
+def run(level, disabled=()):
     key = f"{level}|{','.join(disabled)}"
     if key in crashed:
         return "the process died (a fresh one ran the rest of the search)"
-    print("RUN " + json.dumps(key), flush=True)
+    say(key)
     try:
         return session(level, disabled).run(None, inputs)
     except Exception as e:
         return f"{type(e).__name__}: {e}"
 
 def session_log(disabled=()):
-    # (transformers that modified the graph, transformers applied), in the session log's
-    # order; making the session is enough (a crash in the run would lose the log), and a
-    # crash while making it leaves what was logged so far in the file
-    # and the one in flight where making it failed or crashed (the last applied)
+    # (transformers that modified the graph, transformers applied, the one in flight
+    # where making the session failed or crashed: the last applied), in the session log's
+    # order. Making the session is enough (a crash in the run would lose the log), and a
+    # crash while making it leaves what was logged so far in the file.
     key = "log|" + ",".join(disabled)
     path = f"{log_path}.{zlib.crc32(key.encode())}"
     failed = key in crashed
     if not failed:
-        print("RUN " + json.dumps(key), flush=True)
+        say(key)
         fd = os.dup(2)
         with open(path, "wb") as f:
             os.dup2(f.fileno(), 2)
@@ -583,8 +586,8 @@ def _child(args: list[str], timeout: float) -> dict:
         if line.startswith("CULPRIT "):
             return json.loads(line[len("CULPRIT ") :])
     tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
-    found: dict = {"note": f"the culprit search died (exit {r.returncode}): {tail[:200]}"}
-    found["failed"] = True
+    note = f"the culprit search died (exit {r.returncode}): {tail[:200]}"
+    found: dict = {"note": note, "failed": True}
     ran = [ln[len("RUN ") :] for ln in r.stdout.splitlines() if ln.startswith("RUN ")]
     if r.returncode != 0 and ran:  # the configuration in flight when it died
         found["died_in"] = json.loads(ran[-1])
@@ -605,14 +608,13 @@ def _ort_search(
     so a crash is attributed like any other bug."""
     crashed: list[str] = []
     deadline = time.monotonic() + timeout
+    args = [_ORT_DRIVER, str(folder), provider, json.dumps(tolerance), json.dumps(ORT_RULES)]
     with tempfile.TemporaryDirectory() as tmp:
         log = str(Path(tmp) / "session.log")
         while True:
             left = deadline - time.monotonic()
             if left <= 1:
                 return {"note": f"the culprit search ran past {timeout:.0f} s", "failed": True}
-            rules = json.dumps(ORT_RULES)
-            args = [_ORT_DRIVER, str(folder), provider, json.dumps(tolerance), rules]
             found = _child([*args, json.dumps(crashed), log], left)
             died = found.get("died_in")
             if died is None or died in crashed or len(crashed) >= MAX_RESTARTS:
@@ -632,10 +634,9 @@ def ort_culprit(
     if not found.get("level"):  # not an optimizer bug
         return Culprit("onnxruntime", "kernel", note=found.get("note", ""))
     c = Culprit("onnxruntime", "optimizer", name, found["level"], tried=found.get("tried", []))
-    together = found.get("together") or []
-    c.disabled = [name] if name else together
-    if together and not name:
-        c.component = " + ".join(together)
+    c.disabled = [name] if name else found.get("together", [])
+    if len(c.disabled) > 1:
+        c.component = " + ".join(c.disabled)
         c.note = "no one of them disabled alone makes it vanish; all of them disabled do"
     if c.disabled:
         c.workaround = (

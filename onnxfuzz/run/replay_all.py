@@ -22,7 +22,7 @@ from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.generate.corpus.testdata import DATA_SET
 from onnxfuzz.judge.signature import RULES
 from onnxfuzz.run.replay import Replayed, _judge, earlier_models, load_bundle
-from onnxfuzz.store.triage import ALONE
+from onnxfuzz.store.db import REFERENCE_BUGS
 
 DAMAGED = "damaged"
 
@@ -40,7 +40,7 @@ _STATUS = {Replayed.REPRODUCES: "still", Replayed.FIXED: "fixed", Replayed.DIFFE
 
 # A campaign folder's bundles: its bugs, and the failures of its reference alone (set
 # aside unreduced; a new release may fix them as well as any bug).
-CAMPAIGN_FOLDERS = ("bugs", ALONE)
+CAMPAIGN_FOLDERS = ("bugs", REFERENCE_BUGS)
 
 
 def find_bundles(folder: Path) -> list[Path]:

@@ -19,7 +19,7 @@ from onnxfuzz import dtypes as dt
 from onnxfuzz.generate.build.single_op import ANY_TYPE
 from onnxfuzz.generate.lang.features import is_feature
 from onnxfuzz.generate.measure.metrics import Diversity
-from onnxfuzz.store.db import Store
+from onnxfuzz.store.db import REFERENCE_BUGS, Store
 from onnxfuzz.store.model_graph import ARROW_DEFS, model_svg
 from onnxfuzz.store.report import (
     COMPARED,
@@ -37,7 +37,7 @@ from onnxfuzz.store.report_data import (
     gather,
 )
 from onnxfuzz.store.svg import Series, colour, line_chart, number, stacked_bars, verdict_colour
-from onnxfuzz.store.triage import ALONE, ALONE_WORDS
+from onnxfuzz.store.triage import ALONE_WORDS
 
 # Verdicts in the order tables and bars show them: the good, the bugs, then the rest.
 VERDICT_ORDER = (
@@ -554,10 +554,10 @@ def _known(d: ReportData) -> str:
 
 
 def _reference_alone(d: ReportData) -> str:
-    """The reference's own failures, set aside unreduced (``store.triage.ALONE``)."""
+    """The reference's own failures, set aside unreduced (``store.triage.REFERENCE_BUGS``)."""
     if not d.reference_rows:
         return ""
-    href = (PurePosixPath(d.bundles_href).parent / ALONE).as_posix()  # beside bugs/
+    href = (PurePosixPath(d.bundles_href).parent / REFERENCE_BUGS).as_posix()  # beside bugs/
     rows = "".join(
         f'<tr><td class=l><a href="{escape(href)}/{escape(r["id"])}/issue.md">'
         f"{escape(r['id'])}</a></td><td class=l>{escape(r['verdict'])}</td>"

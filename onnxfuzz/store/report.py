@@ -19,6 +19,7 @@ from onnxfuzz.store.db import (
     REDUCER_LOG,
     REDUCTION_FAILURES,
     REDUCTION_STOPPED,
+    REFERENCE_BUGS,
     Store,
 )
 from onnxfuzz.store.known import KnownFile
@@ -423,7 +424,7 @@ def print_summary(
         out_console.print(line, soft_wrap=True, markup=False)
     alone = summary_rows(store, reference_alone=True)
     if alone:
-        where = out / "reference-bugs"
+        where = out / REFERENCE_BUGS
         name = store.names.get(reference, reference)
         title = f"failures of the reference {name} alone (not reduced; bundles in {where})"
         out_console.print(bug_table(alone, title))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from onnxfuzz import __version__
+from onnxfuzz.store.db import REFERENCE_BUGS
 from onnxfuzz.store.report import (
     families_title,
     family_rows,
@@ -22,7 +23,6 @@ _LEVEL = {"crash": "error", "timeout": "error", "mismatch": "error"}
 
 # Failures of the reference alone (``store.report.summary_rows(reference_alone=True)``):
 # set aside by the campaign, unreduced, in their own folder; listed apart from the bugs.
-ALONE = "reference-bugs"
 ALONE_WORDS = (
     "The reference failed where the target ran, so the test said nothing about the target: "
     "set aside unreduced (`onnxfuzz fuzz --reduce-reference` reduces and files them as bugs). "
@@ -83,7 +83,7 @@ def markdown(
         lines += ["| id | verdict | stage | backend | hits | first test |", "|---" * 6 + "|"]
         for r in alone:
             lines.append(
-                f"| [{r['id']}]({ALONE}/{r['id']}/issue.md) | {r['verdict']} | "
+                f"| [{r['id']}]({REFERENCE_BUGS}/{r['id']}/issue.md) | {r['verdict']} | "
                 f"{r['stage'] or '-'} | {r['backend']} | {r['hits']} | {r['first_test']} |"
             )
     return "\n".join(lines) + "\n"
@@ -112,7 +112,7 @@ def as_json(
         "versions": versions,
         "families": family_rows(rows),
         "bugs": records(rows, "bugs"),
-        "reference_bugs": records(list(alone), ALONE),
+        "reference_bugs": records(list(alone), REFERENCE_BUGS),
     }
     return json.dumps(doc, indent=1, default=str)
 
@@ -125,7 +125,7 @@ def as_sarif(
 ) -> str:
     rules: dict[str, dict[str, Any]] = {}
     results = []
-    for r, where in [*((r, "bugs") for r in rows), *((r, ALONE) for r in alone)]:
+    for r, where in [*((r, "bugs") for r in rows), *((r, REFERENCE_BUGS) for r in alone)]:
         rule = f"{r['verdict']}/{r['stage'] or 'run'}"
         rules.setdefault(
             rule,
@@ -158,7 +158,7 @@ def as_sarif(
                     "seeds": r["seeds"][:20],
                     "issue": str(bundle / "issue.md"),
                     # the reference's failure, set aside unreduced (``ALONE_WORDS``)
-                    "reference_alone": where == ALONE,
+                    "reference_alone": where == REFERENCE_BUGS,
                 },
             }
         )

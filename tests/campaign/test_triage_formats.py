@@ -138,6 +138,15 @@ def test_a_crash_of_the_reference_points_to_no_backend_that_ran_it(tmp_path: Pat
     assert "compiles and runs, as it does in ort." in issue_markdown(bundle)
 
 
+def _fuzz_bundles(out: Path, backends: list[str], flags: list[str]) -> list[Path]:
+    """A campaign through the CLI that finds bugs (exit 1), and its bundles (at least one)."""
+    args = [x for b in backends for x in ("--backend", b)]
+    assert main(["fuzz", *args, "--out", str(out), *flags]) == 1
+    bundles = [p for p in (out / "bugs").iterdir() if p.is_dir()]
+    assert bundles
+    return bundles
+
+
 def test_issue_md_says_what_the_reduced_model_does(tmp_path: Path) -> None:
     """Beside the reduced model, issue.md shows the reduced model's own failure message:
     the original's names its own shapes, counts and values (a reduced model declaring
@@ -152,10 +161,7 @@ def test_issue_md_says_what_the_reduced_model_does(tmp_path: Path) -> None:
     wrong = f"{ADAPTERS}:WrongOp:op=Sigmoid"
     flags = ["--tests", "12", "--seed", "5", "--nodes", "6:9", "--ops", "Sigmoid,Add,Mul,Tanh"]
     flags += ["--dtypes", "float32", "--probe", "off"]
-    assert main(["fuzz", "--backend", "ort", "--backend", wrong, "--out", str(out), *flags]) == 1
-    bundles = [p for p in (out / "bugs").iterdir() if p.is_dir()]
-    assert bundles
-    for b in bundles:
+    for b in _fuzz_bundles(out, ["ort", wrong], flags):
         meta = json.loads((b / "meta.json").read_text())
         said = meta["reduced_message"]
         assert meta["reduced_nodes"] < meta["nodes"]
@@ -184,11 +190,7 @@ def test_a_disagreement_of_two_gets_the_reference_evaluator_s_opinion(
     order = [wrong, "ort"] if wrong_is_reference else ["ort", wrong]
     flags = ["--tests", "6", "--seed", "5", "--nodes", "3:5", "--ops", "Sigmoid,Add,Tanh"]
     flags += ["--dtypes", "float32", "--probe", "off"]
-    backends = [x for b in order for x in ("--backend", b)]
-    assert main(["fuzz", *backends, "--out", str(out), *flags]) == 1
-    bundles = [p for p in (out / "bugs").iterdir() if p.is_dir()]
-    assert bundles
-    for b in bundles:
+    for b in _fuzz_bundles(out, order, flags):
         meta = json.loads((b / "meta.json").read_text())
         assert meta["suspect"] is None  # two backends: the campaign decides nothing
         opinion = meta["second_opinion"]
@@ -210,10 +212,7 @@ def test_a_quantized_model_below_opset_19_gets_the_opinion_at_opset_21(tmp_path:
     wrong = f"{ADAPTERS}:WrongOp:op=DequantizeLinear"
     flags = ["--tests", "30", "--seed", "1", "--nodes", "1:3", "--opset", "16"]
     flags += ["--ops", "DequantizeLinear,Abs,Neg", "--probe", "off"]
-    assert main(["fuzz", "--backend", "ort", "--backend", wrong, "--out", str(out), *flags]) == 1
-    bundles = [p for p in (out / "bugs").iterdir() if p.is_dir()]
-    assert bundles
-    for b in bundles:
+    for b in _fuzz_bundles(out, ["ort", wrong], flags):
         meta = json.loads((b / "meta.json").read_text())
         assert "DequantizeLinear" in meta["reduced_ops"] and meta["opset"] == 16
         assert meta["second_opinion"]["converted"] == 21, meta["second_opinion"]
