@@ -72,7 +72,7 @@ import numpy as np
 import onnx
 
 from onnxfuzz.execute.sandbox import Outcome, Status
-from onnxfuzz.judge.localize import expose_all, node_alone, single_node
+from onnxfuzz.judge.localize import GUILTY_TRIES, expose_all, node_alone, single_node
 from onnxfuzz.judge.precision import NUDGE_DRAWS, NUDGE_ULPS, has_half, nudge_reach
 
 EPS32 = float(np.finfo(np.float32).eps)  # one float32 ulp, relative: 2**-23
@@ -316,36 +316,74 @@ def lone_op_error(
     backend: str,
     run: Callable[[bytes], dict[str, Outcome]],
     run_reference: Callable[[bytes, dict], Outcome],
+    run_backend: Callable[[bytes, dict], Outcome] | None = None,
 ) -> tuple[onnx.NodeProto, str] | None:
     """The first diverging float32 node of ``model`` (every intermediate exposed, in
     topological order: the first whose output is beyond its op's budget) when, run alone
     by the reference on the backend's own values of its inputs, it is still beyond its
     budget: (node, why). None when there is none, when that node is within its budget on
     the same inputs (its inputs' differences were amplified), or when it cannot be judged
-    (float16 in the model, an exposed or lone run that fails)."""
+    (float16 in the model, an exposed or lone run that fails).
+
+    With ``run_backend`` (a model and its feeds, on ``backend``) the backend runs the node
+    alone on the same inputs as well, and ``why`` quotes that run: a node it gets right
+    alone is passed over for a later one it gets wrong alone (``GUILTY_TRIES`` at most;
+    ``localize``'s module doc says why), and without one there is no lone op's error."""
     if has_half(model):
         return None
-    outcomes = run(expose_all(model).SerializeToString())
+    probe = expose_all(model)  # declares every intermediate's type: nodes run alone
+    outcomes = run(probe.SerializeToString())
     ref, got = outcomes.get(reference), outcomes.get(backend)
     if ref is None or got is None or ref.status != Status.OK or got.status != Status.OK:
         return None
     want: dict[str, np.ndarray] = {**feeds, **(ref.outputs or {})}
     have: dict[str, np.ndarray] = {**feeds, **(got.outputs or {})}
-    for node in model.graph.node:
+    passed_over = 0  # diverging nodes the backend got right alone
+    for node in probe.graph.node:
         outs = [t for t in node.output if t in want and t in have]
         if not outs or over_budget(node, _ins(node, want), want, have) is None:
             continue
-        alone = node_alone(model, node, have, run_reference)
+        alone = node_alone(probe, node, have, run_reference)
         if alone is None:
+            if passed_over:
+                continue
             return None
         fed, outputs = alone
         if over_budget(node, fed, outputs, have) is None:
+            if passed_over:
+                continue
             return None
+        mine = have
+        if run_backend is not None:
+            lone = _backend_alone(probe, node, fed, run_backend)
+            if lone is not None and over_budget(node, fed, outputs, lone) is None:
+                passed_over += 1  # right alone: the model around it makes it wrong
+                if passed_over > GUILTY_TRIES:
+                    return None
+                continue
+            mine = lone if lone is not None else have
         # beyond the budget: is the op ill-conditioned here? (see the module doc)
-        reach = rounding_reach(model, node, fed, outputs, run_reference)
-        why = over_budget(node, fed, outputs, have, reach)
+        reach = rounding_reach(probe, node, fed, outputs, run_reference)
+        why = over_budget(node, fed, outputs, mine, reach)
         return (node, why) if why is not None else None
     return None
+
+
+def _backend_alone(
+    model: onnx.ModelProto,
+    node: onnx.NodeProto,
+    fed: dict[str, np.ndarray],
+    run_backend: Callable[[bytes, dict], Outcome],
+) -> dict[str, np.ndarray] | None:
+    """The backend's outputs of ``node`` alone on ``fed``; None where the node cannot be
+    made alone or the run fails."""
+    one = single_node(model, node)
+    if one is None:
+        return None
+    got = run_backend(one.SerializeToString(), fed)
+    if got.status != Status.OK or got.outputs is None:
+        return None
+    return {**fed, **got.outputs}
 
 
 def _ins(node: onnx.NodeProto, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -16,10 +16,15 @@ import onnx
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.execute.sandbox import Outcome, Stage, Status
-from onnxfuzz.judge.budget import beyond_screen, lone_op_error
+from onnxfuzz.judge.budget import beyond_screen, lone_op_error, over_budget
 from onnxfuzz.judge.checks import NOT_A_BUG, Check, Mismatch
 from onnxfuzz.judge.declared import declared_outputs, departures
-from onnxfuzz.judge.localize import first_divergence, first_rerun_divergence
+from onnxfuzz.judge.localize import (
+    first_divergence,
+    first_rerun_divergence,
+    off_path_note,
+    right_alone_note,
+)
 from onnxfuzz.judge.oracle import (
     Judgement,
     OracleConfig,
@@ -198,7 +203,9 @@ class Judge:
         beyond its op's error budget (``onnxfuzz.judge.budget``); else ``v`` unchanged."""
         base = self.reference
         probe, alone = self._timed_runs(inputs, base, label, spent)
-        found = lone_op_error(model, inputs, base, label, probe, alone)
+        found = lone_op_error(
+            model, inputs, base, label, probe, alone, self._timed_run_of(label, spent)
+        )
         if found is None:
             return v, culprit
         node, why = found
@@ -250,12 +257,19 @@ class Judge:
             spent.append(max(o.backend_s for o in outs.values()))
             return outs
 
-        def alone(data: bytes, feeds: dict) -> Outcome:
-            o = runner.run_one(base, data, feeds)
+        return probe, self._timed_run_of(base, spent)
+
+    def _timed_run_of(self, label: str, spent: list[float]) -> Callable[[bytes, dict], Outcome]:
+        """A model run on ``label`` alone through the runner, its time added to ``spent``."""
+        runner = self.runner
+        assert runner is not None
+
+        def run(data: bytes, feeds: dict) -> Outcome:
+            o = runner.run_one(label, data, feeds)
             spent.append(o.backend_s)
             return o
 
-        return probe, alone
+        return run
 
     def _localize(
         self,
@@ -274,11 +288,26 @@ class Judge:
         probe, again = self._timed_runs(inputs, base, label, spent)
         culprit = v.output
         div = first_divergence(
-            model, base, label, probe, self.config, inputs, again, tol_dtypes, v.output, v.kind
+            model,
+            base,
+            label,
+            probe,
+            self.config,
+            inputs,
+            again,
+            tol_dtypes,
+            v.output,
+            v.kind,
+            self._timed_run_of(label, spent),
+            over_budget,
         )
         if div is not None and div.node is not None:
             culprit = div.node.output[0]
             v.message += f"\nfirst diverging node: {div.node.name} ({div.node.op_type})"
+            if div.right_alone:
+                v.message += "\n" + right_alone_note(div.node, label)
+            if div.off_path:
+                v.message += "\n" + off_path_note(div.node, label, v.output)
         if witness is not None:
             return v, culprit  # a departure from the declaration is no rounding matter
         seen = Mismatch(model, inputs, base, label, ref, got, div, tol_dtypes, self.config, again)

@@ -10,6 +10,15 @@ The first diverging node's inputs agree within tolerance. If the *reference* bac
 the other backend's values of those inputs, reproduces the other backend's output, the
 node did nothing wrong: sub-tolerance differences were amplified (a comparison or Floor
 flipped near a tie, a cancellation). That is numeric instability, not a bug.
+
+If not, the *backend* runs that node alone on the same values too. Where it is right
+alone, the node is not to blame by itself: its wrong value inside the model comes from the
+rest of the model (a rewrite across nodes, constant folding, a mode chosen for the whole
+graph: a backend that scaled every output of any model holding a Sigmoid was blamed, model
+by model, on whichever float op came first, and filed as thirty bugs). The walk then goes
+on, for a later diverging node that is wrong alone (``GUILTY_TRIES`` at most), on the
+mismatching output's path and then off it (a fault that reaches outputs the node does not
+feed: ``off_path``); without one, the first stays blamed, marked ``right_alone``.
 """
 
 from __future__ import annotations
@@ -32,6 +41,18 @@ class Divergence:
     unstable: bool  # explained by sub-tolerance differences of its inputs
     got_exposed: dict[str, np.ndarray]  # the backend's outputs with everything exposed
     want_exposed: dict[str, np.ndarray] = field(default_factory=dict)  # the reference's
+    # the backend, run on ``node`` alone with the same input values, agrees with the
+    # reference there (and no later diverging node was wrong alone): the model around the
+    # node makes it wrong
+    right_alone: bool = False
+    # ``node`` does not feed the mismatching output, whose diverging nodes are each right
+    # alone, and the backend gets it wrong alone
+    off_path: bool = False
+
+
+# Diverging nodes tried for one that is wrong alone, past the first that is right alone:
+# each costs a run of either backend on the node alone.
+GUILTY_TRIES = 6
 
 
 def inferred_types(model: onnx.ModelProto, static: bool = True) -> list[onnx.ValueInfoProto]:
@@ -107,12 +128,18 @@ def first_divergence(
     tol_dtypes: dict[str, str] | None = None,
     output: str = "",
     kind: str = "",
+    run_backend: Callable[[bytes, dict], Outcome] | None = None,
+    beyond: OverBudget | None = None,
 ) -> Divergence | None:
     """The first node (topological order) whose output differs between the backends, among
     those ``output`` (the mismatching graph output; "" any) depends on; a divergence
     without a node when they agree everywhere once every intermediate is exposed; None
     when the exposed model did not run on both. For a wrong element type (``kind``
-    "dtype"), the first node whose result has another element type, where one has."""
+    "dtype"), the first node whose result has another element type, where one has.
+    ``run_backend`` (a model and its feeds, on ``backend``): a node the backend gets right
+    alone is passed over for a later one it gets wrong alone (see the module doc);
+    ``beyond`` (``budget.over_budget``): a float32 output beyond its op's error budget is
+    wrong alone, and differs past a node right alone."""
     probe = expose_all(model)
     outcomes = run(probe.SerializeToString())
     ref, got = outcomes.get(reference), outcomes.get(backend)
@@ -150,20 +177,148 @@ def first_divergence(
                 for t in node.output
             ):
                 return Divergence(node, False, have, want)
-    for node in on_path:
-        names = [t for t in node.output if t in want]
-        if (
-            not names
-            or compare(reference, want, backend, have, names, cfg, tol_dtypes).verdict == Verdict.OK
-        ):
+    right: onnx.NodeProto | None = None  # the first diverging node right alone
+    tries = 0
+    # Past a path whose diverging nodes are each right alone, the nodes off it: one wrong
+    # alone there is the fault, reaching an output it does not feed.
+    others = [
+        n for k, n in enumerate(probe.graph.node) if upstream is not None and k not in upstream
+    ]
+    for node, off_path in [*((n, False) for n in on_path), *((n, True) for n in others)]:
+        if off_path and right is None:
+            break
+        # Past a node right alone, a float32 node beyond its op's error budget differs too
+        # (within the end-to-end tolerance): one wrong alone by that much is what the walk
+        # looks for (a float64 output off by 1 % blamed the float32 Sigmoid that was).
+        budget = beyond if right is not None else None
+        if not _differs(node, reference, want, backend, have, cfg, tol_dtypes, budget):
             continue
-        unstable = False
-        if run_reference is not None and feeds is not None:
-            unstable = _explained_by_inputs(
-                model, node, feeds, have, reference, backend, run_reference, cfg, tol_dtypes
+        if run_reference is None or feeds is None:
+            return Divergence(node, False, have, want)
+        # the exposed model declares every intermediate's type (inferred where the model
+        # declares none): the node alone needs its inputs' and outputs' types
+        alone = node_alone(probe, node, {**feeds, **have}, run_reference)
+        if right is None:
+            explained = alone is not None and _agrees(
+                node, reference, alone[1], backend, have, cfg, tol_dtypes
             )
-        return Divergence(node, unstable, have, want)
+            if explained or alone is None or run_backend is None:
+                return Divergence(node, explained, have, want)
+        elif alone is None or run_backend is None:
+            continue  # past a node right alone, only one shown wrong alone is blamed
+        if not _right_alone(
+            probe, node, alone, reference, backend, run_backend, cfg, tol_dtypes, beyond
+        ):
+            return Divergence(node, False, have, want, off_path=off_path)
+        right = right or node
+        tries += 1
+        if tries > GUILTY_TRIES:
+            break
+    if right is not None:
+        return Divergence(right, False, have, want, right_alone=True)
     return Divergence(None, False, have, want)
+
+
+def off_path_note(node: onnx.NodeProto, backend: str, output: str) -> str:
+    """What a blamed node off the mismatching output's path says (``Divergence.off_path``)."""
+    return (
+        f"{node.op_type} ({node.name}) does not feed output {output}; each node that does and "
+        f"differs is right alone on {backend}, fed the same input values, and "
+        f"{node.op_type} alone is not"
+    )
+
+
+def right_alone_note(node: onnx.NodeProto, backend: str) -> str:
+    """What a blamed node that ``backend`` gets right alone says (``Divergence.right_alone``)."""
+    return (
+        f"{node.op_type} ({node.name}) alone on {backend}, fed the same input values, agrees "
+        "with the reference: its wrong value needs the rest of the model (a rewrite across "
+        "nodes, constant folding, or a choice made for the whole graph)"
+    )
+
+
+def _differs(
+    node: onnx.NodeProto,
+    reference: str,
+    want: dict[str, np.ndarray],
+    backend: str,
+    have: dict[str, np.ndarray],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None,
+    by_budget: OverBudget | None,
+) -> bool:
+    """Whether ``node``'s outputs differ between ``want`` and ``have``: beyond the tolerance,
+    or (``by_budget``) a float32 output beyond its op's error budget (``judge.budget``)."""
+    names = [t for t in node.output if t in want]
+    if not names:
+        return False
+    if compare(reference, want, backend, have, names, cfg, tol_dtypes).verdict != Verdict.OK:
+        return True
+    return _over_budget(by_budget, node, want, want, have)
+
+
+# A node's float32 outputs beyond its op's error budget: why, or None (``budget.over_budget``,
+# passed in: the budgets build on this module).
+OverBudget = Callable[
+    [onnx.NodeProto, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]],
+    str | None,
+]
+
+
+def _over_budget(
+    beyond: OverBudget | None,
+    node: onnx.NodeProto,
+    inputs: dict[str, np.ndarray],
+    want: dict[str, np.ndarray],
+    got: dict[str, np.ndarray],
+) -> bool:
+    if beyond is None:
+        return False
+    return beyond(node, {t: inputs[t] for t in node.input if t in inputs}, want, got) is not None
+
+
+def _agrees(
+    node: onnx.NodeProto,
+    reference: str,
+    outputs: dict[str, np.ndarray],
+    backend: str,
+    have: dict[str, np.ndarray],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None,
+) -> bool:
+    """Whether ``outputs`` (the reference's, of ``node`` alone) match ``have`` there."""
+    names = [t for t in node.output if t in outputs and t in have]
+    return (
+        bool(names)
+        and compare(reference, outputs, backend, have, names, cfg, tol_dtypes).verdict == Verdict.OK
+    )
+
+
+def _right_alone(
+    model: onnx.ModelProto,
+    node: onnx.NodeProto,
+    alone: tuple[dict[str, np.ndarray], dict[str, np.ndarray]],
+    reference: str,
+    backend: str,
+    run_backend: Callable[[bytes, dict], Outcome],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None,
+    beyond: OverBudget | None,
+) -> bool:
+    """Whether ``backend``, run on ``node`` alone with the inputs the reference was fed
+    (``alone``: those, and the reference's outputs), agrees with the reference: within the
+    tolerance and, for a float32 output, within its op's error budget. A run that fails,
+    or a node that cannot be made alone, is not shown right: it stays blamed."""
+    fed, want = alone
+    one = single_node(model, node)
+    if one is None:
+        return False
+    got = run_backend(one.SerializeToString(), fed)
+    if got.status != Status.OK or got.outputs is None:
+        return False
+    return _agrees(node, reference, want, backend, got.outputs, cfg, tol_dtypes) and not (
+        _over_budget(beyond, node, fed, want, got.outputs)
+    )
 
 
 def _static_shapes(g: onnx.GraphProto) -> dict[str, tuple[int, ...]]:
@@ -231,29 +386,6 @@ def ancestors(g: onnx.GraphProto, output: str) -> set[int] | None:
             found.add(k)
             todo.extend(reads(g.node[k]))
     return found
-
-
-def _explained_by_inputs(
-    model: onnx.ModelProto,
-    node: onnx.NodeProto,
-    feeds: dict[str, np.ndarray],
-    have: dict[str, np.ndarray],
-    reference: str,
-    backend: str,
-    run_reference: Callable[[bytes, dict], Outcome],
-    cfg: OracleConfig,
-    tol_dtypes: dict[str, str] | None,
-) -> bool:
-    alone = node_alone(model, node, {**feeds, **have}, run_reference)
-    if alone is None:
-        return False  # not shown to be explained: the mismatch stands
-    outputs = alone[1]
-    names = [t for t in node.output if t in outputs and t in have]
-    return (
-        bool(names)
-        and compare(reference, outputs, backend, have, names, cfg, tol_dtypes).verdict
-        == Verdict.OK
-    )
 
 
 def node_alone(

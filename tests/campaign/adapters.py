@@ -633,6 +633,28 @@ class Imprecise(_OrtWrapper):
         return (self._session(m), False)
 
 
+class ScalesWholeModel(_OrtWrapper):
+    """A planted bug of the whole model, not of one kernel: a model that holds ``op`` has
+    every float32 output scaled by 1 + ``rel``, its intermediates too once they are exposed
+    (a mode a compiler picks for the whole graph). Every float node then looks wrong inside
+    the model; only ``op`` is wrong alone."""
+
+    name = "scales-whole-model"
+
+    def __init__(self, op: str = "Sigmoid", rel: str = "0.5") -> None:
+        super().__init__(op)
+        self.factor = np.float32(1.0 + float(rel))
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs = super().run(executable, inputs)
+        if not executable[1]:
+            return outs
+        return {
+            k: (v * self.factor).astype(np.float32) if v.dtype == np.float32 else v
+            for k, v in outs.items()
+        }
+
+
 class ReturnsNone(_OrtWrapper):
     """Breaks the protocol: run() returns None (forgot the return)."""
 

@@ -128,3 +128,110 @@ def _exposed(model) -> bytes:
     from onnxfuzz.judge.localize import expose_all
 
     return expose_all(model).SerializeToString()
+
+
+SCALES_WHOLE = "tests/campaign/adapters.py:ScalesWholeModel:op=Sigmoid"
+
+
+def _chain(first: str, second: str | None = None) -> tuple[bytes, object, dict]:
+    """Relu -> Neg -> Sigmoid -> Neg, "y"; with ``second``, a Relu of "x2" as a first graph
+    output "y2" off the Sigmoid's path."""
+    f32 = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu0"),
+        helper.make_node("Neg", ["r"], ["n"], name="neg0"),
+        helper.make_node("Sigmoid", ["n"], ["s"], name="sigmoid0"),
+        helper.make_node("Neg", ["s"], ["y"], name="neg1"),
+    ]
+    ins = [helper.make_tensor_value_info("x", f32, [4])]
+    outs = [helper.make_tensor_value_info("y", f32, [4])]
+    if second:
+        nodes.insert(0, helper.make_node("Relu", ["x2"], ["y2"], name=second))
+        ins.append(helper.make_tensor_value_info("x2", f32, [4]))
+        outs.insert(0, helper.make_tensor_value_info("y2", f32, [4]))
+    graph = helper.make_graph(nodes, first, ins, outs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    inputs = {t.name: np.linspace(0.5, 2, 4, dtype=np.float32) for t in ins}
+    return model.SerializeToString(), model, inputs
+
+
+def _assess(adapter: str, model, inputs: dict):
+    with BackendPool(["ort", adapter]) as pool:
+        outcomes = pool.run_all(model.SerializeToString(), inputs)
+        return Judge("ort", OracleConfig(), pool).assess(model, inputs, outcomes)[adapter]
+
+
+def test_a_node_right_alone_is_passed_over_for_the_one_wrong_alone() -> None:
+    """A backend that scales every output of a model holding a Sigmoid makes the Relu, the
+    first float node, look wrong once intermediates are exposed; that Relu alone on the same
+    inputs is right there, the Sigmoid alone is not: the Sigmoid is blamed, so one bug is
+    one signature whichever op comes first (an audit's planted bug was filed as 30 bugs,
+    one per first op, each reduced to that op and a Sigmoid)."""
+    _, model, inputs = _chain("relu_neg_sigmoid_neg")
+    got = _assess(SCALES_WHOLE, model, inputs)
+    v = got.judgement
+    assert v.verdict == Verdict.MISMATCH and v.kind == "values", v.message
+    assert "first diverging node: sigmoid0 (Sigmoid)" in v.message, v.message
+    assert "agrees with the reference" not in v.message, v.message
+    assert got.signature.endswith("values in Sigmoid output"), got.signature
+
+
+def test_a_node_wrong_alone_off_the_outputs_path_is_blamed_when_the_path_is_right() -> None:
+    """The mismatching output (a Relu of another input, listed first) is off the Sigmoid's
+    path, and its Relu is right alone: the Sigmoid, wrong alone, is blamed and said to be
+    off the path, so this model's bug has the signature of the Sigmoid alone (one bundle,
+    reducible to the Sigmoid) and not "values in Relu output"."""
+    _, model, inputs = _chain("two_outputs", second="relu_other")
+    got = _assess(SCALES_WHOLE, model, inputs)
+    v = got.judgement
+    assert v.verdict == Verdict.MISMATCH and v.output == "y2", v.message
+    assert "first diverging node: sigmoid0 (Sigmoid)" in v.message, v.message
+    assert (
+        f"Sigmoid (sigmoid0) does not feed output y2; each node that does and differs is right "
+        f"alone on {SCALES_WHOLE}, fed the same input values, and Sigmoid alone is not"
+    ) in v.message, v.message
+    assert got.signature.endswith("values in Sigmoid output"), got.signature
+
+
+def test_a_node_right_alone_with_none_wrong_alone_says_so() -> None:
+    """The backend scales the float outputs of a model that holds a Shape: no node is wrong
+    alone (a Shape alone gives int64), so the Relu stays blamed and the message says it is
+    right alone on the backend, so nobody reads it as a wrong Relu kernel."""
+    adapter = "tests/campaign/adapters.py:ScalesWholeModel:op=Shape"
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["y"], name="relu0"),
+            helper.make_node("Shape", ["x"], ["s"], name="shape0"),
+        ],
+        "relu_and_shape",
+        [helper.make_tensor_value_info("x", f32, [4])],
+        [
+            helper.make_tensor_value_info("y", f32, [4]),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [1]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    got = _assess(adapter, model, {"x": np.linspace(0.5, 2, 4, dtype=np.float32)})
+    v = got.judgement
+    assert v.verdict == Verdict.MISMATCH and v.output == "y", v.message
+    assert "first diverging node: relu0 (Relu)" in v.message, v.message
+    assert (
+        f"Relu (relu0) alone on {adapter}, fed the same input values, agrees with the "
+        "reference: its wrong value needs the rest of the model"
+    ) in v.message, v.message
+
+
+def test_a_lone_precision_error_is_quoted_from_the_node_run_alone() -> None:
+    """Within the end-to-end tolerance (1 + 2e-3), the precision check blames the op that
+    is beyond its budget alone on the backend too, and quotes that run: "Relu alone ... is
+    off" was said of a Relu the backend computed right alone."""
+    adapter = "tests/campaign/adapters.py:ScalesWholeModel:op=Sigmoid,rel=2e-3"
+    _, model, inputs = _chain("relu_neg_sigmoid_neg")
+    got = _assess(adapter, model, inputs)
+    v = got.judgement
+    assert v.verdict == Verdict.MISMATCH and v.kind == "precision", v.message
+    assert "first diverging node: sigmoid0 (Sigmoid)" in v.message, v.message
+    assert "Sigmoid (sigmoid0) alone, on the same input values, is off by up to 0.002" in (
+        v.message
+    ), v.message
