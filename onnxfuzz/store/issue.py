@@ -211,8 +211,14 @@ def _reproducibility(meta: dict[str, Any]) -> str:
         return ""
     runs, failed = seen.get("runs", 0), seen.get("failed", 0)
     if kind == "intermittent":
+        varies = (
+            ", wrong on the first run of the compiled model in some and only on its second "
+            "in others (its outputs vary from run to run)"
+            if seen.get("mixed")
+            else ""
+        )
         return (
-            f" Intermittent: reproduced {failed} of {runs} runs in a fresh process; "
+            f" Intermittent: reproduced {failed} of {runs} runs in a fresh process{varies}; "
             "`repro.py` runs the model several times in one process and reports the rate."
         )
     if kind == "depends on an earlier model":

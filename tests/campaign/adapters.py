@@ -736,6 +736,30 @@ class Flaky(WrongOp):
         return dict(zip(names, sess.run(names, inputs), strict=True))
 
 
+class AlternatingRun(WrongOp):
+    """A planted race without luck: ``op`` + 0.5 on the first run of the odd-numbered
+    models this process compiles and only on the second run of the even-numbered ones.
+    Every compiled model fails, each time at another of its two runs: outputs that vary
+    from run to run, as a flaky kernel's do."""
+
+    name = "alternating-run"
+
+    def __init__(self, op: str = "Add") -> None:
+        super().__init__(op)
+        self.compiled = 0
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        self.compiled += 1
+        return (self._session(model), super().compile(model)[0], [self.compiled % 2, 0])
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        right, wrong, state = executable
+        state[1] += 1  # this model's n-th run
+        sess = wrong if (state[1] == 1) == bool(state[0]) else right
+        names = [o.name for o in sess.get_outputs()]
+        return dict(zip(names, sess.run(names, inputs), strict=True))
+
+
 # Op types of the models this process compiled before (StaleCache's kernel cache).
 _COMPILED_BEFORE: set[str] = set()
 
