@@ -54,6 +54,13 @@ class Divergence:
 # each costs a run of either backend on the node alone.
 GUILTY_TRIES = 6
 
+# A node's float32 outputs beyond its op's error budget: why, or None (``budget.over_budget``,
+# passed in: the budgets build on this module).
+OverBudget = Callable[
+    [onnx.NodeProto, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]],
+    str | None,
+]
+
 
 def inferred_types(model: onnx.ModelProto, static: bool = True) -> list[onnx.ValueInfoProto]:
     """Types for the node outputs ``model`` declares none for, from ONNX's shape inference
@@ -255,14 +262,6 @@ def _differs(
     if compare(reference, want, backend, have, names, cfg, tol_dtypes).verdict != Verdict.OK:
         return True
     return _over_budget(by_budget, node, want, want, have)
-
-
-# A node's float32 outputs beyond its op's error budget: why, or None (``budget.over_budget``,
-# passed in: the budgets build on this module).
-OverBudget = Callable[
-    [onnx.NodeProto, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]],
-    str | None,
-]
 
 
 def _over_budget(
