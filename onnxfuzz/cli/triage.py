@@ -50,6 +50,7 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
         known_rows,
         known_table,
         reduction_lines,
+        reference_title,
         summary_rows,
     )
 
@@ -97,8 +98,7 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
             click.echo(line)
         if alone:
             where = campaign_dir / REFERENCE_BUGS
-            title = f"failures of the reference alone (not reduced; bundles in {where})"
-            console().print(bug_table(alone, title))
+            console().print(bug_table(alone, reference_title("", alone, where)))
         if diversity is not None:
             console().print(diversity)
         text = report.markdown(campaign_dir, rows, n, alone)

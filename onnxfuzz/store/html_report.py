@@ -37,7 +37,7 @@ from onnxfuzz.store.report_data import (
     gather,
 )
 from onnxfuzz.store.svg import Series, colour, line_chart, number, stacked_bars, verdict_colour
-from onnxfuzz.store.triage import ALONE_WORDS
+from onnxfuzz.store.triage import alone_words
 
 # Verdicts in the order tables and bars show them: the good, the bugs, then the rest.
 VERDICT_ORDER = (
@@ -566,8 +566,8 @@ def _reference_alone(d: ReportData) -> str:
         for r in d.reference_rows
     )
     return (
-        f"<h3>Failures of the reference alone ({len(d.reference_rows)})</h3>"
-        f"<p class=muted>{escape(ALONE_WORDS)}</p>"
+        f"<h3>Failures of the reference ({len(d.reference_rows)})</h3>"
+        f"<p class=muted>{escape(alone_words(d.reference_rows))}</p>"
         '<table class="sortable"><thead><tr><th class=l>id</th><th class=l>verdict</th>'
         "<th class=l>stage</th><th class=l>backend</th><th>hits</th><th>first test</th></tr>"
         f"</thead><tbody>{rows}</tbody></table>"

@@ -60,9 +60,36 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
                 "reduction_stopped": stopped.get(b["key"]),
                 # crash signatures joined to it (Store.follow_ups)
                 "follow_ups": len(joined.get(b["key"], {})),
+                # the backends that failed the same way on its test (a reference's failure)
+                "shared_with": _shared_with(store, b["id"]) if reference_alone else [],
             }
         )
     return rows
+
+
+def _shared_with(store: Store, bug: str) -> list[str]:
+    """The backends (display names) that failed as the reference did on the test of its
+    set-aside failure ``bug``, from its bundle's meta.json (none where it is unreadable)."""
+    meta = store.path.parent / REFERENCE_BUGS / bug / "meta.json"
+    try:
+        labels = json.loads(meta.read_text()).get("shared_with") or []
+    except (OSError, ValueError):
+        return []
+    return [store.names.get(label, label) for label in labels]
+
+
+def reference_title(name: str, alone: list[dict[str, Any]], where: Path) -> str:
+    """The title of the table of a reference's set-aside failures (``summary_rows(...,
+    reference_alone=True)``): "alone" only where no other backend failed the same way (a
+    target wrapping the same runtime shares its crashes, and those are bugs of both)."""
+    who = f"the reference {name}" if name else "the reference"
+    shared = sum(1 for r in alone if r.get("shared_with"))
+    if not shared:
+        return f"failures of {who} alone (not reduced; bundles in {where})"
+    return (
+        f"failures of {who} (not reduced; in {shared} of {len(alone)} the target failed the "
+        f"same way too: a bug of both; bundles in {where})"
+    )
 
 
 def reduced_ops(row: dict[str, Any]) -> str:
@@ -426,8 +453,7 @@ def print_summary(
     if alone:
         where = out / REFERENCE_BUGS
         name = store.names.get(reference, reference)
-        title = f"failures of the reference {name} alone (not reduced; bundles in {where})"
-        out_console.print(bug_table(alone, title))
+        out_console.print(bug_table(alone, reference_title(name, alone, where)))
     cost = store.get_meta("confirmation")
     if cost and cost.get("findings") and cost.get("wall"):
         seconds, spent = cost["wall"], cost["seconds"]

@@ -24,10 +24,22 @@ _LEVEL = {"crash": "error", "timeout": "error", "mismatch": "error"}
 # Failures of the reference alone (``store.report.summary_rows(reference_alone=True)``):
 # set aside by the campaign, unreduced, in their own folder; listed apart from the bugs.
 ALONE_WORDS = (
-    "The reference failed where the target ran, so the test said nothing about the target: "
+    "The reference failed on these tests, so they said nothing of the target's results: "
     "set aside unreduced (`onnxfuzz fuzz --reduce-reference` reduces and files them as bugs). "
     "Each is a failure of the reference backend itself, to triage like a bug."
 )
+
+
+def alone_words(alone: list[dict[str, Any]]) -> str:
+    """``ALONE_WORDS``, and where another backend failed the same way on some of the tests,
+    how many and that those are its bugs too ("the target ran" is not so there)."""
+    shared = sum(1 for r in alone if r.get("shared_with"))
+    if not shared:
+        return ALONE_WORDS
+    return (
+        f"{ALONE_WORDS} In {shared} of {len(alone)} the target failed the same way too "
+        "(column `also failed`): a bug of a component they share, the target's as well."
+    )
 
 
 def markdown(
@@ -37,7 +49,7 @@ def markdown(
         f"# Bugs in {campaign_dir.name}",
         "",
         f"{n} tests, {families_title(rows)}"
-        + (f"; {len(alone)} failures of the reference alone (the last table)" if alone else "")
+        + (f"; {len(alone)} failures of the reference (the last table)" if alone else "")
         + ". Each bundle's `issue.md` is ready to file.",
         "",
     ]
@@ -79,12 +91,16 @@ def markdown(
     for line in reduction_lines(rows, campaign_dir):
         lines += ["", line]
     if alone:
-        lines += ["", f"## Failures of the reference alone ({len(alone)})", "", ALONE_WORDS, ""]
-        lines += ["| id | verdict | stage | backend | hits | first test |", "|---" * 6 + "|"]
+        lines += ["", f"## Failures of the reference ({len(alone)})", "", alone_words(alone), ""]
+        lines += [
+            "| id | verdict | stage | backend | also failed | hits | first test |",
+            "|---" * 7 + "|",
+        ]
         for r in alone:
             lines.append(
                 f"| [{r['id']}]({REFERENCE_BUGS}/{r['id']}/issue.md) | {r['verdict']} | "
-                f"{r['stage'] or '-'} | {r['backend']} | {r['hits']} | {r['first_test']} |"
+                f"{r['stage'] or '-'} | {r['backend']} | {', '.join(r['shared_with']) or '-'} | "
+                f"{r['hits']} | {r['first_test']} |"
             )
     return "\n".join(lines) + "\n"
 

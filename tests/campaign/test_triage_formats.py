@@ -325,7 +325,8 @@ def test_triage_and_the_report_list_the_failures_of_the_reference_alone(
         (out / "reference-bugs" / b / "issue.md").unlink()
     assert main(["triage", str(out)]) == 0
     text = (out / "triage.md").read_text()
-    assert "failures of the reference alone" in text
+    assert "failures of the reference (the last table)" in text
+    assert "## Failures of the reference (" in text and "failed the same way too" not in text
     for b in ids:
         assert f"](reference-bugs/{b}/issue.md)" in text
         assert (out / "reference-bugs" / b / "issue.md").exists()  # written again
@@ -347,6 +348,32 @@ def test_triage_and_the_report_list_the_failures_of_the_reference_alone(
     assert main(["replay", str(out), "--format", "json"]) == 1
     replayed = json.loads(capsys.readouterr().out)
     assert sorted(Path(r["bundle"]).name for r in replayed["bundles"]) == ids, replayed
+
+
+def test_a_failure_the_target_shares_with_the_reference_is_not_called_the_references_alone(
+    tmp_path: Path, capsys
+) -> None:
+    """A target wrapping the reference's runtime crashes where it does; the campaign sets
+    the crash aside as the reference's, and triage titled it "failures of the reference
+    alone", "where the target ran": the target failed the same way, a bug of both."""
+    out = tmp_path / "c"
+    raising = f"{ADAPTERS}:Raise:op=Mul"
+    backends = ["--backend", f"ref={raising}", "--backend", f"tgt={raising}"]
+    assert main(["fuzz", *backends, "--out", str(out), *FLAGS]) == 0
+    ids = sorted(p.name for p in (out / "reference-bugs").iterdir() if p.is_dir())
+    assert ids
+    capsys.readouterr()
+    assert main(["triage", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "alone" not in shown, shown
+    assert f"in {len(ids)} of {len(ids)} the target failed the same way too" in shown, shown
+    text = (out / "triage.md").read_text()
+    assert f"In {len(ids)} of {len(ids)} the target failed the same way too" in text, text
+    assert "| also failed |" in text and "| tgt |" in text, text
+    (tmp_path / "page").mkdir()
+    assert main(["report", str(out), "--out", str(tmp_path / "page" / "r.html")]) == 0
+    page = (tmp_path / "page" / "r.html").read_text()
+    assert "the target failed the same way too" in page
 
 
 def meta_ops(bundle: Path) -> list[str]:
