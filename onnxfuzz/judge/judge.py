@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 
 from onnxfuzz import dtypes as dt
+from onnxfuzz.errors import AdapterProtocolError
 from onnxfuzz.execute.sandbox import Outcome, Stage, Status
 from onnxfuzz.judge.budget import beyond_screen, lone_op_error, over_budget
 from onnxfuzz.judge.checks import NOT_A_BUG, Check, Mismatch
@@ -93,6 +94,8 @@ class Judge:
             for k, o in outcomes.items()
             if o.status == Status.OK and o.outputs is not None
         }
+        for label, got in ran.items():
+            _check_output_names(label, got, order)
         # Outputs departing from the model's declared types and shapes while another backend
         # meets them are that backend's fault, whatever the reference says (judge.declared).
         off = departures(ran, declared_outputs(model)) if len(ran) > 1 else {}
@@ -318,6 +321,23 @@ class Judge:
                     Verdict.UNSTABLE, v.stage, v.kind, culprit, v.message + "\n" + why
                 ), culprit
         return v, culprit
+
+
+def _check_output_names(label: str, got: dict[str, np.ndarray], order: list[str]) -> None:
+    """An adapter's outputs keyed by names none of which is the model's (``output_0``, a
+    suffix of its own): a defect of the adapter, the same on every test, not a missing
+    output per test (such an adapter was filed as 45 bugs of 48 tests, each blaming
+    another op). Some names right and some missing stays a mismatch: a compiler may drop
+    an output."""
+    if not got or not order or not got.keys().isdisjoint(order):
+        return
+    theirs = ", ".join(sorted(got)[:3]) + (", ..." if len(got) > 3 else "")
+    ours = ", ".join(order[:3]) + (", ..." if len(order) > 3 else "")
+    raise AdapterProtocolError(
+        f"adapter {label}: run() returned outputs named {theirs}, none of the model's "
+        f"({ours}): key the dict by the graph's output names; every test would fail the "
+        "same way, so none is filed as a bug (the protocol: docs/adapters.md)"
+    )
 
 
 def inputs_written(

@@ -376,7 +376,7 @@ class Campaign:
                 self.lock.release()
                 raise
         else:
-            if db.exists():
+            if db.exists() and not _clear_if_empty(out):
                 raise UsageError(
                     f"--out: {out} already holds a campaign; pass --resume to "
                     "continue it or choose another --out"
@@ -1496,6 +1496,27 @@ def candidate_timeout(f: Finding) -> float | None:
         return limit
     took = max((o.backend_s for o in f.outcomes.values()), default=0.0)
     return min(f.timeout, max(TRY_FLOOR, TRY_FACTOR * took))
+
+
+def _clear_if_empty(out: Path) -> bool:
+    """Whether ``out``'s campaign.db holds no test (a campaign stopped before its first one
+    was stored: an adapter's protocol error on the first test), then removed so that the
+    same --out starts afresh; False where it holds tests. A campaign running there holds
+    its lock: that is the error (``CampaignLock``)."""
+    lock = CampaignLock(out)
+    try:
+        db = out / "campaign.db"
+        store = Store.open_existing(db)
+        try:
+            empty = store.n_tests() == 0
+        finally:
+            store.close()
+        if empty:
+            for path in (db, db.with_name("campaign.db-wal"), db.with_name("campaign.db-shm")):
+                path.unlink(missing_ok=True)
+        return empty
+    finally:
+        lock.release()
 
 
 def _tolerance_of(

@@ -703,6 +703,15 @@ class ReturnsList(_OrtWrapper):
         return list(super().run(executable, inputs).values())
 
 
+class RenamesOutputs(_OrtWrapper):
+    """Breaks the protocol: run() keys its outputs by names of its own (``<name>_out``)."""
+
+    name = "renames-outputs"
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> Any:
+        return {f"{k}_out": v for k, v in super().run(executable, inputs).items()}
+
+
 class Flaky(WrongOp):
     """A planted race: each run of a model with ``op`` (float32) computes ``op`` + 0.5 with
     probability ``p`` (0.3 unless told), drawn per run, not from the model: the same model
