@@ -173,3 +173,45 @@ def test_a_precision_bug_found_under_an_amplified_mismatch_is_confirmed(workers)
     )
     conf = Confirmer(workers, OracleConfig(), runs=2).confirm(finding)
     assert (conf.kind, conf.failed) == (Reproducibility.DETERMINISTIC, 2), conf
+
+
+def test_the_repro_of_a_blamed_tensor_inside_the_model_compares_it_exposed(
+    workers, tmp_path: Path
+) -> None:
+    """The model as generated holds the blamed Exp inside it: its repro.py exposes that
+    tensor and compares it alone by Exp's budget. It compared the model's outputs by the
+    budget, and said REPRODUCES of a fixed backend's rounding well inside the tolerance."""
+    from onnxfuzz.run.campaign import _tolerance_of
+    from onnxfuzz.store.bundle import write_bundle
+
+    model, inputs = chain()
+    outcomes = workers.run_all(model.SerializeToString(), inputs, only=("ort", OFF_1E3))
+    got = Judge("ort", OracleConfig(), workers).assess(model, inputs, outcomes)[OFF_1E3]
+    v = got.judgement
+    assert (v.kind, v.output) == ("precision", "e"), v  # Exp's output, not the model's
+    finding = Finding(
+        signature=got.signature or "",
+        bug_id="exp-inside",
+        judgement=v,
+        backend=OFF_1E3,
+        reference="ort",
+        seed=0,
+        opset=21,
+        ops=[n.op_type for n in model.graph.node],
+        model=model,
+        inputs=inputs,
+        outcomes=outcomes,
+        versions={},
+        tolerance=_tolerance_of(OracleConfig(), v, model),
+        timeout=60.0,
+    )
+    bundle = write_bundle(tmp_path / "c", finding)
+    copied = tmp_path / "copied"
+    shutil.copytree(bundle, copied)
+    run = subprocess.run([sys.executable, "repro.py"], cwd=copied, capture_output=True, text=True)
+    assert run.returncode == 1 and run.stdout.startswith("REPRODUCES"), run.stdout + run.stderr
+    assert "output e: " in run.stdout, run.stdout
+    script = copied / "repro.py"
+    script.write_text(script.read_text().replace("'rel': '1e-3'", "'rel': '1e-6'"))
+    run = subprocess.run([sys.executable, "repro.py"], cwd=copied, capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.startswith("FIXED"), run.stdout + run.stderr
