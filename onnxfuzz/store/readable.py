@@ -130,25 +130,34 @@ def what_went_wrong(meta: dict[str, Any]) -> str:
 
 
 def value_errors(actual: np.ndarray, expected: np.ndarray) -> str:
-    """Max abs and rel error and, for floats, the largest distance in ulps."""
+    """Max abs and rel error and, for floats, the largest distance in ulps; relative errors
+    and ulps only where the expected value is not 0 (a difference from 0 has no relative
+    size: an Add off by 1 where 0 was expected read "max rel error 4.49e+307, up to 7.14e+44
+    ulps", more ulps than float32 has values)."""
     a = np.asarray(actual)
     e = np.asarray(expected)
     if a.shape != e.shape or a.size == 0:
         return ""
-    with np.errstate(all="ignore"):  # inf - inf, x / tiny: judged by ``finite`` below
-        diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
-        rel = diff / np.maximum(np.abs(e.astype(np.float64)), np.finfo(np.float64).tiny)
+    e64 = e.astype(np.float64)
+    with np.errstate(all="ignore"):  # inf - inf, x / 0: judged by ``finite`` below
+        diff = np.abs(a.astype(np.float64) - e64)
+        rel = diff / np.abs(e64)
     finite = np.isfinite(diff)
     if not finite.any():
         return ""
+    scaled = finite & (e64 != 0)
+    worst_rel = f"{rel[scaled].max():.6g}" if scaled.any() else "-"
     text = (
-        f"max abs error {diff[finite].max():.6g}, max rel error {rel[finite].max():.6g}, "
+        f"max abs error {diff[finite].max():.6g}, max rel error {worst_rel}, "
         f"{int((diff > 0).sum())} of {a.size} elements differ"
     )
-    if e.dtype.kind == "f" and a.dtype == e.dtype:
+    at_zero = int((finite & (e64 == 0) & (diff > 0)).sum())
+    if at_zero:
+        text += f" ({at_zero} where the expected value is 0: no relative error there)"
+    if e.dtype.kind == "f" and a.dtype == e.dtype and scaled.any():
         spacing = np.abs(np.spacing(e.astype(e.dtype)).astype(np.float64))
         with np.errstate(all="ignore"):
-            ulps = diff[finite] / spacing[finite]
+            ulps = diff[scaled] / spacing[scaled]
         text += f", up to {ulps.max():.3g} ulps"
     return text
 

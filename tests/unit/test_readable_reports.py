@@ -88,6 +88,18 @@ def test_value_errors_count_ulps() -> None:
     assert value_errors(e, e).startswith("max abs error 0,")
 
 
+def test_value_errors_give_no_relative_size_to_a_difference_from_zero() -> None:
+    """An Add off by 1 where 0 was expected read "max rel error 4.49423e+307, up to
+    7.14e+44 ulps" (float32 has fewer than 2**32 values): a difference from 0 has no
+    relative size, and is counted apart."""
+    said = value_errors(np.array([1.0, 3.0], np.float32), np.array([0.0, 2.0], np.float32))
+    assert said.startswith("max abs error 1, max rel error 0.5, 2 of 2 elements differ"), said
+    assert "(1 where the expected value is 0: no relative error there)" in said, said
+    assert "up to 4.19e+06 ulps" in said, said  # the 2 -> 3 element: 1 / 2**-22
+    only = value_errors(np.array([1.0], np.float32), np.array([0.0], np.float32))
+    assert "max rel error -" in only and "ulps" not in only, only
+
+
 def test_writing_an_issue_prints_no_numpy_warning(tmp_path: Path) -> None:
     """A campaign's screen showed numpy's RuntimeWarnings from issue.md's expected values
     (the reference evaluator's Pad casting NaN) and from a relative error against a
