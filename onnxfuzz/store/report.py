@@ -62,20 +62,40 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
                 "follow_ups": len(joined.get(b["key"], {})),
                 # the backends that failed the same way on its test (a reference's failure)
                 "shared_with": _shared_with(store, b["id"]) if reference_alone else [],
+                # an intermittent or state-dependent bug's reduced ops: its pattern is that
+                # word (one bundle per family), its bundle says what it was reduced to
+                "reduced_ops": _reduced_ops(store, b["id"])
+                if b["pattern"] in SETTLED_PATTERNS
+                else None,
             }
         )
     return rows
 
 
+# A bug's pattern where its bundle is its family's (``run.campaign``): no op pattern.
+SETTLED_PATTERNS = ("intermittent", "state")
+
+
+def _bundle_meta(store: Store, where: str, bug: str) -> dict[str, Any]:
+    """The meta.json of the bundle ``where/bug`` beside ``store`` ({} where unreadable)."""
+    try:
+        meta = json.loads((store.path.parent / where / bug / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def _shared_with(store: Store, bug: str) -> list[str]:
     """The backends (display names) that failed as the reference did on the test of its
     set-aside failure ``bug``, from its bundle's meta.json (none where it is unreadable)."""
-    meta = store.path.parent / REFERENCE_BUGS / bug / "meta.json"
-    try:
-        labels = json.loads(meta.read_text()).get("shared_with") or []
-    except (OSError, ValueError):
-        return []
+    labels = _bundle_meta(store, REFERENCE_BUGS, bug).get("shared_with") or []
     return [store.names.get(label, label) for label in labels]
+
+
+def _reduced_ops(store: Store, bug: str) -> list[str] | None:
+    """The ops ``bugs/bug``'s model was reduced to (None: not reduced, or unreadable)."""
+    ops = _bundle_meta(store, "bugs", bug).get("reduced_ops")
+    return ops if isinstance(ops, list) else None
 
 
 def reference_title(name: str, alone: list[dict[str, Any]], where: Path) -> str:
@@ -95,6 +115,8 @@ def reference_title(name: str, alone: list[dict[str, Any]], where: Path) -> str:
 def reduced_ops(row: dict[str, Any]) -> str:
     """A bug row's reduced op pattern as tables show it: "-" for one kept unreduced, and
     "- (reduction failed)" where reduction raised rather than being off or not needed."""
+    if row["pattern"] in SETTLED_PATTERNS and row.get("reduced_ops"):
+        return f"{' '.join(row['reduced_ops'])} ({row['pattern']})"
     if row["pattern"] != "unreduced":
         stopped = " (budget spent: may reduce further)" if row.get("reduction_stopped") else ""
         return row["pattern"].replace("+", " ") + stopped

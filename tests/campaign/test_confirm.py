@@ -20,6 +20,7 @@ from onnxfuzz.execute.messages import Test as Ran
 from onnxfuzz.run.campaign import Campaign, CampaignOptions
 from onnxfuzz.run.confirm import bisect
 from onnxfuzz.store.db import Store
+from onnxfuzz.store.report import reduced_ops, summary_rows
 
 HERE = Path(__file__).resolve().parent
 ADAPTERS = HERE / "adapters.py"
@@ -87,6 +88,13 @@ def test_flaky_wrong_value_is_one_intermittent_bundle_reduced_to_its_trigger(tmp
         # each compiled model runs twice: a race caught on a second run, which fresh runs
         # show on first runs too, is filed as a failure of any run, not of second runs
         assert m["stage"] == "run", (m["stage"], m["confirmed"], m["message"])
+    # the tables' "reduced ops" said "intermittent" (the bug's pattern), not the ops
+    store = Store.open_existing(c.out / "campaign.db")
+    try:
+        shown = [reduced_ops(r) for r in summary_rows(store)]
+    finally:
+        store.close()
+    assert shown == ["Add (intermittent)"] * len(metas), shown
     bundle = c.out / "bugs" / metas[0]["id"]
     issue = (bundle / "issue.md").read_text()
     seen = metas[0]["confirmed"]
