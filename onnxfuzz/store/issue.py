@@ -522,12 +522,17 @@ def _inputs_table(folder: Path, names: dict[str, str] | None = None) -> str:
 
 def _versions(meta: dict[str, Any]) -> str:
     """The culprit backend's version and the settings that matter for it (ORT's graph
-    optimization level; TVM's target, opt level and LLVM), not every backend compared."""
+    optimization level; TVM's target, opt level and LLVM), and the reference's version,
+    not every backend compared."""
     backend = meta["backend"]
     target = backend.split(":")[0]
     versions = meta.get("versions", {})
     mine = {k: v for k, v in versions.items() if k == backend or k.split(":")[0] == target}
     lines = [f"- {k}: {v}" for k, v in sorted(mine.items())]
+    reference = meta.get("reference")
+    if reference and reference != backend and reference in versions:
+        # what the outputs were compared with: a mismatch is against that version
+        lines.append(f"- compared with {reference}: {versions[reference]}")
     try:
         options = dict(parse_backend(backend).options)
     except BackendError:

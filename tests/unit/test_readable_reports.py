@@ -132,6 +132,30 @@ def test_writing_an_issue_prints_no_numpy_warning(tmp_path: Path) -> None:
     assert [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)] == []
 
 
+def test_the_issue_names_the_version_it_was_compared_with(tmp_path: Path) -> None:
+    """The versions listed the culprit's only: a mismatch against ort said nothing of which
+    ort it was compared with."""
+    from onnxfuzz.store.issue import issue_markdown
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    data = tmp_path / "b" / "test_data_set_0"
+    data.mkdir(parents=True)
+    onnx.save(helper.make_model(graph), str(tmp_path / "b" / "model.onnx"))
+    x = numpy_helper.from_array(np.array([-1.0, 4.0], np.float32), "x")
+    (data / "input_0.pb").write_bytes(x.SerializeToString())
+    meta = {"id": "tvm-mismatch-run-1", "verdict": "mismatch", "stage": "run", "ops": ["Relu"]}
+    meta |= {"backend": "tvm", "reference": "ort", "suspect": "tvm"}
+    meta |= {"versions": {"tvm": "0.27.0", "ort": "1.31.1"}}
+    (tmp_path / "b" / "meta.json").write_text(json.dumps(meta))
+    text = issue_markdown(tmp_path / "b")
+    assert "- tvm: 0.27.0" in text and "- compared with ort: 1.31.1" in text, text
+
+
 def _ort_clip_model(dtype: int) -> onnx.ModelProto:
     graph = helper.make_graph(
         [helper.make_node("Clip", ["x", "lo"], ["y"])],
