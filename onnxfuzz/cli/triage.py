@@ -54,6 +54,12 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
         summary_rows,
     )
 
+    if export_known is not None and export_known.suffix.lower() not in ("", ".json"):
+        # the file is JSON whatever it is called: a known.toml held JSON, said nowhere
+        raise UsageError(
+            f"--export-known: {export_known} would hold JSON (onnxfuzz-known/1), not "
+            f"{export_known.suffix[1:].upper()}: name it {export_known.with_suffix('.json').name}"
+        )
     db = campaign_dir / "campaign.db"
     if not db.exists():
         raise UsageError(f"{campaign_dir}: no campaign.db; give a folder made by onnxfuzz fuzz")

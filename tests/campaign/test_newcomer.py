@@ -150,6 +150,18 @@ def test_outputs_under_names_of_the_adapters_own_are_one_error_and_the_out_is_re
     assert r.returncode == 2 and "already holds a campaign" in one_error_line(r)
 
 
+def test_export_known_to_a_toml_name_is_refused_not_written_as_json(
+    campaign: Path, tmp_path: Path
+) -> None:
+    """known.toml was written with JSON in it, and the message said nothing of it."""
+    target = tmp_path / "known.toml"
+    r = onnxfuzz("triage", str(campaign), "--export-known", str(target))
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = one_error_line(r)
+    assert "would hold JSON" in line and "name it known.json" in line, line
+    assert not target.exists()
+
+
 def test_the_same_backend_twice_is_named(tmp_path: Path) -> None:
     r = onnxfuzz("fuzz", "--backend", "ort", "--backend", "ort", "--tests", "3", "--out", "x")
     assert r.returncode == 2
