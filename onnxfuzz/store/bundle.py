@@ -40,7 +40,7 @@ from onnxfuzz.execute.messages import Test
 from onnxfuzz.execute.sandbox import Outcome, Stage
 from onnxfuzz.generate.build.generator import Case
 from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs, write_test
-from onnxfuzz.judge.oracle import Judgement, precision_dtypes
+from onnxfuzz.judge.oracle import Judgement, Verdict, precision_dtypes
 from onnxfuzz.judge.signature import RULES, WHERE_HINTS, WHERE_ONLY, normalize
 from onnxfuzz.reduce.reducer import Reduced
 from onnxfuzz.store.issue import write_issue
@@ -246,6 +246,20 @@ def _write_plain(
     )
 
 
+def _reduced_message(f: Finding, reduced: Reduced) -> str:
+    """The reduced model's failure in words; a hang's says which time limit it ran under
+    (the reduction tries each candidate under a limit of its own, shorter than the
+    campaign's: "no result within 2 s" read as a contradiction of --timeout 5)."""
+    message = reduced.message
+    within = re.match(r"no result within ([0-9.e+-]+) s", message)
+    if f.judgement.verdict == Verdict.TIMEOUT and within and float(within[1]) != f.timeout:
+        message += (
+            f" (the reduction's per-candidate limit; the campaign's --timeout, which "
+            f"repro.py uses, is {f.timeout:g} s)"
+        )
+    return message
+
+
 def write_bundle(
     root: Path, f: Finding, reduced: Reduced | None = None, where: str = "bugs"
 ) -> Path:
@@ -304,7 +318,7 @@ def write_bundle(
         meta.update(
             reduced_ops=reduced.ops,
             reduced_nodes=len(reduced.ops),
-            **({"reduced_message": reduced.message} if reduced.message else {}),
+            **({"reduced_message": _reduced_message(f, reduced)} if reduced.message else {}),
             pattern=reduced.pattern,
             reduction={
                 "seconds": round(reduced.seconds, 3),

@@ -288,3 +288,19 @@ def test_the_inputs_table_says_a_range_as_a_range(tmp_path) -> None:
     assert rows[0] == "| x0 | uint32 | [1, 2, 6] | all 1 |", rows
     assert rows[1] == "| x1 | float32 | [12] | from 0 to 11 |", rows
     assert rows[2] == "| x2 | float64 | [3] | [0., 0., 0.] |", rows
+
+
+def test_a_reduced_hang_says_which_time_limit_it_ran_under() -> None:
+    """A hang's reduced model failed under the reduction's per-candidate limit: issue.md
+    said "no result within 2 s" of a campaign run with --timeout 5, and repro.py waits 5."""
+    from types import SimpleNamespace
+
+    from onnxfuzz.judge.oracle import Verdict
+    from onnxfuzz.store.bundle import _reduced_message
+
+    hang = SimpleNamespace(judgement=SimpleNamespace(verdict=Verdict.TIMEOUT), timeout=5.0)
+    said = "no result within 2 s (on the worker's clock: compile 0.0 s, run 2.0 s)"
+    got = _reduced_message(hang, SimpleNamespace(message=said))
+    assert got.startswith(said) and "the campaign's --timeout, which repro.py uses, is 5 s" in got
+    same = "no result within 5 s (on the worker's clock: compile 0.0 s, run 5.0 s)"
+    assert _reduced_message(hang, SimpleNamespace(message=same)) == same
