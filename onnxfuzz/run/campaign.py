@@ -1245,6 +1245,11 @@ class Campaign:
             # only if its reduction opens a new bug (a bundle's rate is its own).
             reduced = self._reduce(f, lane, gen, 1)
             key = f"{f.signature}|{reduced.pattern}" if reduced is not None else prior
+            if reduced is not None and not reduced.complete and not prior.endswith("|unreduced"):
+                # stopped at its budget with nodes to spare: a pattern no smaller than need
+                # be is no sign of another bug (a hang reduced to Tanh was filed again as
+                # Tanh -> Pow, its reduction cut short)
+                key, reduced = prior, None
             with self._lock:
                 new = key not in self.store.bug_keys()
             if new:

@@ -470,3 +470,31 @@ def test_a_bundle_that_fails_to_write_keeps_the_test_and_the_campaign_goes_on(
     assert (c.out / "bugs" / bugs[0]["id"] / "model.onnx").exists()
     log = (c.out / "bundle-errors.log").read_text()
     assert "bundle writer bug for this finding" in log and "Traceback" in log
+
+
+def test_a_reduction_cut_short_joins_its_signatures_bug_instead_of_a_new_bundle(
+    tmp_path: Path,
+) -> None:
+    """Each later hit of a filed signature is reduced, and a new op pattern opened a new
+    bundle: a reduction stopped by its budget ends at a pattern no smaller than need be,
+    so one bug was filed again and again (a hang reduced to Tanh, then as Tanh -> Pow).
+    With reductions of 2 ms, one Sigmoid bug was 3 bundles of 16-17 nodes; it is one."""
+    opts = CampaignOptions(
+        backends=["ort", f"{ADAPTERS}:WrongOp:op=Sigmoid"],
+        tests=60,
+        seed=11,
+        timeout=10.0,
+        reduce_budget=0.002,
+        probe="off",
+        generator={
+            "min_nodes": 15,
+            "max_nodes": 20,
+            "ops": ["Add", "Relu", "Mul", "Sigmoid", "Tanh", "Neg"],
+            "dtypes": ["float32"],
+        },
+    )
+    c = finished(tmp_path / "c", opts)
+    metas = [json.loads(m.read_text()) for m in (c.out / "bugs").glob("*/meta.json")]
+    signatures = [m["signature"] for m in metas]
+    assert signatures and len(signatures) == len(set(signatures)), signatures
+    assert all(not m["reduction"]["fixed_point"] for m in metas)  # the premise: cut short
