@@ -18,7 +18,7 @@ from onnxfuzz.judge.attribution import known_if_documented
 from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.localize import expose_all
 from onnxfuzz.judge.oracle import OracleConfig
-from onnxfuzz.judge.signature import family
+from onnxfuzz.judge.signature import family, root_signature
 from onnxfuzz.reduce.measure import value_bytes
 
 # A state-dependent finding's candidate runs in a fresh process of its own (after the
@@ -216,7 +216,12 @@ class Reproducer:
             return bool(self.target.match.search(f"{a.signature}\n{a.judgement.message}"))
         if self.target.attempts > 1 and self.target.signature is not None:
             return family(a.signature) == family(self.target.signature)
-        return a.signature == self.target.signature
+        if self.target.signature is None:
+            return False
+        # One op's wrong value is "values" past the tolerance and "precision" inside it: a
+        # smaller model may move it across (an Add off by 1 was kept beside a Sigmoid that
+        # held its error inside the tolerance, where Add alone shows it past).
+        return root_signature(a.signature) == root_signature(self.target.signature)
 
     def reference_values(
         self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]

@@ -179,3 +179,35 @@ def test_a_state_dependent_bundle_ships_its_reduced_model_with_the_earlier_ones(
         timeout=300,
     )
     assert p.returncode == 1 and p.stdout.startswith("REPRODUCES"), p.stdout + p.stderr
+
+
+def test_a_precision_finding_reduces_to_the_op_alone_where_it_shows_past_the_tolerance() -> None:
+    """Add off by 0.5 under a Sigmoid that holds the model's error inside the tolerance:
+    "precision in Add output"; Add alone shows it past the tolerance, "values in Add
+    output". One op's wrong value either side of the tolerance is one failure to keep: the
+    reducer kept the Sigmoid (and an audit's +1 Add bug 2 nodes, beside its 1-node twin)."""
+
+    def add_then(*ops: str) -> onnx.ModelProto:
+        nodes, last = [helper.make_node("Add", ["x", "y"], ["a"], name="add0")], "a"
+        for k, op in enumerate(ops):
+            nodes.append(helper.make_node(op, [last], [f"t{k}"], name=f"{op.lower()}{k}"))
+            last = f"t{k}"
+        x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in "xy")
+        z = helper.make_tensor_value_info(last, TensorProto.FLOAT, [2])
+        model = helper.make_model(
+            helper.make_graph(nodes, "g", [x, y], [z]),
+            opset_imports=[helper.make_opsetid("", 17)],
+            ir_version=8,
+        )
+        return onnx.shape_inference.infer_shapes(model)
+
+    feeds = {"x": np.full(2, 6.0, np.float32), "y": np.full(2, 2.0, np.float32)}
+    with BackendPool(["ort", WRONG], timeout=30.0) as pool:
+        whole = add_then("Sigmoid")
+        outcomes = pool.run_all(whole.SerializeToString(), feeds)
+        sig = Judge("ort", OracleConfig(), pool).assess(whole, feeds, outcomes)[WRONG].signature
+        assert sig is not None and sig.endswith("precision in Add output"), sig
+        assert Reproducer(pool, Target(WRONG, "ort", sig))(add_then(), feeds)
+        # the other direction: another op's wrong value is not this failure
+        other = sig.replace("in Add output", "in Sigmoid output")
+        assert not Reproducer(pool, Target(WRONG, "ort", other))(add_then(), feeds)
