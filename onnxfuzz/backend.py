@@ -264,7 +264,7 @@ def _load_class(target: str, text: str) -> type:
         if not path.is_file():
             raise BackendError(f"--backend {text}: no such file {where}")
         digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
-        mod_name = f"onnxfuzz_user_{path.stem}_{digest}"
+        mod_name = f"{USER_MODULE}{path.stem}_{digest}"
         if mod_name in sys.modules:
             module = sys.modules[mod_name]
             return _class_of(module, cls_name, where, text)
@@ -289,6 +289,9 @@ def _load_class(target: str, text: str) -> type:
     return _class_of(module, cls_name, where, text)
 
 
+USER_MODULE = "onnxfuzz_user_"  # the module name of an adapter loaded from a file path
+
+
 def _class_of(module: Any, cls_name: str, where: str, text: str) -> type:
     cls = getattr(module, cls_name, None)
     if cls is None:
@@ -300,7 +303,10 @@ def check_protocol(cls: type, origin: str) -> None:
     """Refuse a class that does not follow the adapter protocol, saying what is missing."""
     if not inspect.isclass(cls):
         raise BackendError(f"adapter {origin}: {cls!r} is not a class")
-    where = f"adapter {cls.__module__}.{cls.__qualname__} ({origin})"
+    # a class loaded from a file lives in a module named for onnxfuzz (USER_MODULE...):
+    # the file's path in ``origin`` says where it is
+    module = "" if cls.__module__.startswith(USER_MODULE) else f"{cls.__module__}."
+    where = f"adapter {module}{cls.__qualname__} ({origin})"
     missing = [sig for attr, sig in REQUIRED.items() if not callable(getattr(cls, attr, None))]
     if not isinstance(getattr(cls, "name", None), str) and "name" not in getattr(
         cls, "__annotations__", {}
