@@ -230,6 +230,19 @@ def root_signature(sig: str) -> str:
     return f"{backend}|{verdict}|{stage}|{root_kind(kind)}{sep}{rest}"
 
 
+def kind_twin(sig: str) -> str | None:
+    """The signature of the same op's wrong value on the other side of the end-to-end
+    tolerance (``root_kind``): "values in X output" for "precision in X output" and the
+    other way round; None for any other signature."""
+    head, sep, detail = sig.rpartition("|")
+    if not sep or sig.split("|", 2)[1:2] != [Verdict.MISMATCH]:
+        return None
+    for kind, other in (("precision in ", "values in "), ("values in ", "precision in ")):
+        if detail.startswith(kind):
+            return f"{head}|{other}{detail[len(kind):]}"
+    return None
+
+
 @functools.lru_cache(maxsize=8192)
 def family(sig: str) -> str:
     """The root-cause family of a bug signature (``signature``): the same signature without

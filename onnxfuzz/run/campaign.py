@@ -39,7 +39,7 @@ from onnxfuzz.judge.budget import repro_tolerance
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict
 from onnxfuzz.judge.second_opinion import needed, second_opinion
-from onnxfuzz.judge.signature import bug_id, family
+from onnxfuzz.judge.signature import bug_id, family, kind_twin
 from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import Reproducer, Target
@@ -1225,6 +1225,13 @@ class Campaign:
             prior = self.store.bug_of_signature(f.signature)
             keys = self.store.keys_of(f.signature)
             lost = self.store.not_reproducible_of(f.signature)
+            twin = kind_twin(f.signature)
+            twin_bug = self.store.bug_of_signature(twin) if twin and prior is None else None
+        if twin_bug is not None and not self._reference_alone(f):
+            # One op's wrong value on the other side of the tolerance (values / precision,
+            # judge.signature.root_kind): a hit of the bug filed for it, not a new bundle
+            # (an Add off by 1 was filed as "values" and twice as "precision")
+            return twin_bug, None
         settled = ("intermittent", "state", REFERENCE_ONLY)
         if prior is not None and prior.rsplit("|", 1)[1] in settled:
             return prior, None  # confirmed before, filed as its family's or the reference's

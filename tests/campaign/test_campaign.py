@@ -500,3 +500,36 @@ def test_a_reduction_cut_short_joins_its_signatures_bug_instead_of_a_new_bundle(
     signatures = [m["signature"] for m in metas]
     assert signatures and len(signatures) == len(set(signatures)), signatures
     assert all(not m["reduction"]["fixed_point"] for m in metas)  # the premise: cut short
+
+
+def test_one_ops_wrong_value_on_either_side_of_the_tolerance_is_one_bundle(
+    tmp_path: Path,
+) -> None:
+    """Add off by 0.5 is past the tolerance where Add's output is the model's, inside it
+    under a Sigmoid (a precision finding): both reduce to Add, and were filed as two bugs,
+    "values in Add output" and "precision in Add output". The second joins the first."""
+    opts = CampaignOptions(
+        backends=["ort", f"{ADAPTERS}:WrongOp:op=Add"],
+        tests=80,
+        seed=5,
+        timeout=10.0,
+        probe="off",
+        generator={
+            "min_nodes": 2,
+            "max_nodes": 5,
+            "ops": ["Add", "Sigmoid", "Tanh", "Mul"],
+            "dtypes": ["float32"],
+        },
+    )
+    c = finished(tmp_path / "c", opts)
+    metas = [json.loads(m.read_text()) for m in (c.out / "bugs").glob("*/meta.json")]
+    assert [m["signature"].rsplit("|", 1)[1] for m in metas] == ["values in Add output"]
+    store = Store.open_existing(c.out / "campaign.db")
+    try:
+        kinds = {
+            sig.rsplit("|", 1)[1]
+            for (sig,) in store.db.execute("SELECT signature FROM results WHERE bug IS NOT NULL")
+        }
+    finally:
+        store.close()
+    assert "precision in Add output" in kinds, kinds  # the premise: it was hit that way too

@@ -312,8 +312,9 @@ def test_openvinos_conversion_failures_are_told_apart_by_their_words() -> None:
     message = "RuntimeError: Exception from src/x.cpp:1:\nCheck 'false' failed at src/y.cpp:2:"
     message += "\nCan not create StaticMemory object. The memory desc is undefined"
     sig = signature("openvino", Judgement(Verdict.CRASH, Stage.COMPILE, message=message))
-    assert sig.endswith("|RuntimeError: Can not create StaticMemory object. The memory desc is "
-    "undefined")
+    assert sig.endswith(
+        "|RuntimeError: Can not create StaticMemory object. The memory desc is undefined"
+    )
     forms = earlier_forms(sig, message)
     assert forms[0] == sig
     before = "RuntimeError: Exception from srcFILE: | Check S failed at srcFILE:"
@@ -451,11 +452,27 @@ def test_one_check_at_each_rank_is_one_family() -> None:
         " {}, 'keepdim': True}}): got RuntimeError('linalg.vector_norm: Expected a floating "
         "point or complex tensor as input. Got torch.int32')\n"
     )
-    scalar, vector = sig("torch-compile", norm.format("()", "[]")), sig(
-        "torch-compile", norm.format("(5,)", "[0]")
+    scalar, vector = (
+        sig("torch-compile", norm.format("()", "[]")),
+        sig("torch-compile", norm.format("(5,)", "[0]")),
     )
     assert scalar != vector and family(scalar) == family(vector)
     # a list that is not all numbers is words of the message
     assert family(sig("openvino", "Error: axes [a,b] bad")) != family(
         sig("openvino", "Error: axes [1,2] bad")
     )
+
+
+def test_a_wrong_values_kind_twin_is_the_other_side_of_the_tolerance() -> None:
+    from onnxfuzz.judge.signature import kind_twin
+
+    assert (
+        kind_twin("tvm|mismatch|run|precision in Add output")
+        == "tvm|mismatch|run|values in Add output"
+    )
+    assert (
+        kind_twin("tvm|mismatch|run|values in Add output")
+        == "tvm|mismatch|run|precision in Add output"
+    )
+    assert kind_twin("tvm|mismatch|run|shape in Add output") is None
+    assert kind_twin("tvm|crash|run|values in Add output") is None
