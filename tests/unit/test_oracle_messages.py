@@ -39,3 +39,15 @@ def test_single_node_without_a_declared_input_type_is_none() -> None:
     model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
     assert single_node(model, nodes[1]) is None
     assert single_node(model, nodes[0]) is not None
+
+
+def test_no_relative_error_is_given_against_a_reference_of_zero() -> None:
+    """An Add off by 1 where the reference gave 0 read "max rel err 1e+30"."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        j = _values("y", np.zeros(3, np.float32), np.ones(3, np.float32), (1e-3, 1e-2))
+        both = _values(
+            "y", np.array([0.0, 2.0], np.float32), np.array([1.0, 3.0], np.float32), (1e-3, 1e-2)
+        )
+    assert j is not None and "max rel err - (the reference is 0 there)" in j.message, j
+    assert both is not None and "max rel err 0.5;" in both.message, both
