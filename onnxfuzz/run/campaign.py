@@ -970,6 +970,11 @@ class Campaign:
                 if key is None:  # no fresh run re-created it: counted, never filed
                     r.verdict = NOT_REPRODUCIBLE
                     continue
+                if key not in known and (twin := kind_twin(f.signature)) is not None:
+                    # the same op's wrong value, filed by another lane meanwhile on the other
+                    # side of the tolerance (its hit, not a second bundle: _own_key checks
+                    # before reducing, this after)
+                    key = next(iter(self.store.keys_of(twin)), key)
                 r.bug, r.pattern = key, key.rsplit("|", 1)[1]
                 if key not in known:
                     f.bug_id = bug_id(key, self.names)
