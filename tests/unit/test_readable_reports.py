@@ -77,6 +77,15 @@ def test_each_kind_of_finding_has_its_own_words() -> None:
     tvm = {"backend": "tvm", "stage": "compile", "verdict": "crash", "signature": ""}
     assert "LLVM code generation" in what_went_wrong({**tvm, "culprit": {"stage": "codegen"}})
     assert "from_onnx" in what_went_wrong({**tvm, "culprit": {"stage": "import"}})
+    # a second run's wrong value: a second-run bug where every fresh run showed it, else
+    # a wrong value now and then (a flaky kernel wrong on any run read as the former)
+    rerun = {**mismatch, "stage": "rerun", "kind": "values"}
+    assert what_went_wrong({**rerun, "reproducibility": "deterministic"}) == (
+        "returns wrong results when the same compiled model runs a second time"
+    )
+    assert what_went_wrong({**rerun, "reproducibility": "intermittent"}) == (
+        "returns wrong results now and then (seen on a second run of the same compiled model)"
+    )
 
 
 def test_value_errors_count_ulps() -> None:
