@@ -73,6 +73,7 @@ from onnxfuzz.store.db import (
     REDUCTION_STOPPED,
     REFERENCE_BUGS,
     REFERENCE_ONLY,
+    SETTLED_PATTERNS,
     CampaignLock,
     Result,
     Store,
@@ -1237,7 +1238,7 @@ class Campaign:
             # judge.signature.root_kind): a hit of the bug filed for it, not a new bundle
             # (an Add off by 1 was filed as "values" and twice as "precision")
             return twin_bug, None
-        settled = ("intermittent", "state", REFERENCE_ONLY)
+        settled = (*SETTLED_PATTERNS, REFERENCE_ONLY)
         if prior is not None and prior.rsplit("|", 1)[1] in settled:
             return prior, None  # confirmed before, filed as its family's or the reference's
         alone = self._reference_alone(f)

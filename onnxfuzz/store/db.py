@@ -82,6 +82,8 @@ MAX_SEEDS = 1000  # seeds kept per bug
 # The verdict of a finding that no fresh run re-created (onnxfuzz.run.confirm).
 NOT_REPRODUCIBLE = "not-reproducible"
 REFERENCE_ONLY = "reference"  # the pattern of a failure of the reference alone
+# The patterns of bugs filed one per family (their bundle says what they were reduced to)
+SETTLED_PATTERNS = ("intermittent", "state")
 # The campaign folder's subfolder of those failures' bundles (unreduced), beside bugs/.
 REFERENCE_BUGS = "reference-bugs"
 # Findings whose reduction raised (kept unreduced): meta key -> {signature: "Error: why"};

@@ -20,6 +20,7 @@ from onnxfuzz.store.db import (
     REDUCTION_FAILURES,
     REDUCTION_STOPPED,
     REFERENCE_BUGS,
+    SETTLED_PATTERNS,
     Store,
 )
 from onnxfuzz.store.known import KnownFile
@@ -70,10 +71,6 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
             }
         )
     return rows
-
-
-# A bug's pattern where its bundle is its family's (``run.campaign``): no op pattern.
-SETTLED_PATTERNS = ("intermittent", "state")
 
 
 def _bundle_meta(store: Store, where: str, bug: str) -> dict[str, Any]:
