@@ -72,7 +72,13 @@ import numpy as np
 import onnx
 
 from onnxfuzz.execute.sandbox import Outcome, Status
-from onnxfuzz.judge.localize import GUILTY_TRIES, expose_all, node_alone, single_node
+from onnxfuzz.judge.localize import (
+    GUILTY_TRIES,
+    expose_all,
+    node_alone,
+    run_alone,
+    single_node,
+)
 from onnxfuzz.judge.precision import NUDGE_DRAWS, NUDGE_ULPS, has_half, nudge_reach
 
 EPS32 = float(np.finfo(np.float32).eps)  # one float32 ulp, relative: 2**-23
@@ -355,7 +361,8 @@ def lone_op_error(
             return None
         mine = have
         if run_backend is not None:
-            lone = _backend_alone(probe, node, fed, run_backend)
+            alone_outputs = run_alone(probe, node, fed, run_backend)
+            lone = None if alone_outputs is None else {**fed, **alone_outputs}
             if lone is not None and over_budget(node, fed, outputs, lone) is None:
                 passed_over += 1  # right alone: the model around it makes it wrong
                 if passed_over > GUILTY_TRIES:
@@ -367,23 +374,6 @@ def lone_op_error(
         why = over_budget(node, fed, outputs, mine, reach)
         return (node, why) if why is not None else None
     return None
-
-
-def _backend_alone(
-    model: onnx.ModelProto,
-    node: onnx.NodeProto,
-    fed: dict[str, np.ndarray],
-    run_backend: Callable[[bytes, dict], Outcome],
-) -> dict[str, np.ndarray] | None:
-    """The backend's outputs of ``node`` alone on ``fed``; None where the node cannot be
-    made alone or the run fails."""
-    one = single_node(model, node)
-    if one is None:
-        return None
-    got = run_backend(one.SerializeToString(), fed)
-    if got.status != Status.OK or got.outputs is None:
-        return None
-    return {**fed, **got.outputs}
 
 
 def _ins(node: onnx.NodeProto, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

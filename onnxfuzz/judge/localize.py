@@ -309,14 +309,11 @@ def _right_alone(
     tolerance and, for a float32 output, within its op's error budget. A run that fails,
     or a node that cannot be made alone, is not shown right: it stays blamed."""
     fed, want = alone
-    one = single_node(model, node)
-    if one is None:
+    got = run_alone(model, node, fed, run_backend)
+    if got is None:
         return False
-    got = run_backend(one.SerializeToString(), fed)
-    if got.status != Status.OK or got.outputs is None:
-        return False
-    return _agrees(node, reference, want, backend, got.outputs, cfg, tol_dtypes) and not (
-        _over_budget(beyond, node, fed, want, got.outputs)
+    return _agrees(node, reference, want, backend, got, cfg, tol_dtypes) and not (
+        _over_budget(beyond, node, fed, want, got)
     )
 
 
@@ -385,6 +382,21 @@ def ancestors(g: onnx.GraphProto, output: str) -> set[int] | None:
             found.add(k)
             todo.extend(reads(g.node[k]))
     return found
+
+
+def run_alone(
+    model: onnx.ModelProto,
+    node: onnx.NodeProto,
+    fed: dict[str, np.ndarray],
+    run: Callable[[bytes, dict], Outcome],
+) -> dict[str, np.ndarray] | None:
+    """``node`` as a one-node model (``single_node``) run by ``run`` on ``fed``: its
+    outputs, or None where the model cannot be made or the run fails."""
+    one = single_node(model, node)
+    if one is None:
+        return None
+    got = run(one.SerializeToString(), fed)
+    return got.outputs if got.status == Status.OK else None
 
 
 def node_alone(

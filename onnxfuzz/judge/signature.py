@@ -239,7 +239,7 @@ def kind_twin(sig: str) -> str | None:
         return None
     for kind, other in (("precision in ", "values in "), ("values in ", "precision in ")):
         if detail.startswith(kind):
-            return f"{head}|{other}{detail[len(kind):]}"
+            return f"{head}|{other}{detail[len(kind) :]}"
     return None
 
 

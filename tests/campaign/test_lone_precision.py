@@ -144,18 +144,12 @@ def cancellation() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     return model, {"x": x, "e": np.exp(x)}
 
 
-def test_a_precision_bug_found_under_an_amplified_mismatch_is_confirmed(workers) -> None:
-    """The end-to-end mismatch is amplified rounding (the reference fed the backend's Exp
-    values computes its Sub alike: unstable), and Exp alone is off by 1e-3: a precision
-    finding. Its fresh runs fail the same way (the same outputs), so confirmation files it;
-    before, it asked them to be within the tolerance and called it not reproducible."""
-    model, inputs = cancellation()
-    outcomes = workers.run_all(model.SerializeToString(), inputs, only=("ort", OFF_1E3))
-    got = Judge("ort", OracleConfig(), workers).assess(model, inputs, outcomes)[OFF_1E3]
-    assert (got.judgement.verdict, got.judgement.kind) == (Verdict.MISMATCH, "precision"), got
-    assert "exp0 (Exp)" in got.judgement.message
-    assert got.signature is not None
-    finding = Finding(
+def _finding(pool: BackendPool, model: onnx.ModelProto, inputs: dict) -> Finding:
+    """OFF_1E3's finding on ``model`` against ort, judged (its tolerance: the oracle's)."""
+    outcomes = pool.run_all(model.SerializeToString(), inputs, only=("ort", OFF_1E3))
+    got = Judge("ort", OracleConfig(), pool).assess(model, inputs, outcomes)[OFF_1E3]
+    assert got.signature is not None, got.judgement
+    return Finding(
         signature=got.signature,
         bug_id="b",
         judgement=got.judgement,
@@ -163,7 +157,7 @@ def test_a_precision_bug_found_under_an_amplified_mismatch_is_confirmed(workers)
         reference="ort",
         seed=0,
         opset=21,
-        ops=["Exp", "Sub"],
+        ops=[n.op_type for n in model.graph.node],
         model=model,
         inputs=inputs,
         outcomes=outcomes,
@@ -171,6 +165,18 @@ def test_a_precision_bug_found_under_an_amplified_mismatch_is_confirmed(workers)
         tolerance=dict(DEFAULT_TOLERANCE),
         timeout=60.0,
     )
+
+
+def test_a_precision_bug_found_under_an_amplified_mismatch_is_confirmed(workers) -> None:
+    """The end-to-end mismatch is amplified rounding (the reference fed the backend's Exp
+    values computes its Sub alike: unstable), and Exp alone is off by 1e-3: a precision
+    finding. Its fresh runs fail the same way (the same outputs), so confirmation files it;
+    before, it asked them to be within the tolerance and called it not reproducible."""
+    model, inputs = cancellation()
+    finding = _finding(workers, model, inputs)
+    got = finding.judgement
+    assert (got.verdict, got.kind) == (Verdict.MISMATCH, "precision"), got
+    assert "exp0 (Exp)" in got.message
     conf = Confirmer(workers, OracleConfig(), runs=2).confirm(finding)
     assert (conf.kind, conf.failed) == (Reproducibility.DETERMINISTIC, 2), conf
 
@@ -185,26 +191,10 @@ def test_the_repro_of_a_blamed_tensor_inside_the_model_compares_it_exposed(
     from onnxfuzz.store.bundle import write_bundle
 
     model, inputs = chain()
-    outcomes = workers.run_all(model.SerializeToString(), inputs, only=("ort", OFF_1E3))
-    got = Judge("ort", OracleConfig(), workers).assess(model, inputs, outcomes)[OFF_1E3]
-    v = got.judgement
+    finding = _finding(workers, model, inputs)
+    v = finding.judgement
     assert (v.kind, v.output) == ("precision", "e"), v  # Exp's output, not the model's
-    finding = Finding(
-        signature=got.signature or "",
-        bug_id="exp-inside",
-        judgement=v,
-        backend=OFF_1E3,
-        reference="ort",
-        seed=0,
-        opset=21,
-        ops=[n.op_type for n in model.graph.node],
-        model=model,
-        inputs=inputs,
-        outcomes=outcomes,
-        versions={},
-        tolerance=_tolerance_of(OracleConfig(), v, model),
-        timeout=60.0,
-    )
+    finding.tolerance = _tolerance_of(OracleConfig(), v, model)
     bundle = write_bundle(tmp_path / "c", finding)
     copied = tmp_path / "copied"
     shutil.copytree(bundle, copied)

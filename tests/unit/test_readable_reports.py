@@ -109,6 +109,26 @@ def test_value_errors_give_no_relative_size_to_a_difference_from_zero() -> None:
     assert "max rel error -" in only and "ulps" not in only, only
 
 
+def _one_op_bundle(tmp_path: Path, op: str, meta: dict) -> Path:
+    """A bundle folder of a float32 ``op`` model (x [-1, 4] -> y), a TVM mismatch against
+    ort, with ``meta`` added to its meta.json."""
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    bundle = tmp_path / "b"
+    (bundle / "test_data_set_0").mkdir(parents=True)
+    onnx.save(helper.make_model(graph), str(bundle / "model.onnx"))
+    x = numpy_helper.from_array(np.array([-1.0, 4.0], np.float32), "x")
+    (bundle / "test_data_set_0" / "input_0.pb").write_bytes(x.SerializeToString())
+    base = {"id": "tvm-mismatch-run-1", "verdict": "mismatch", "stage": "run", "ops": [op]}
+    base |= {"backend": "tvm", "reference": "ort", "suspect": "tvm"}
+    (bundle / "meta.json").write_text(json.dumps(base | meta))
+    return bundle
+
+
 def test_writing_an_issue_prints_no_numpy_warning(tmp_path: Path) -> None:
     """A campaign's screen showed numpy's RuntimeWarnings from issue.md's expected values
     (the reference evaluator's Pad casting NaN) and from a relative error against a
@@ -117,23 +137,10 @@ def test_writing_an_issue_prints_no_numpy_warning(tmp_path: Path) -> None:
 
     from onnxfuzz.store.issue import issue_markdown
 
-    graph = helper.make_graph(
-        [helper.make_node("Sqrt", ["x"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-    )
-    data = tmp_path / "b" / "test_data_set_0"
-    data.mkdir(parents=True)
-    onnx.save(helper.make_model(graph), str(tmp_path / "b" / "model.onnx"))
-    x = numpy_helper.from_array(np.array([-1.0, 4.0], np.float32), "x")
-    (data / "input_0.pb").write_bytes(x.SerializeToString())
-    meta = {"id": "tvm-mismatch-run-1", "verdict": "mismatch", "stage": "run", "ops": ["Sqrt"]}
-    meta |= {"backend": "tvm", "reference": "ort", "suspect": "tvm", "versions": {}}
-    (tmp_path / "b" / "meta.json").write_text(json.dumps(meta))
+    bundle = _one_op_bundle(tmp_path, "Sqrt", {"versions": {}})
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        text = issue_markdown(tmp_path / "b")
+        text = issue_markdown(bundle)
         said = value_errors(np.array([1e300, 1.0]), np.array([1e-310, 0.0]))
     # the evaluator's values and numpy's, NaN and all
     assert "| y | float32[2] [nan,  2.] | float32[2] [nan,  2.] |" in text
@@ -146,22 +153,8 @@ def test_the_issue_names_the_version_it_was_compared_with(tmp_path: Path) -> Non
     ort it was compared with."""
     from onnxfuzz.store.issue import issue_markdown
 
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-    )
-    data = tmp_path / "b" / "test_data_set_0"
-    data.mkdir(parents=True)
-    onnx.save(helper.make_model(graph), str(tmp_path / "b" / "model.onnx"))
-    x = numpy_helper.from_array(np.array([-1.0, 4.0], np.float32), "x")
-    (data / "input_0.pb").write_bytes(x.SerializeToString())
-    meta = {"id": "tvm-mismatch-run-1", "verdict": "mismatch", "stage": "run", "ops": ["Relu"]}
-    meta |= {"backend": "tvm", "reference": "ort", "suspect": "tvm"}
-    meta |= {"versions": {"tvm": "0.27.0", "ort": "1.31.1"}}
-    (tmp_path / "b" / "meta.json").write_text(json.dumps(meta))
-    text = issue_markdown(tmp_path / "b")
+    versions = {"tvm": "0.27.0", "ort": "1.31.1"}
+    text = issue_markdown(_one_op_bundle(tmp_path, "Relu", {"versions": versions}))
     assert "- tvm: 0.27.0" in text and "- compared with ort: 1.31.1" in text, text
 
 
