@@ -47,11 +47,48 @@ def _belonging(
     return feeds
 
 
+FREE_DIM = 1  # a symbolic dim's size where --dim does not give one (a batch of one)
+
+
+def _dims(texts: tuple[str, ...]) -> dict[str, int]:
+    """``--dim NAME=N`` values: a symbolic dim's name (``batch``, ``seq_len``) -> its size."""
+    from onnxfuzz.errors import UsageError
+
+    sizes: dict[str, int] = {}
+    for text in texts:
+        name, eq, size = text.partition("=")
+        if not eq or not name or not size.isdigit() or int(size) < 1:
+            raise UsageError(
+                f"--dim {text}: give a symbolic dim's name and a size >= 1, e.g. --dim batch=2"
+            )
+        sizes[name] = int(size)
+    return sizes
+
+
+def _static_shape(vi: Any, sizes: dict[str, int], chosen: dict[str, int]) -> tuple[int, ...]:
+    """``vi``'s shape with each symbolic or unknown dim given a size: ``sizes``' (--dim),
+    else ``FREE_DIM``; ``chosen`` records each symbolic dim's size, by name."""
+    shape = []
+    for k, d in enumerate(vi.type.tensor_type.shape.dim):
+        if d.HasField("dim_value") and d.dim_value > 0:
+            shape.append(d.dim_value)
+            continue
+        name = d.dim_param or f"{vi.name}[{k}]"  # an unnamed dim is named by its place
+        shape.append(chosen.setdefault(name, sizes.get(name, FREE_DIM)))
+    return tuple(shape)
+
+
 def _model_inputs(
-    model, folder: Path | None, seed: int, given: bool = True
+    model,
+    folder: Path | None,
+    seed: int,
+    given: bool = True,
+    sizes: dict[str, int] | None = None,
+    chosen: dict[str, int] | None = None,
 ) -> dict[str, np.ndarray]:
     """Inputs from a test_data_set folder, else drawn from the model's recorded value
-    domains (onnxfuzz models), else small values."""
+    domains (onnxfuzz models), else small values. A symbolic dim (``batch``) takes its
+    ``sizes`` entry (--dim), else ``FREE_DIM``; ``chosen`` gets the size each one took."""
     import onnx
 
     from onnxfuzz import dtypes as dt
@@ -78,12 +115,12 @@ def _model_inputs(
                 "give --inputs with a test_data_set folder"
             )
         tt = vi.type.tensor_type
-        shape = tuple(d.dim_value for d in tt.shape.dim)
-        if any(d <= 0 for d in shape):
+        if not tt.HasField("shape"):
             raise click.ClickException(
-                f"input {vi.name} has a dynamic shape {list(shape)}: "
+                f"input {vi.name} declares no shape (not even its rank): "
                 "give --inputs with a test_data_set folder"
             )
+        shape = _static_shape(vi, sizes or {}, chosen if chosen is not None else {})
         if tt.elem_type == onnx.TensorProto.STRING:
             strings[vi.name] = shape
             continue
@@ -185,6 +222,14 @@ def _no_reference(
     help="Seconds per backend run (compile + run) of each candidate model.",
 )
 @click.option("--seed", type=int, default=0, help="Seed of generated input values.")
+@click.option(
+    "--dim",
+    "dims",
+    multiple=True,
+    metavar="NAME=N",
+    help=f"The size of a symbolic input dim (batch=4) in generated inputs; "
+    f"default {FREE_DIM}. Repeat it.",
+)
 def reduce(
     model_path: Path,
     backends: tuple[str, ...],
@@ -194,6 +239,7 @@ def reduce(
     budget: float,
     timeout: float,
     seed: int,
+    dims: tuple[str, ...],
 ) -> None:
     """Reduce a model that fails on a backend to a small model that fails the same way."""
     import onnx
@@ -204,6 +250,7 @@ def reduce(
     from onnxfuzz.reduce.precursor import find_precursor
     from onnxfuzz.reduce.reducer import reduce_model
     from onnxfuzz.reduce.reproduce import Reproducer, Target
+    from onnxfuzz.reduce.static_dims import symbolic_inputs, with_static_inputs
 
     if len(backends) != 2:
         raise UsageError("--backend: give exactly two, the reference then the failing backend")
@@ -228,7 +275,21 @@ def reduce(
         raise UsageError(f"--out: {dest} exists; remove it or choose another --out")
     sibling = model_path.parent / "test_data_set_0"
     found = sibling if inputs is None and sibling.is_dir() else None
-    feeds = _model_inputs(model, inputs or found, seed, given=found is None)
+    sizes = _dims(dims)
+    if sizes and (inputs or found):
+        raise UsageError(
+            f"--dim sizes generated inputs, and these come from {inputs or found}: leave --dim out"
+        )
+    chosen: dict[str, int] = {}
+    feeds = _model_inputs(model, inputs or found, seed, found is None, sizes, chosen)
+    if unknown := sorted(set(sizes) - set(chosen)):
+        raise UsageError(
+            f"--dim {unknown[0]}: the model's inputs have no such symbolic dim "
+            f"(they have: {', '.join(sorted(chosen)) or 'none'})"
+        )
+    if chosen:
+        said = ", ".join(f"{k}={v}" for k, v in chosen.items())
+        click.echo(f"inputs drawn with {said} (choose with --dim NAME=N)", err=True)
     reference, backend = backends
     with BackendPool(backends, timeout=timeout) as pool:
         rep = Reproducer(pool, Target(backend, reference, match=pattern))
@@ -257,6 +318,19 @@ def reduce(
             )
         rep.target.signature = first.signature
         rep.last_message = first.judgement.message  # the node it names is tried alone first
+        if symbolic := symbolic_inputs(model):
+            static = with_static_inputs(model, feeds)
+            if static is not None and rep(static, feeds):
+                model = static
+                click.echo(
+                    f"reducing with the symbolic dims of {', '.join(symbolic)} fixed at the "
+                    "inputs' sizes: it fails the same way so"
+                )
+            else:
+                click.echo(
+                    "reducing with symbolic dims (the model with them fixed at the inputs' "
+                    "sizes does not fail the same way)"
+                )
         click.echo(f"reducing: {first.signature}")
         r = reduce_model(model, feeds, rep, budget)
         follows = None

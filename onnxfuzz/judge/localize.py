@@ -89,10 +89,14 @@ def inferred_types(model: onnx.ModelProto, static: bool = True) -> list[onnx.Val
 
 
 def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every node output it can type a graph output: declared ones, and those
+    shape inference gives a rank (a symbolic dim, a model's ``batch``, is no bar to running
+    it; only to matching one tensor's shape with another's)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     have = {o.name for o in m.graph.output}
-    info = {vi.name: vi for vi in (*m.graph.value_info, *inferred_types(m))}
+    ranked = [vi for vi in inferred_types(m, static=False) if vi.type.tensor_type.HasField("shape")]
+    info = {vi.name: vi for vi in (*m.graph.value_info, *ranked)}
     for n in m.graph.node:
         for t in n.output:
             # tensors only: sequences and optionals stay inside (graph outputs are tensors)

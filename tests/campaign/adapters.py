@@ -184,6 +184,21 @@ class MissingAttribute(_OrtWrapper):
         return super().compile(model)
 
 
+class RaiseDynamic(Raise):
+    """Raises like ``Raise`` for an ``op`` node in a model with a symbolic input dim only
+    (a compiler's dynamic-shape path): the same model made static compiles."""
+
+    name = "raise-dynamic"
+
+    def triggered(self, model: onnx.ModelProto) -> bool:
+        symbolic = any(
+            not d.HasField("dim_value")
+            for vi in model.graph.input
+            for d in vi.type.tensor_type.shape.dim
+        )
+        return symbolic and super().triggered(model)
+
+
 class RaiseNested(Raise):
     """Raises like ``Raise`` for an ``op`` node anywhere: in the graph or inside an If
     branch, a Loop or Scan body (a compiler whose control-flow lowering inlines bodies)."""

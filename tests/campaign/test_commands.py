@@ -304,6 +304,74 @@ def test_reduce_takes_a_model_of_an_opset_onnxfuzz_does_not_generate(tmp_path, c
     assert "did not fail" not in captured.out
 
 
+def _batched_model(path: Path) -> None:
+    """x[batch, 8] -> Sigmoid -> MatMul(W) -> Relu -> y, and x -> Tanh -> ReduceSum -> z, at
+    opset 11 without value_info: as exporters write models, the batch dim symbolic."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4), "W")
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["s"]),
+        helper.make_node("MatMul", ["s", "W"], ["m"]),
+        helper.make_node("Relu", ["m"], ["y"]),
+        helper.make_node("Tanh", ["x"], ["t"]),
+        helper.make_node("ReduceSum", ["t"], ["z"], keepdims=1),
+    ]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", f, ["batch", 8])],
+        [
+            helper.make_tensor_value_info("y", f, ["batch", 4]),
+            helper.make_tensor_value_info("z", f, ["batch", 1]),
+        ],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=6)
+    path.write_bytes(model.SerializeToString())
+
+
+def test_reduce_takes_a_model_with_a_symbolic_batch_dim(tmp_path, capsys) -> None:
+    """A model whose inputs have a symbolic dim (``batch``), as exported models do, reduces
+    on inputs drawn at batch 1 (--dim batch=N for another size), fixed in the model where
+    it fails the same way so: a wrong Sigmoid before MatMul -> Relu reduces to Sigmoid
+    alone. Before, reduce refused it ("dynamic shape [0, 8]"); with --inputs it kept the
+    three nodes, as no intermediate had a static type to expose or replace."""
+    path = tmp_path / "batched.onnx"
+    _batched_model(path)
+    wrong = "tests/campaign/adapters.py:WrongOp:op=Sigmoid"
+    out = tmp_path / "r1"
+    argv = ["reduce", str(path), "--backend", "ort", "--backend", wrong]
+    assert main([*argv, "--out", str(out), "--dim", "batch=3"]) == 0, capsys.readouterr().err
+    said = capsys.readouterr()
+    assert "inputs drawn with batch=3" in said.err, said.err
+    assert "symbolic dims of x fixed" in said.out, said.out
+    reduced = onnx.load(out / "model.onnx")
+    assert [n.op_type for n in reduced.graph.node] == ["Sigmoid"]
+    from onnx import numpy_helper
+
+    data = numpy_helper.to_array(onnx.load_tensor(out / "test_data_set_0" / "input_0.pb"))
+    assert data.shape == (3, 8)
+    # a --dim the model has not, or one that is no size: refused before anything runs
+    for bad, said_ in (("seq=2", "no such symbolic dim (they have: batch)"), ("batch=0", "size")):
+        assert main([*argv, "--out", str(tmp_path / "no"), "--dim", bad]) == 2
+        err = capsys.readouterr().err
+        assert said_ in err and "Traceback" not in err, err
+    # a crash of the dynamic-shape path only: reduced with the dim kept symbolic
+    dynamic = "tests/campaign/adapters.py:RaiseDynamic:op=MatMul"
+    out = tmp_path / "r2"
+    assert (
+        main(["reduce", str(path), "--backend", "ort", "--backend", dynamic, "--out", str(out)])
+        == 0
+    )
+    said = capsys.readouterr()
+    assert "reducing with symbolic dims" in said.out, said.out
+    reduced = onnx.load(out / "model.onnx")
+    assert "MatMul" in [n.op_type for n in reduced.graph.node]
+    assert reduced.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+
+
 def test_reduce_says_why_when_the_reference_or_the_backend_cannot_load_the_model(
     tmp_path, capsys
 ) -> None:
