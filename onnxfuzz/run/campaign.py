@@ -8,6 +8,7 @@ resumed, it ends with the same counts as one that never stopped.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 import time
@@ -112,6 +113,46 @@ COMMIT_EVERY = 0.2
 WAIT = "wait"  # the guide needs rewards of tests still running (onnxfuzz.run.steer)
 AVOIDANCE = "avoidance"  # campaign.db meta: the triggers avoided, from which test on
 PROBE_SHARE = 0.5  # the most of --time the support probe may take
+
+
+def same_crash(filed: list[tuple[str, str, str]], signature: str, pattern: str) -> list[str]:
+    """The keys of ``filed`` bugs (key, signature, pattern: ``Store.crash_keys``) a crash or
+    hang of ``signature`` reduced to ``pattern`` is one with: of its family
+    (``judge.signature.family``), reduced to the same ops or to some of them (a model of
+    those alone fails so already: the reduction kept more, as a word of the message that
+    depends on another node, an input's rank, held them; a Gather crash was 7 bundles,
+    Gather alone and Reshape, LSTM, Conv, ... -> Gather). Those reduced to the same ops
+    first, then the fewest ops; the first filed first."""
+    fam, mine = family(signature), _ops_of(pattern)
+    if mine is None:
+        return []
+    found = []
+    for order, (key, sig, pat) in enumerate(filed):
+        ops = _ops_of(pat)
+        if ops is None or family(sig) != fam or not ops <= mine:
+            continue
+        found.append((ops != mine, ops.total(), order, key))
+    return [key for *_, key in sorted(found)]
+
+
+def fitting_key(keys: list[str], ops: Sequence[str]) -> str:
+    """Of the bugs ``keys`` filed for one signature (the first filed first), the first
+    whose reduced ops the test's ``ops`` all hold: the bug a hit that is not reduced is
+    counted for (a bundle of Reshape -> Gather got the hits of tests with no Reshape)."""
+    have = Counter(ops)
+    for key in keys:
+        mine = _ops_of(key.rsplit("|", 1)[1])
+        if mine is not None and mine <= have:
+            return key
+    return keys[0]
+
+
+def _ops_of(pattern: str) -> Counter[str] | None:
+    """A reduced model's ops (``reduce.measure.op_pattern``: ``Add+Mul``) as a multiset;
+    None for a pattern that names no reduced model (unreduced, intermittent, ...)."""
+    if pattern in (*SETTLED_PATTERNS, REFERENCE_ONLY, "unreduced", "-", ""):
+        return None
+    return Counter(pattern.split("+"))
 
 
 @dataclass
@@ -965,6 +1006,7 @@ class Campaign:
         with self._lock:
             # Read the known bugs again: another lane may have filed one of these meanwhile.
             known = self.store.bug_keys() if findings else set()
+            fresh: list[str] = []  # the bugs this test files
             by_backend = {r.backend: r for r in results}
             for f, key, reduced in keyed:
                 r = by_backend[f.backend]
@@ -992,6 +1034,7 @@ class Campaign:
                         r.bug, r.pattern = None, ""  # a later hit may file it
                         continue
                     known.add(key)
+                    fresh.append(key)
                     # nodes in bodies count: an If may hold several
                     if reduced is not None and not reduced.complete and reduced.after.nodes > 1:
                         stopped = self.store.get_meta(REDUCTION_STOPPED) or {}
@@ -1027,6 +1070,10 @@ class Campaign:
                 results,
                 guide,
             )
+            for key in fresh:  # filed bundles of its crash that held more ops go
+                for old in self._supersedes(key):
+                    shutil.rmtree(self.out / "bugs" / self.store.merge_bug(old, key), True)
+                    known.discard(old)
             if guide is not None and self.steering is not None:
                 self.steering.report(t.index, guide[1])
             if self.avoidance is not None:
@@ -1203,19 +1250,47 @@ class Campaign:
             roots, why = [], "follows"
             if follows:
                 roots = self.store.keys_of(follows["signature"])
-            if not roots and f.judgement.verdict == Verdict.CRASH:
-                pattern = key.rsplit("|", 1)[1]
-                same = self.store.crash_keys(f.backend, pattern)
-                roots = [k for k, sig in same if family(sig) == family(f.signature)]
+            if not roots and f.judgement.verdict in (Verdict.CRASH, Verdict.TIMEOUT):
+                roots = same_crash(
+                    self.store.crash_keys(f.backend, f.judgement.verdict),
+                    f.signature,
+                    key.rsplit("|", 1)[1],
+                )
                 why = "same crash"
             if not roots:
                 return key, reduced
-            joined = self.store.get_meta(FOLLOW_UPS) or {}
-            ops = [n.op_type for n in reduced.model.graph.node]
-            entry = {"ops": ops, "seed": f.seed, "why": why}
-            joined.setdefault(roots[0], {}).setdefault(f.signature, entry)
-            self.store.set_meta(FOLLOW_UPS, joined)
+            if roots[0] not in self.store.keys_of(f.signature):  # else a hit like any other
+                joined = self.store.get_meta(FOLLOW_UPS) or {}
+                ops = [n.op_type for n in reduced.model.graph.node]
+                entry = {"ops": ops, "seed": f.seed, "why": why}
+                joined.setdefault(roots[0], {}).setdefault(f.signature, entry)
+                self.store.set_meta(FOLLOW_UPS, joined)
         return roots[0], None
+
+    def _supersedes(self, key: str) -> list[str]:
+        """The filed crash (or hang) bugs that the just filed bug ``key`` shows reduced
+        further: of its backend, verdict and family, reduced to its ops and more (a Gather
+        crash filed as LSTM -> Gather before a later hit reduced to Gather alone). A bug
+        whose crash follows a wrong result is of that result's family: never one."""
+        rows = self.store.db.execute(
+            "SELECT signature, backend, verdict, pattern FROM bugs WHERE key=?", (key,)
+        ).fetchone()
+        if rows is None or rows[2] not in (Verdict.CRASH, Verdict.TIMEOUT):
+            return []
+        signature, backend, verdict, pattern = rows
+        mine = _ops_of(pattern)
+        follows = self.store.get_meta(FOLLOWS) or {}
+        if mine is None or key in follows:
+            return []
+        fam = family(signature)
+        out = []
+        for old, sig, pat in self.store.crash_keys(backend, verdict):
+            ops = _ops_of(pat)
+            if old == key or old in follows or ops is None or family(sig) != fam:
+                continue
+            if mine <= ops and mine != ops:
+                out.append(old)
+        return out
 
     def _own_key(
         self, f: Finding, lane: BackendPool | None, gen: Generator | None = None
@@ -1250,7 +1325,7 @@ class Campaign:
             and not alone
         )
         if keys and not reduce:
-            return keys[0], None  # a bug confirmed when it was filed
+            return fitting_key(keys, f.ops), None  # a bug confirmed when it was filed
         if prior is not None and not reduce:
             return prior, None  # its reduced hits joined the bug their crash follows
         if prior is not None and reduce and not alone:

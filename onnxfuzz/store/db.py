@@ -95,7 +95,7 @@ REDUCER_LOG = "reducer-errors.log"
 FOLLOWS = "follows"
 # Meta key: bug key -> {crash signature: {"ops", "seed", "why"}}: the crashes joined to that
 # bug once it was filed instead of filed again: shown to follow its wrong result ("why":
-# "follows"), or of its family and reduced to the same ops ("same crash").
+# "follows"), or of its family and reduced to its ops, or to those and more ("same crash").
 FOLLOW_UPS = "follow_ups"
 # Meta key: bug key -> {"nodes", "runs", "seconds"} of a bundle whose reduction stopped at
 # its time budget with two nodes or more left (a smaller model may show the bug).
@@ -209,14 +209,52 @@ class Store:
         ).fetchone()
         return row[0] if row else None
 
-    def crash_keys(self, backend: str, pattern: str) -> list[tuple[str, str]]:
-        """(key, signature) of the crash bugs of ``backend`` reduced to ``pattern``."""
+    def crash_keys(self, backend: str, verdict: str = "crash") -> list[tuple[str, str, str]]:
+        """(key, signature, pattern) of the ``verdict`` bugs of ``backend`` (crashes, or
+        timeouts), the first found first."""
         rows = self.db.execute(
-            "SELECT key, signature FROM bugs WHERE backend=? AND verdict=? AND pattern=? "
+            "SELECT key, signature, pattern FROM bugs WHERE backend=? AND verdict=? "
             "ORDER BY first_test",
-            (backend, "crash", pattern),
+            (backend, verdict),
         )
-        return [(k, s) for k, s in rows]
+        return [(k, s, p) for k, s, p in rows]
+
+    def merge_bug(self, old: str, into: str) -> str:
+        """Bug ``old`` made part of bug ``into`` (the same crash, reduced further there): its
+        tests count for ``into``, its signature, where another, becomes one of ``into``'s
+        joined crashes (``FOLLOW_UPS``, "same crash"), with those joined to ``old``; its row
+        goes. Returns ``old``'s bundle id (its folder is the caller's to remove)."""
+        cols = "id, signature, pattern, first_test, first_seen, hits, seeds"
+        was = self.db.execute(f"SELECT {cols} FROM bugs WHERE key=?", (old,)).fetchone()
+        now = self.db.execute(f"SELECT {cols} FROM bugs WHERE key=?", (into,)).fetchone()
+        assert was is not None and now is not None, (old, into)
+        old_id, old_sig, old_pattern, first, seen, hits, old_seeds = was
+        seeds = [*json.loads(now[6]), *json.loads(old_seeds)][:MAX_SEEDS]
+        self.db.execute("UPDATE results SET bug=? WHERE bug=?", (into, old))
+        self.db.execute(
+            "UPDATE bugs SET hits=hits+?, seeds=?, first_test=MIN(first_test, ?), "
+            "first_seen=MIN(first_seen, ?) WHERE key=?",
+            (hits, json.dumps(seeds), first, seen, into),
+        )
+        self.db.execute("DELETE FROM bugs WHERE key=?", (old,))
+        joined = self.get_meta(FOLLOW_UPS) or {}
+        theirs = joined.pop(old, {})
+        mine = joined.setdefault(into, {})
+        if old_sig != now[1]:
+            seed = json.loads(old_seeds)[0] if json.loads(old_seeds) else None
+            mine.setdefault(
+                old_sig, {"ops": old_pattern.split("+"), "seed": seed, "why": "same crash"}
+            )
+        for sig, entry in theirs.items():
+            if sig != now[1]:
+                mine.setdefault(sig, entry)
+        if not mine:
+            del joined[into]
+        self.set_meta(FOLLOW_UPS, joined)
+        stopped = self.get_meta(REDUCTION_STOPPED) or {}
+        if stopped.pop(old, None) is not None:
+            self.set_meta(REDUCTION_STOPPED, stopped)
+        return old_id
 
     def hits_of(self, signature: str) -> int:
         """Tests stored with a result of this signature."""

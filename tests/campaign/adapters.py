@@ -184,6 +184,22 @@ class MissingAttribute(_OrtWrapper):
         return super().compile(model)
 
 
+class RaiseNamingInput(Raise):
+    """Raises like ``Raise`` for a model with ``op``, its message naming the shape of the
+    model's first graph input, whichever node reads it (a compiler that prints the graph's
+    signature): the reducer must keep a node before ``op`` where removing it changes that
+    input's rank, the words of the crash."""
+
+    name = "raise-naming-input"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            dims = model.graph.input[0].type.tensor_type.shape.dim if model.graph.input else []
+            shape = [d.dim_value for d in dims]
+            raise RuntimeError(f"InternalError: lowering of {self.op} failed; graph input {shape}")
+        return super().compile(model)
+
+
 class RaiseDynamic(Raise):
     """Raises like ``Raise`` for an ``op`` node in a model with a symbolic input dim only
     (a compiler's dynamic-shape path): the same model made static compiles."""

@@ -164,3 +164,36 @@ def test_one_crash_in_other_words_is_one_bundle(tmp_path) -> None:
     assert "The same crash in other words: " in issue, issue
     for u in joined:
         assert u["signature"].split("|", 3)[-1] in issue, (u, issue)
+
+
+def test_one_crash_kept_beside_other_ops_is_one_bundle(tmp_path) -> None:
+    """A crash whose words depend on another node (the first graph input's rank, named in
+    the message) reduces to Relu alone where Relu reads the graph input, and to X -> Relu
+    where X changed that input's rank: one bug, filed once (before, a bundle per X: a
+    planted Gather crash was 7 "distinct bugs", Gather, Reshape -> Gather, LSTM -> Gather,
+    ...). A hit that is not reduced counts for a bundle whose ops its test holds."""
+    target = f"{ADAPTERS}:RaiseNamingInput:op=Relu"
+    ops = ["Relu", "Reshape", "Unsqueeze", "Flatten", "Abs"]
+    c = _campaign(tmp_path, target, 30, (2, 5), ops, ["float32"])
+    store = Store(c.out / "campaign.db")
+    try:
+        bugs = store.db.execute("SELECT key, signature, pattern FROM bugs").fetchall()
+        kept = store.db.execute(
+            "SELECT t.ops, r.bug FROM results r JOIN tests t ON t.id = r.test_id "
+            "WHERE r.bug IS NOT NULL"
+        ).fetchall()
+        signatures = {
+            s for (s,) in store.db.execute("SELECT signature FROM results WHERE verdict='crash'")
+        }
+    finally:
+        store.close()
+    assert len(kept) >= 5 and len(signatures) >= 2, (kept, signatures)  # it shows, in 2 words
+    patterns = [p for _, _, p in bugs]
+    assert len(bugs) == 1 and patterns == ["Relu"], [(s[-40:], p) for _, s, p in bugs]
+    for ops_json, _ in kept:  # every hit counted for the bundle is of a test holding Relu
+        assert "Relu" in json.loads(ops_json), ops_json
+    (folder,) = (c.out / "bugs").iterdir()  # one bundle on disk: none left of a merged bug
+    meta = json.loads((folder / "meta.json").read_text())
+    others = {u["signature"] for u in meta.get("follow_ups", [])}
+    assert others | {meta["signature"]} == signatures, (others, signatures)
+    assert "The same crash in other words" in (folder / "issue.md").read_text()
