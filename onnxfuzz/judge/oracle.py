@@ -369,7 +369,7 @@ def _values(
             "values",
             name,
             f"output {name}: {n}/{want.size} elements differ (exact dtype); first at "
-            f"{list(idx)}: {got[idx]!r} vs reference {want[idx]!r}",
+            f"{list(idx)}: {_plain(got[idx])} vs reference {_plain(want[idx])}",
         )
     if np.array_equal(want, got):  # the common case, and cheap (NaNs take the long way)
         return None
@@ -380,31 +380,52 @@ def _values(
     same_inf = np.isinf(w) & (w == g)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, judged below
         err = np.abs(g - w)
-    ok = (err <= atol + rtol * np.abs(w)) | both_nan | same_inf
+        # an infinite reference is met by that infinity alone (rtol * inf let any value pass)
+        ok = np.where(np.isinf(w), same_inf, err <= atol + rtol * np.abs(w)) | both_nan
     if ok.all():
         return None
     bad = ~ok
     n = int(bad.sum())
     err_bad = np.where(bad, np.nan_to_num(err, nan=np.inf), 0.0)
     idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(err_bad)), w.shape))
+    # A NaN or an infinity against anything else has no size of error: counted apart, and
+    # no atol would pass it (a NaN-for-0 bug read "max abs err nan ... minimum atol: nan")
+    numeric = bad & np.isfinite(err)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         rel = err / np.abs(w)
-        min_atol = float(np.max(np.where(bad, err - rtol * np.abs(w), 0.0)))
-    # no relative error against a reference of 0 (it read "max rel err 1e+30")
-    scaled = rel[bad & (w != 0)]
-    worst_rel = f"{_nanmax(scaled):.4g}" if scaled.size else "- (the reference is 0 there)"
-    msg = (
-        f"output {name}: {n}/{want.size} elements outside atol={atol:g} rtol={rtol:g}; "
-        f"max abs err {_nanmax(err[bad]):.4g}, max rel err "
-        f"{worst_rel}; worst at {list(idx)}: "
-        f"{g[idx]:.6g} vs reference {w[idx]:.6g}; minimum atol to pass at rtol={rtol:g}: "
-        f"{min_atol:.4g}"
+        min_atol = float(np.max(np.where(numeric, err - rtol * np.abs(w), 0.0)))
+    said = [f"output {name}: {n}/{want.size} elements outside atol={atol:g} rtol={rtol:g}"]
+    if numeric.any():
+        # no relative error against a reference of 0 (it read "max rel err 1e+30")
+        scaled = rel[numeric & (w != 0)]
+        worst_rel = f"{scaled.max():.4g}" if scaled.size else "- (the reference is 0 there)"
+        said.append(f"max abs err {err[numeric].max():.4g}, max rel err {worst_rel}")
+    said += non_finite_words(w, g, bad)
+    said.append(f"worst at {list(idx)}: {g[idx]:.6g} vs reference {w[idx]:.6g}")
+    if (bad & ~numeric).any():
+        min_atol = float("inf")
+        said.append("no tolerance passes it (NaN or infinity against another value)")
+    else:
+        said.append(f"minimum atol to pass at rtol={rtol:g}: {min_atol:.4g}")
+    return Judgement(Verdict.MISMATCH, "run", "values", name, "; ".join(said), min_atol)
+
+
+def _plain(x: Any) -> str:
+    """A numpy scalar as its value reads ("1", "True", "'ab'"), not "np.int64(1)"."""
+    v = x.item() if isinstance(x, np.generic) else x
+    return repr(v) if isinstance(v, (str, bytes)) else str(v)
+
+
+def non_finite_words(want: np.ndarray, got: np.ndarray, bad: np.ndarray) -> list[str]:
+    """The wrong elements (``bad``) that are a NaN or an infinity on one side, counted in
+    words ("3600 NaN where the reference is finite"); none: []."""
+    w_nan, g_nan = np.isnan(want), np.isnan(got)
+    w_inf, g_inf = np.isinf(want), np.isinf(got)
+    counts = (
+        (bad & g_nan & ~w_nan, "NaN where the reference is not"),
+        (bad & w_nan & ~g_nan, "not NaN where the reference is NaN"),
+        (bad & g_inf & ~w_inf & ~w_nan, "infinite where the reference is finite"),
+        (bad & w_inf & ~g_inf & ~g_nan, "finite where the reference is infinite"),
+        (bad & w_inf & g_inf & (want != got), "an infinity of the other sign"),
     )
-    return Judgement(Verdict.MISMATCH, "run", "values", name, msg, min_atol)
-
-
-def _nanmax(a: np.ndarray) -> float:
-    """The largest value that is not NaN, NaN when all are (np.nanmax warns on that case:
-    every wrong element a NaN against a number)."""
-    kept = a[~np.isnan(a)]
-    return float(kept.max()) if kept.size else float("nan")
+    return [f"{int(m.sum())} {words}" for m, words in counts if m.any()]

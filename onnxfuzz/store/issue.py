@@ -314,7 +314,7 @@ MAX_FOLLOW_UPS = 8  # crashes named in issue.md (meta.json keeps them all)
 def _follow_ups_text(meta: dict[str, Any]) -> str:
     """The crashes joined to this bug once it was filed, not filed again
     (``Store.follow_ups``): those its wrong result was shown to cause further on, and the
-    same crash in other words (its family, reduced to the same ops); named here so the
+    same crash in other words (its family, reduced to its ops or more); named here so the
     report says what else the bug breaks, and how else it shows."""
     joined = meta.get("follow_ups") or []
     name = meta.get("name") or meta["backend"]
@@ -331,7 +331,8 @@ def _follow_ups_text(meta: dict[str, Any]) -> str:
     if same:
         text += (
             f"\n\nThe same crash in other words: {_crashes(same)} of its family, reduced "
-            f"to the same ops, joined to this bug, not filed again: {_named(same)}."
+            f"to this bug's ops (or to those and more), joined to this bug, not filed again: "
+            f"{_named(same)}."
         )
     return text
 
@@ -385,7 +386,10 @@ def _show(a: object) -> str:
     if a is None:
         return "None"
     a = np.asarray(a)
-    values = np.array2string(a.ravel()[:8], precision=6, separator=", ")
+    # each value as it reads, on one line: a table cell holds it (numpy's own text wraps
+    # and pads: "[0.      , 5.333333,\n 0.      ]" broke issue.md's table)
+    shown = [f"{float(v):.6g}" if a.dtype.kind == "f" else str(v) for v in a.ravel()[:8].tolist()]
+    values = "[" + ", ".join(shown) + "]"
     return f"{a.dtype}{list(a.shape)} {values}" + (" ..." if a.size > 8 else "")
 
 

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from onnxfuzz.judge.oracle import non_finite_words
+
 # onnx.printer writes a float16/bfloat16 tensor's values as their bit patterns (uint16)
 _HALF = re.compile(r"\b(b?float16)(\[[^\]]*\](?: [\w.]+ =)?\s*)\{([\d,\s]*)\}")
 
@@ -144,21 +146,35 @@ def value_errors(actual: np.ndarray, expected: np.ndarray) -> str:
     if a.shape != e.shape or a.size == 0:
         return ""
     e64 = e.astype(np.float64)
+    a64 = a.astype(np.float64)
     with np.errstate(all="ignore"):  # inf - inf, x / 0: judged by ``finite`` below
-        diff = np.abs(a.astype(np.float64) - e64)
+        diff = np.abs(a64 - e64)
         rel = diff / np.abs(e64)
     finite = np.isfinite(diff)
-    if not finite.any():
-        return ""
-    scaled = finite & (e64 != 0)
-    worst_rel = f"{rel[scaled].max():.6g}" if scaled.any() else "-"
-    text = (
-        f"max abs error {diff[finite].max():.6g}, max rel error {worst_rel}, "
-        f"{int((diff > 0).sum())} of {a.size} elements differ"
-    )
-    at_zero = int((finite & (e64 == 0) & (diff > 0)).sum())
+    # a NaN or an infinity on one side differs too, by no amount: counted, in words (a
+    # NaN-for-0 bug read "0 of 4800 elements differ" beside a log of 3600)
+    same = (np.isnan(a64) & np.isnan(e64)) | (np.isinf(e64) & (a64 == e64))
+    odd = ~finite & ~same
+    differ = (finite & (diff > 0)) | odd
+    if not differ.any():
+        return f"0 of {a.size} elements differ" if finite.any() or same.any() else ""
+    moved = finite & (diff > 0)
+    scaled = moved & (e64 != 0)
+    parts = []
+    if moved.any():
+        # no relative error where all that differs was expected 0 (it read "max rel error 0")
+        worst_rel = f", max rel error {rel[scaled].max():.6g}" if scaled.any() else ""
+        parts.append(f"max abs error {diff[moved].max():.6g}{worst_rel}")
+    parts.append(f"{int(differ.sum())} of {a.size} elements differ")
+    text = ", ".join(parts)
+    notes = []
+    at_zero = int((moved & (e64 == 0)).sum())
     if at_zero:
-        text += f" ({at_zero} where the expected value is 0: no relative error there)"
+        notes.append(f"{at_zero} where the expected value is 0: no relative error there")
+    if odd.any():
+        notes += non_finite_words(e64, a64, odd)
+    if notes:
+        text += f" ({'; '.join(notes)})"
     if e.dtype.kind == "f" and a.dtype == e.dtype and scaled.any():
         spacing = np.abs(np.spacing(e.astype(e.dtype)).astype(np.float64))
         with np.errstate(all="ignore"):
