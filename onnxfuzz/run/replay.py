@@ -23,19 +23,32 @@ class Replayed(StrEnum):
     DIFFERENT = "different"  # it fails, with another signature
 
 
+REDUCED = "reduced"  # a bundle's folder of the reduced model (its own repro.py, no meta)
+
+
+def meta_path(bundle: Path) -> Path:
+    """Where ``bundle``'s meta.json is: its own, or for its ``reduced/`` folder (which
+    issue.md says to run), the bundle's."""
+    own = bundle / "meta.json"
+    if not own.exists() and bundle.name == REDUCED and (bundle.parent / "meta.json").exists():
+        return bundle.parent / "meta.json"
+    return own
+
+
 def load_bundle(bundle: Path) -> tuple[dict, onnx.ModelProto, dict[str, np.ndarray]]:
-    """A bundle's meta.json, model and inputs, or ``BundleDamaged`` naming the first file
-    that is missing or cannot be read."""
-    for name in ("meta.json", "model.onnx", DATA_SET):
-        if not (bundle / name).exists():
-            raise BundleDamaged(bundle / name, "missing")
+    """A bundle's meta.json, model and inputs (of its ``reduced/`` folder too), or
+    ``BundleDamaged`` naming the first file that is missing or cannot be read."""
+    meta_file = meta_path(bundle)
+    for path in (meta_file, bundle / "model.onnx", bundle / DATA_SET):
+        if not path.exists():
+            raise BundleDamaged(path, "missing")
     try:
-        meta = json.loads((bundle / "meta.json").read_text())
+        meta = json.loads(meta_file.read_text())
         for key in ("backend", "reference", "signature"):
             if not isinstance(meta.get(key), str):
                 raise ValueError(f"no {key!r}")
     except (OSError, ValueError, AttributeError) as e:  # JSONDecodeError is a ValueError
-        raise BundleDamaged(bundle / "meta.json", f"{type(e).__name__}: {e}") from None
+        raise BundleDamaged(meta_file, f"{type(e).__name__}: {e}") from None
     try:
         model = onnx.load(bundle / "model.onnx")
     except Exception as e:  # noqa: BLE001 - protobuf's decode errors share no public base

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -192,6 +193,25 @@ def test_planted_wrong_op_is_caught_with_a_reproducer(tmp_path) -> None:
         timeout=120,
     )
     assert r.returncode == 1 and "REPRODUCES" in r.stdout, r.stdout + r.stderr
+    # issue.md says to run reduced/repro.py: replay takes that folder too (it read "bundle
+    # damaged: reduced/meta.json (missing)")
+    r = subprocess.run(
+        [sys.executable, "-m", "onnxfuzz", "replay", str(bundle / "reduced")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1 and "REPRODUCES" in r.stdout, r.stdout + r.stderr
+    # A copy that cut model.onnx short is a damaged bundle, not the backend failing on it
+    # (repro.py said "DIFFERENT: ... crash at compile stage: DecodeError", exit 4)
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle, copy)
+    data = (copy / "model.onnx").read_bytes()
+    (copy / "model.onnx").write_bytes(data[: len(data) // 2])
+    r = subprocess.run(
+        [sys.executable, "repro.py"], cwd=copy, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 2 and "the bundle is damaged: model.onnx" in r.stdout, r.stdout
 
 
 def test_healthy_pair_finds_nothing(tmp_path) -> None:
