@@ -48,6 +48,8 @@ _UNSUPPORTED = re.compile(
     r"|Unsupported model IR version",
     re.IGNORECASE,
 )
+# A run-time failure names the node type it ran ("while running MatMulIntegerToFloat node")
+_RUNNING = re.compile(r"while running (\w+) node")
 # One pass over the log: every transformer that ran, and whether it modified the graph.
 _TRANSFORMER_LINE = re.compile(r"GraphTransformer (\S+) modified: ([01])\b")
 # A line of ORT's own log below FATAL (what the feedback turns on; an ERROR line comes
@@ -303,6 +305,9 @@ class OrtBackend:
         self._basic: Any = None  # SessionOptions at the basic level (rule attribution)
         self._rules_seen: dict[bytes, tuple[str, ...]] = {}  # model digest -> rules fired
         self._rules_known: set[str] = set()  # rules attributed by halving in this process
+        self._compiling: bytes | None = None  # the model of the compile under way
+        self._compiled: bytes | None = None  # the model of the last session made
+        self._unoptimized: Any = None  # SessionOptions with every optimization off
 
     def available(self) -> str | None:
         import onnxruntime as ort
@@ -355,10 +360,14 @@ class OrtBackend:
             self._opts = self._options()
             self._quiet = self._options(log=False)
         self._last = None
+        self._compiling = self._compiled = data  # ``is_unsupported`` reads them
         if not self.feedback or (self.on_request and not self._wanted):
-            return self._session(data, self.disabled, self._quiet)
+            session = self._session(data, self.disabled, self._quiet)
+            self._compiling = None
+            return session
         with _native_stderr() as log:
             session = self._session(data, self.disabled)
+        self._compiling = None
         fired, ran = _transformers(log[0])
         self._last = _Compiled(session, fired, ran, data=data)
         return session
@@ -492,7 +501,43 @@ class OrtBackend:
                     )
 
     def is_unsupported(self, error: BaseException) -> bool:
-        return bool(_UNSUPPORTED.search(str(error)))
+        """ORT's "not supported" words; but not where the model, optimizations off, loads:
+        then the optimizer made the node ORT has no kernel for (a QDQ fusion's
+        QuantizeLinear of a type no kernel takes, a MatMulIntegerToFloat with per-channel
+        scales it does not support), a bug of ORT's, not a limit of the model's."""
+        said = str(error)
+        if not _UNSUPPORTED.search(said):
+            return False
+        data, self._compiling = self._compiling, None
+        if self.opt == "none" or "IR version" in said:
+            return True
+        if data is None:  # at run time: a node the model does not hold is the optimizer's
+            running = _RUNNING.search(said)
+            return not (running and self._compiled and running[1] not in _op_types(self._compiled))
+        import onnxruntime as ort
+
+        if self._unoptimized is None:
+            self._unoptimized = self._options(log=False)
+            self._unoptimized.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        try:
+            with _native_stderr():
+                ort.InferenceSession(data, self._unoptimized, providers=self._providers())
+        except Exception:  # noqa: BLE001 - unsupported as it stands, optimized or not
+            return True
+        return False
+
+
+def _op_types(data: bytes) -> set[str]:
+    """The op types of a serialized model, its subgraphs' too."""
+    found: set[str] = set()
+    graphs = [onnx.load_from_string(data).graph]
+    while graphs:
+        g = graphs.pop()
+        for n in g.node:
+            found.add(n.op_type)
+            graphs += [a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH]
+            graphs += [x for a in n.attribute for x in a.graphs]
+    return found
 
 
 class OptimizerChangedResult(Exception):  # noqa: N818 - what the oracle saw, by name

@@ -75,6 +75,45 @@ def test_ort_missing_kernel_is_unsupported() -> None:
     assert is_unsupported(backend, e.value)
 
 
+def test_a_kernel_the_optimizer_needs_and_lacks_is_a_crash_not_unsupported() -> None:
+    """ORT's QDQ propagation moves a DequantizeLinear of int32 past an Unsqueeze, adding a
+    QuantizeLinear to int32 that no CPU kernel takes: "NOT_IMPLEMENTED ... QuantizeLinear"
+    at session creation. The model, optimizations off, loads and runs: the missing kernel
+    is the optimizer's doing, a bug, which was counted "unsupported" and never filed."""
+    scale = helper.make_tensor("scale", TensorProto.FLOAT16, [], [np.float16(0.0125)])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    g = helper.make_graph(
+        [
+            helper.make_node("DequantizeLinear", ["x", "scale"], ["d"]),
+            helper.make_node("Unsqueeze", ["d", "axes"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [6, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 6, 1])],
+        [scale, axes],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    x = {"x": np.arange(6, dtype=np.int32).reshape(6, 1)}
+    plain = load_backend("ort:opt=none")
+    assert plain.run(plain.compile(model), x)["y"].shape == (1, 6, 1)
+    backend = load_backend("ort")
+    with pytest.raises(Exception, match="NOT_IMPLEMENTED") as e:
+        backend.compile(model)
+    assert not is_unsupported(backend, e.value)
+    # a kernel missing with optimizations off too stays unsupported (Relu of int16)
+    with pytest.raises(Exception) as e:
+        backend.compile(_relu(TensorProto.INT16, ir_version=10))
+    assert is_unsupported(backend, e.value)
+    # At run time, ORT's words name the node type it ran: one the model does not hold is
+    # a fused node (the audit's MatMulIntegerToFloat with per-channel scales, "not
+    # supported yet"), the optimizer's; one it holds is the model's own.
+    backend.compile(_relu(TensorProto.FLOAT, ir_version=10))
+    said = "Non-zero status code returned while running {} node. Name:'n' Status Message: "
+    fused = RuntimeError(said.format("MatMulIntegerToFloat") + "Per-Channel is not supported yet")
+    own = RuntimeError(said.format("Relu") + "this type is not supported")
+    assert not is_unsupported(backend, fused) and is_unsupported(backend, own)
+
+
 def test_a_newer_ir_version_than_ort_loads_is_unsupported_not_a_crash() -> None:
     """onnx 1.23 writes IR 14 by default; ONNX Runtime 1.31 loads IR <= 13 and says so.
     A user's model at IR 14 is a limit ORT states (verdict unsupported), not a crash to
