@@ -145,6 +145,29 @@ def _model_inputs(
     return feeds
 
 
+def _finite_outputs(
+    model: Any, outputs: dict[str, np.ndarray] | None
+) -> tuple[Any, list[str]] | None:
+    """``model`` with only the outputs ``outputs`` (the reference's) holds no NaN or Inf in,
+    and the names of those it left out; None where all or none are so."""
+    from onnx import ModelProto
+
+    from onnxfuzz.generate.corpus.validate import all_finite
+
+    if not outputs:
+        return None
+    names = [o.name for o in model.graph.output]
+    fine = [n for n in names if n in outputs and all_finite({n: outputs[n]})]
+    if not fine or len(fine) == len(names):
+        return None
+    m = ModelProto()
+    m.CopyFrom(model)
+    kept = [o for o in m.graph.output if o.name in fine]
+    del m.graph.output[:]
+    m.graph.output.extend(kept)
+    return m, [n for n in names if n not in fine]
+
+
 def _faulted_reference(model: Any, reference: str) -> str:
     """The documented fault of the ONNX reference evaluator (``reference``) that applies to
     ``model``, as "Op: what it gets wrong"; "" where none does or the reference is another."""
@@ -293,7 +316,17 @@ def reduce(
     reference, backend = backends
     with BackendPool(backends, timeout=timeout) as pool:
         rep = Reproducer(pool, Target(backend, reference, match=pattern))
-        first = rep.assess(model, feeds)
+        first, outcomes = rep.run(model, feeds)
+        if first.judgement.verdict == Verdict.INVALID_REFERENCE:
+            # outputs the reference gives NaN or Inf in judge nothing, the others still do
+            kept = _finite_outputs(model, outcomes[reference].outputs)
+            if kept is not None and (again := rep.assess(kept[0], feeds)).signature is not None:
+                model, first = kept[0], again
+                click.echo(
+                    f"outputs {', '.join(kept[1])} set aside: the reference {reference} gives "
+                    "NaN or Inf there",
+                    err=True,
+                )
         said = first.judgement.message.strip().splitlines()
         why = said[-1] if said else ""
         why = why if len(why) <= 200 else "..." + why[-200:]  # ORT says why last

@@ -372,6 +372,31 @@ def test_reduce_takes_a_model_with_a_symbolic_batch_dim(tmp_path, capsys) -> Non
     assert reduced.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
 
 
+def test_reduce_sets_aside_outputs_the_reference_gives_nan_in(tmp_path, capsys) -> None:
+    """y = Sqrt(x) is NaN where x < 0 on every backend; z = Relu(x) is wrong on the planted
+    backend. The reference's NaN in y says nothing of z: reduce judges z (it refused the
+    model: "the reference gives NaN or Inf on these inputs")."""
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [helper.make_node("Sqrt", ["x"], ["y"]), helper.make_node("Relu", ["x"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info("x", f, [6])],
+        [helper.make_tensor_value_info("y", f, [6]), helper.make_tensor_value_info("z", f, [6])],
+    )
+    path = tmp_path / "m.onnx"
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path.write_bytes(model.SerializeToString())
+    out = tmp_path / "r"
+    wrong = "tests/campaign/adapters.py:WrongOp:op=Relu"
+    argv = ["reduce", str(path), "--backend", "ort", "--backend", wrong, "--out", str(out)]
+    assert main(argv) == 0
+    said = capsys.readouterr()
+    assert "outputs y set aside: the reference ort gives NaN or Inf there" in said.err, said.err
+    assert [n.op_type for n in onnx.load(out / "model.onnx").graph.node] == ["Relu"]
+
+
 def test_reduce_says_why_when_the_reference_or_the_backend_cannot_load_the_model(
     tmp_path, capsys
 ) -> None:
