@@ -135,6 +135,25 @@ def same_crash(filed: list[tuple[str, str, str]], signature: str, pattern: str) 
     return [key for *_, key in sorted(found)]
 
 
+def steering_note(excluded: dict[str, str], pairs: int, forms: int) -> str:
+    """One line on what the probe keeps out of the tests, said once at the start (it
+    showed only in the HTML report: a user saw no Einsum tested and no reason why)."""
+    said = []
+    if excluded:
+        names = sorted(excluded)
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        said.append(f"{len(names)} op{'s' if len(names) > 1 else ''} in every type ({shown})")
+    if pairs:
+        said.append(f"{pairs} (op, element type) pairs")
+    if forms:
+        said.append(f"{forms} forms of ops (attribute values, computed weights)")
+    return (
+        f"probe: left out {' and '.join(said)} that some backend lacks, so that every test "
+        "compares every backend (`onnxfuzz report` lists them and why; --probe classify "
+        "tests them anyway)"
+    )
+
+
 def fitting_key(keys: list[str], ops: Sequence[str]) -> str:
     """Of the bugs ``keys`` filed for one signature (the first filed first), the first
     whose reduced ops the test's ``ops`` all hold: the bug a hit that is not reduced is
@@ -597,6 +616,8 @@ class Campaign:
             }
             # and the forms of an op a backend lacks (an attribute value, a computed weight)
             avoid_features = {f for pairs in support.values() for f in lacked_features_of(pairs)}
+        if excluded or avoid or avoid_features:
+            self.probe_notes.append(steering_note(excluded, len(avoid), len(avoid_features)))
         if self.known is not None:
             if self.store.get_meta("known") is None:  # kept for --resume and the export
                 self.store.set_meta("known", self.known.to_record())

@@ -166,6 +166,8 @@ def test_probe_exclude_leaves_out_ops_a_backend_lacks(tmp_path, monkeypatch) -> 
     c = _campaign(tmp_path, label, tests=10, probe="exclude")
     assert list(c.excluded) == ["Add"]
     assert _verdicts(c, label) == {"ok": 10}
+    # said at the start (it showed in the HTML report only)
+    assert any(n.startswith("probe: left out 1 op in every type (Add)") for n in c.probe_notes)
 
 
 def test_planted_wrong_op_is_caught_with_a_reproducer(tmp_path) -> None:
