@@ -184,6 +184,25 @@ class MissingAttribute(_OrtWrapper):
         return super().compile(model)
 
 
+class SwapOp(_OrtWrapper):
+    """A planted miscompilation: every ``op`` node runs as ``to`` (GreaterOrEqual as
+    LessOrEqual: a comparison wrong far from any tie)."""
+
+    name = "swap-op"
+
+    def __init__(self, op: str = "GreaterOrEqual", to: str = "LessOrEqual") -> None:
+        super().__init__(op)
+        self.to = to
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        for n in m.graph.node:
+            if n.op_type == self.op:
+                n.op_type = self.to
+        return super().compile(m)
+
+
 class RaiseNamingInput(Raise):
     """Raises like ``Raise`` for a model with ``op``, its message naming the shape of the
     model's first graph input, whichever node reads it (a compiler that prints the graph's

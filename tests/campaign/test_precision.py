@@ -78,7 +78,25 @@ def _assess(pool: BackendPool, model, inputs, reference: str, backend: str):
     return raw, got
 
 
-CASES = {"exp-sin": exp_sin, "tan-less": tan_less}
+def atanh_ge(x: np.ndarray | None = None) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """GreaterOrEqual(Atanh(x), x): small negative x has Atanh(x) < x exactly, but float16
+    rounds Atanh(x) to x (True); ORT compares in float32 (False). Seen in a campaign as
+    DeformConv -> Clip -> Atanh -> GreaterOrEqual, filed as ORT's bug."""
+    m = _model(
+        [
+            helper.make_node("Atanh", ["x"], ["t"]),
+            helper.make_node("GreaterOrEqual", ["t", "x"], ["y"]),
+        ],
+        "y",
+        TensorProto.BOOL,
+        ["t"],
+    )
+    if x is None:
+        x = -np.geomspace(1e-3, 3e-2, 64).astype(np.float16)
+    return m, {"x": x}
+
+
+CASES = {"exp-sin": exp_sin, "tan-less": tan_less, "atanh-ge": atanh_ge}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -93,6 +111,22 @@ def test_excess_precision_is_unstable_not_a_bug(workers, case, reference, backen
     assert a.signature is None
     if backend == "ort" and case == "tan-less":  # not localized: only the float32 check
         assert "computed in float32" in a.judgement.message
+
+
+def test_a_comparison_flipped_only_at_ties_is_unstable_one_wrong_elsewhere_is_a_bug() -> None:
+    """The tie check: a comparison whose differing elements all have operands equal within
+    their tolerance is rounding's choice; one that flips operands far apart is wrong."""
+    model, inputs = atanh_ge()
+    swap = f"{ADAPTERS}:SwapOp:op=GreaterOrEqual,to=LessOrEqual"
+    with BackendPool(["onnx-reference", "ort", swap]) as pool:
+        raw, a = _assess(pool, model, inputs, "onnx-reference", "ort")
+        assert raw.verdict == Verdict.MISMATCH, "ORT no longer differs here: the test is moot"
+        assert a.judgement.verdict == Verdict.UNSTABLE, a.judgement.message
+        assert "a tie rounding decides" in a.judgement.message, a.judgement.message
+        wide, wide_inputs = atanh_ge(np.linspace(-0.9, 0.9, 64).astype(np.float16))
+        _, b = _assess(pool, wide, wide_inputs, "onnx-reference", swap)
+        assert b.judgement.verdict == Verdict.MISMATCH, b.judgement.message
+        assert b.signature is not None and "GreaterOrEqual" in b.signature, b.signature
 
 
 def test_wrong_float16_op_is_still_a_mismatch(workers) -> None:
