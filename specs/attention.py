@@ -143,6 +143,7 @@ def dropout(b: SpecBuilder, p: None) -> None:
 
 # --- Shrink ---------------------------------------------------------------------------------
 LAMBDS = [0.5, 0.0, 1.0, 1.5, 2.0, 2.5, 3.0]
+EXACT_F32 = 2**24  # the integers float32 holds exactly: |x| <= 2**24
 
 
 @op("Shrink")
@@ -151,8 +152,14 @@ def shrink(b: SpecBuilder, p: None) -> None:
     # error of +-lambd flips between 0 and +-(lambd - bias): float x is fresh and kept away
     # from whole numbers and halves (avoid="half"), lambd is a multiple of 0.5. Integer x
     # compares exactly. 0 <= bias <= lambd keeps |y| <= |x| (no unsigned wrap-around); an
-    # integer x takes a whole bias (x - 1.5 would round or truncate differently).
-    x = b.input("input", values=lambda d: Values(avoid="half") if d in dt.FLOATS else Values())
+    # integer x takes a whole bias (x - 1.5 would round or truncate differently). The
+    # attributes are floats, and runtimes compute x - bias in float32 (ONNX Runtime gave
+    # -59421478130548736 for an int64 -59421476945056466 TVM kept exact): integer x stays
+    # within float32's exact integers, +-2**24.
+    x = b.input(
+        "input",
+        values=lambda d: Values(avoid="half") if d in dt.FLOATS else Values(-EXACT_F32, EXACT_F32),
+    )
     lambd = b.attr("lambd", OneOf(LAMBDS), 0.5)
     if x.dtype in dt.FLOATS:
         biases = [k / 2 for k in range(int(2 * lambd) + 1)]

@@ -329,6 +329,14 @@ REFERENCE_LIMITS: tuple[Limitation, ...] = (
         "op_unique.py: np.take(x, indices, axis=0)): IndexError or wrong values",
     ),
     Limitation(
+        "NegativeLogLikelihoodLoss",
+        lambda n: "weight" not in n.inputs and n.attr("ignore_index") == -1,
+        f"without a weight input, masks ignored targets only if ignore_index != -1 "
+        f"({_SOURCE}op_negative_log_likelihood_loss.py: 'elif ignore_index != -1'): at "
+        "ignore_index=-1 the targets equal to -1 count in the loss and the mean's "
+        "denominator; ONNX's own test-case generator and ONNX Runtime leave them out",
+    ),
+    Limitation(
         "NonMaxSuppression",
         lambda n: "iou_threshold" not in n.inputs or "max_output_boxes_per_class" not in n.inputs,
         f"reads .size of every optional input ({_SOURCE}op_non_max_suppression.py "
