@@ -152,3 +152,35 @@ def test_normalized_slices_stay_within_their_bound_however_wide_the_values() -> 
                 seen += 1
             known.update({v.name: v for v in node.outputs if hasattr(v, "interval")})
     assert seen >= 30, seen
+
+
+def test_an_lp_pools_sum_of_powers_stays_within_float16() -> None:
+    """GlobalLpPool of float16 242.25s with p=3: TVM summed |x|**3 in float16 (inf), ORT in
+    float32 (330.2); ONNX leaves the sum's type open, so it must fit the input's."""
+    import math
+
+    from onnxfuzz.dtypes import BY_NAME
+    from onnxfuzz.generate.build.generator import Generator
+    from onnxfuzz.generate.lang.config import Config
+
+    ops = {"LpPool", "GlobalLpPool", "Mul", "Add", "Exp", "Relu", "Cast"}
+    half = BY_NAME["float16"]
+    gen = Generator(
+        Config(
+            min_nodes=3, max_nodes=6, ops=frozenset(ops), dtypes=frozenset({half}), wide_values=1.0
+        )
+    )
+    seen = 0
+    for seed in range(200):
+        g, _, _ = gen.graph(seed)
+        known = {t.name: t for t in g.inputs} | {t.name: t for t, _ in g.initializers}
+        for node in g.nodes:
+            if node.op_type in ("LpPool", "GlobalLpPool"):
+                x = known[node.inputs[0]]
+                p = node.attrs.get("p", 2)
+                window = node.attrs.get("kernel_shape") or x.shape[2:]
+                total = math.prod(window) * x.interval.mag**p
+                assert total <= 65504, (seed, node.name, x.interval, p, window)
+                seen += 1
+            known.update({v.name: v for v in node.outputs if hasattr(v, "interval")})
+    assert seen >= 30, seen
