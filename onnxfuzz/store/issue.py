@@ -260,7 +260,14 @@ def _culprit_text(culprit: dict[str, Any]) -> str:
     text = "".join(parts) + "."
     if culprit.get("workaround"):
         text += f" Workaround, checked: `{culprit['workaround']}`."
-    if culprit.get("project") in _PROJECTS:
+    if culprit.get("unchecked") and culprit.get("project") == "onnx2torch":
+        # no torch eager form of the op was run: neither side is shown at fault
+        text += (
+            " File with onnx2torch (github.com/ENOT-AutoDL/onnx2torch) first: the converted "
+            "model computes it wrong; whether its conversion or torch's own op is at fault "
+            "was not checked (the op has no torch eager form here)."
+        )
+    elif culprit.get("project") in _PROJECTS:
         text += f" File with {_PROJECTS[culprit['project']]}."
     if culprit.get("project") in ("onnx2torch", "torch") and culprit.get("note") and (
         " on the same tensors: " in culprit["note"]

@@ -622,10 +622,30 @@ def test_torch_culprit_sees_a_tuple_where_onnx_has_one_tensor(tmp_path) -> None:
         helper.make_node("Div", ["s", "x"], ["y"]),
     ]
     model = _model(nodes, (TensorProto.FLOAT, [1, 1]), (TensorProto.FLOAT, [1, 1]))
-    culprit = find_culprit(_bundle(tmp_path / "b", "torch", model, CRASH))
+    bundle = _bundle(tmp_path / "b", "torch", model, CRASH)
+    culprit = annotate(bundle)
     assert culprit is not None and culprit.project == "onnx2torch", culprit
     assert culprit.component.startswith("onnx2torch.node_converters.split."), culprit
     assert "first wrong node: Split" in culprit.note and "a tuple of 1" in culprit.note
+    # Split has no torch eager form here: whose fault it is was not checked, and the
+    # report says so (it said "its conversion is at fault" of torch's own NonMaxSuppression
+    # and InstanceNormalization)
+    assert culprit.unchecked, culprit
+    issue = (bundle / "issue.md").read_text()
+    assert "File with onnx2torch (github.com/ENOT-AutoDL/onnx2torch) first" in issue
+    assert "its conversion is at fault" not in issue and "was not checked" in issue
+
+
+def test_torch_culprit_runs_einsum_in_torch_eager(tmp_path) -> None:
+    """int32 Einsum 'ab,cda->cd': torch.einsum itself raises "expected scalar type Long but
+    found Int" on the same tensors, so it is torch's fault (it was filed with onnx2torch,
+    "its conversion is at fault", Einsum having no eager form then)."""
+    w = helper.make_tensor("w", TensorProto.INT32, [4, 5, 2], np.ones(40, np.int32))
+    nodes = [helper.make_node("Einsum", ["x", "w"], ["y"], equation="ab,cda->cd")]
+    model = _model(nodes, (TensorProto.INT32, [2, 3]), (TensorProto.INT32, [4, 5]), [w])
+    culprit = find_culprit(_bundle(tmp_path / "b", "torch", model, CRASH))
+    assert culprit is not None and culprit.project == "torch" and not culprit.unchecked, culprit
+    assert "torch eager torch.einsum gives RuntimeError" in culprit.note, culprit.note
 
 
 def numpy_helper_from(a: np.ndarray, name: str) -> onnx.TensorProto:
