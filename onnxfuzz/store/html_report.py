@@ -23,6 +23,7 @@ from onnxfuzz.store.db import REFERENCE_BUGS, Store
 from onnxfuzz.store.model_graph import ARROW_DEFS, model_svg
 from onnxfuzz.store.report import (
     COMPARED,
+    FAMILIES_NOTE,
     families_title,
     family_rows,
     reduced_ops,
@@ -520,11 +521,7 @@ def _families(d: ReportData) -> str:
             f"</td><td>{f['hits']}</td><td>{f['first_test']}</td></tr>"
         )
     return (
-        "<h3>Families</h3><p class=muted>Bundles of one root cause: the same backend, verdict "
-        "and stage, and the same error once op names, shapes, element types and numbers are "
-        "left out (a crash: the same frames); a crash that follows another node's wrong "
-        "result (the model cut after that node shows it, and the rest runs on the right "
-        "values) is of that result's family.</p>"
+        f"<h3>Families</h3><p class=muted>{escape(FAMILIES_NOTE)}</p>"
         '<table class="sortable"><thead><tr><th class=l>family</th><th class=l>backend</th>'
         "<th class=l>verdict</th><th class=l>stage</th><th>bundles</th><th class=l>ids</th>"
         f"<th>hits</th><th>first test</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"

@@ -28,6 +28,19 @@ from onnxfuzz.store.known import KnownFile
 PIPE_WIDTH = 1000  # columns of a table printed into a pipe or file: never wrapped
 
 
+# What a family is, under the families table (triage.md, the HTML report). A wrong value's
+# family holds no words to tell causes apart: it groups, it does not say one cause (an audit
+# read CumSum, NonZero and NonMaxSuppression bundles in one family as one root cause).
+FAMILIES_NOTE = (
+    "A family groups bundles of a likely common cause: the same backend, verdict and "
+    "stage, and the same error once op names, shapes, element types and numbers are left "
+    "out (a crash: the same frames); a crash that follows another node's wrong result (the "
+    "model cut after that node shows it, and the rest runs on the right values) is of that "
+    "result's family. A wrong value's family is only its backend, stage and kind (values, "
+    "shape, element type): its bundles blame distinct ops, each a bug to read on its own."
+)
+
+
 def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, Any]]:
     """A row per bug (``reference_alone``: per failure of the reference alone, set aside
     in a campaign of one reference and one target)."""

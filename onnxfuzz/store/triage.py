@@ -11,6 +11,7 @@ from typing import Any
 from onnxfuzz import __version__
 from onnxfuzz.store.db import REFERENCE_BUGS
 from onnxfuzz.store.report import (
+    FAMILIES_NOTE,
     families_title,
     family_rows,
     reduced_ops,
@@ -57,11 +58,7 @@ def markdown(
         lines += [
             "## Families",
             "",
-            "Bundles of one root cause: the same backend, verdict and stage, and the same "
-            "error once op names, shapes, element types and numbers are left out (a crash: "
-            "the same frames); a crash that follows another node's wrong result (the model cut "
-            "after that node shows it, and the rest runs on the right values) is of that "
-            "result's family.",
+            FAMILIES_NOTE,
             "",
             "| family | backend | verdict | stage | bundles | hits | first test |",
             "|---|---|---|---|---|---|---|",

@@ -44,6 +44,10 @@ def test_every_bundle_has_an_issue_to_file(campaign: Path) -> None:
 def test_triage_writes_markdown_json_and_sarif(campaign: Path, capsys) -> None:
     assert main(["triage", str(campaign)]) == 0
     assert "issue.md" in (campaign / "triage.md").read_text()
+    # a family is a grouping: for wrong values, not a shared cause (it said "Bundles of one
+    # root cause" over CumSum, NonZero and NonMaxSuppression bundles)
+    text = (campaign / "triage.md").read_text()
+    assert "one root cause" not in text and "each a bug to read on its own" in text
     capsys.readouterr()
     assert main(["triage", str(campaign), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
