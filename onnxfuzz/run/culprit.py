@@ -709,11 +709,25 @@ def find_culprit(bundle: Path, timeout: float = 120.0) -> Culprit | None:
     if target == "tvm":
         options = dict(parse_backend(meta["backend"]).options)
         return tvm_culprit(folder, options, tolerance, timeout)
-    if target == "torch":
+    if target in ("torch", "torch-compile"):
         found = _child([_TORCH_DRIVER, str(folder), json.dumps(tolerance)], timeout)
         c = Culprit(found.get("project", "onnx2torch"), found.get("stage", "unknown"))
         c.component, c.note = found.get("component", ""), found.get("note", "")
         c.unchecked = bool(found.get("unchecked")) and c.stage != "conversion"
+        if target == "torch-compile" and not found.get("failed"):
+            # onnx2torch's eager model, node by node: where it is right, torch.compile is
+            # at fault; where not, the bug is there without torch.compile too (a
+            # GatherElements of negative indices was filed as a compiled kernel's assert)
+            if c.stage == "run" and not found.get("node") and not c.note:
+                return Culprit(
+                    "torch-compile",
+                    "compile",
+                    note="onnx2torch's eager model computes every node right: the fault "
+                    "is torch.compile's (dynamo or inductor)",
+                )
+            c.note = (
+                "it shows without torch.compile too, in onnx2torch's eager model: " + c.note
+            ).strip()
         return c
     return None
 

@@ -160,7 +160,7 @@ def issue_markdown(bundle: Path) -> str:
         "versions": _versions(meta),
     }
     form = tracker(meta["backend"])
-    if form == "onnx2torch" and culprit.get("project") == "torch":
+    if form == "onnx2torch" and culprit.get("project") in ("torch", "torch-compile"):
         form = "pytorch"  # torch eager fails the same way on the same tensors
     return _FORMS[form](title, sections)
 
@@ -269,7 +269,9 @@ def _culprit_text(culprit: dict[str, Any]) -> str:
         )
     elif culprit.get("project") in _PROJECTS:
         text += f" File with {_PROJECTS[culprit['project']]}."
-    if culprit.get("project") in ("onnx2torch", "torch") and culprit.get("note") and (
+    if culprit.get("project") == "torch-compile" and culprit.get("note"):
+        text += f" ({culprit['note']})"
+    elif culprit.get("project") in ("onnx2torch", "torch") and culprit.get("note") and (
         " on the same tensors: " in culprit["note"]
     ):  # the failing op was run in torch eager on the same tensors (run.culprit)
         text += f" {culprit['note']}."
@@ -286,6 +288,7 @@ def _culprit_text(culprit: dict[str, Any]) -> str:
 _PROJECTS = {
     "onnx2torch": "onnx2torch (github.com/ENOT-AutoDL/onnx2torch): its conversion is at fault",
     "torch": "PyTorch (github.com/pytorch/pytorch): torch's own op is at fault",
+    "torch-compile": "PyTorch (github.com/pytorch/pytorch): torch.compile is at fault",
     "onnxruntime": "ONNX Runtime (github.com/microsoft/onnxruntime)",
     "tvm": "TVM (github.com/apache/tvm)",
 }

@@ -636,6 +636,21 @@ def test_torch_culprit_sees_a_tuple_where_onnx_has_one_tensor(tmp_path) -> None:
     assert "its conversion is at fault" not in issue and "was not checked" in issue
 
 
+def test_torch_compile_culprit_says_a_bug_shows_without_torch_compile(tmp_path) -> None:
+    """onnx2torch's GatherElements raises on a negative index in eager mode too: a
+    torch-compile bundle of it is not torch.compile's (it was filed as a compiled kernel's
+    assert); the culprit search runs onnx2torch's eager model and says so."""
+    data = numpy_helper_from(np.arange(3, dtype=np.float32).reshape(3, 1), "data")
+    nodes = [helper.make_node("GatherElements", ["data", "x"], ["y"], axis=0)]
+    # x is [[-3]] (the helper's integer inputs): row 0, as ONNX counts from the end
+    model = _model(nodes, (TensorProto.INT64, [1, 1]), (TensorProto.FLOAT, [1, 1]), [data])
+    bundle = _bundle(tmp_path / "b", "torch-compile", model, CRASH)
+    culprit = annotate(bundle)
+    assert culprit is not None and culprit.project == "onnx2torch", culprit
+    assert culprit.note.startswith("it shows without torch.compile too"), culprit.note
+    assert "torch.compile is at fault" not in (bundle / "issue.md").read_text()
+
+
 def test_torch_culprit_runs_einsum_in_torch_eager(tmp_path) -> None:
     """int32 Einsum 'ab,cda->cd': torch.einsum itself raises "expected scalar type Long but
     found Int" on the same tensors, so it is torch's fault (it was filed with onnx2torch,
