@@ -82,6 +82,10 @@ def issue_markdown(bundle: Path) -> str:
     if culprit.get("stage") not in (None, "", "unknown"):  # where inside the backend (run.culprit)
         where = culprit["stage"] + (f": {culprit['component']}" if culprit.get("component") else "")
         title += f" [{where}]"
+    follows = meta.get("follows")
+    if follows and follows.get("op"):  # the root cause comes first (``_follows_text``)
+        kind = _KIND_WORDS.get(follows.get("kind", ""), "result")
+        title += f", after {follows['op']}'s wrong {kind}"
     log = (bundle / "log.txt").read_text().splitlines() if (bundle / "log.txt").exists() else []
     plain = folder / PLAIN
     # beside the reduced model, what the reduced model's run said (the original's

@@ -73,6 +73,8 @@ def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
         assert follows["signature"].endswith("|mismatch|run|dtype in Abs output"), follows
         issue = (bundle / "issue.md").read_text()
         assert "The crash follows a wrong result of Abs (node `abs0`)" in issue, issue
+        # the title says it too: a title naming the crashing pass alone misled
+        assert issue.splitlines()[0].endswith(", after Abs's wrong element type"), issue
         assert "dtype float64, the model declares float32" in issue
     # the crashes after it: stored as tests of the Abs bug, each signature named once
     joined = [(t, sig) for t, v, sig, bug in results if bug == keys[root["id"]] and v == "crash"]
