@@ -416,11 +416,16 @@ def _expected_sources(folder: Path, model: onnx.ModelProto, meta: dict[str, Any]
         t = onnx.load_tensor(str(path))
         inputs[t.name] = numpy_helper.to_array(t)
     rows: list[str] = []
+    from onnxfuzz.judge.attribution import reference_fault
+
+    fault = reference_fault(model)
     try:
         from onnx.reference import ReferenceEvaluator
 
         if len(model.graph.node) > 40:
             raise ValueError("too large to evaluate here")
+        if fault is not None:  # its values would be shown as expected, and they are wrong
+            raise ValueError(f"the evaluator's documented fault: {fault.op}: {fault.reason}")
         # numpy's warnings (a Pad casting NaN, a Sqrt of -1) are the values' business,
         # not lines on the campaign's screen
         with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -443,6 +448,11 @@ def _expected_sources(folder: Path, model: onnx.ModelProto, meta: dict[str, Any]
                 row += f" {_show(mine[k])} |" if k < len(mine) else " - |"
             rows.append(row)
     text = ""
+    if fault is not None:
+        text = (
+            "\n\nNo values from the ONNX reference evaluator here: it is known to get this "
+            f"model wrong ({fault.op}: {fault.reason})."
+        )
     if rows:
         what = (
             "the reference evaluator's and numpy's (one elementwise op, computed with "

@@ -325,3 +325,29 @@ def test_a_reduced_hang_says_which_time_limit_it_ran_under() -> None:
     assert got.startswith(said) and "the campaign's --timeout, which repro.py uses, is 5 s" in got
     same = "no result within 5 s (on the worker's clock: compile 0.0 s, run 5.0 s)"
     assert _reduced_message(hang, SimpleNamespace(message=same)) == same
+
+
+def test_the_evaluator_s_values_are_not_shown_where_it_is_known_wrong(tmp_path: Path) -> None:
+    """A Slice whose negative start lies before the beginning, stepping back: the ONNX
+    reference evaluator's documented fault gives an empty tensor, and issue.md showed that
+    as the expected value beside the backend's identical wrong one."""
+    from onnxfuzz.store.issue import issue_markdown
+
+    consts = [
+        numpy_helper.from_array(np.array([-5], np.int64), "starts"),
+        numpy_helper.from_array(np.array([-10], np.int64), "ends"),
+        numpy_helper.from_array(np.array([0], np.int64), "axes"),
+        numpy_helper.from_array(np.array([-1], np.int64), "steps"),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        consts,
+    )
+    bundle = _one_op_bundle(tmp_path, "Relu", {"versions": {}})
+    onnx.save(helper.make_model(graph), str(bundle / "model.onnx"))
+    text = issue_markdown(bundle)
+    assert "| output | ONNX reference evaluator |" not in text, text
+    assert "No values from the ONNX reference evaluator here: it is known to get this" in text
