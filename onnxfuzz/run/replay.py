@@ -12,6 +12,7 @@ import onnx
 from onnxfuzz.errors import BundleDamaged
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.generate.corpus.testdata import DATA_SET, read_inputs
+from onnxfuzz.judge.attribution import is_reference_evaluator, reference_fault
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, OracleConfig, Verdict
 from onnxfuzz.judge.signature import earlier_forms, family
@@ -68,6 +69,19 @@ def load_bundle(bundle: Path) -> tuple[dict, onnx.ModelProto, dict[str, np.ndarr
     if missing:
         raise BundleDamaged(data, f"no input named {missing[0]!r}, which the model takes")
     return meta, model, inputs
+
+
+def against_faulted_reference(meta: dict, model: onnx.ModelProto, verdict: str) -> bool:
+    """Whether a mismatch of ``meta``'s backend is against an ONNX reference evaluator on a
+    model where one of its documented faults applies (``judge.attribution``): the campaign
+    files no such finding now; a bundle filed before the fault was documented replays as
+    'cannot tell', not as the backend's bug (an NLL loss at ignore_index=-1 was filed
+    against ORT)."""
+    return (
+        verdict == Verdict.MISMATCH
+        and is_reference_evaluator(meta["reference"])
+        and reference_fault(model) is not None
+    )
 
 
 def model_initializers(model: onnx.ModelProto) -> set[str]:
@@ -134,6 +148,14 @@ def _judge(
         same = meta["signature"] in forms or (
             flaky and family(meta["signature"]) in {family(s) for s in forms}
         )
+        if same and against_faulted_reference(meta, model, a.judgement.verdict):
+            fault = reference_fault(model)
+            assert fault is not None
+            return Replayed.DIFFERENT, (
+                f"cannot tell: the reference {reference} is known wrong on this model "
+                f"({fault.op}: {fault.reason}); it is no bug of {backend} until another "
+                "reference says so"
+            )
         if same:
             v = a.judgement
             rate = f" (intermittent: in run {len(seen)} of up to {runs})" if flaky else ""

@@ -140,9 +140,7 @@ def test_old_signatures_are_read_under_todays_rules() -> None:
 ADAPTERS = Path(__file__).resolve().parent / "adapters.py"
 
 
-def test_a_bundle_written_before_pythons_names_were_kept_still_reproduces(
-    tmp_path, capsys
-) -> None:
+def test_a_bundle_written_before_pythons_names_were_kept_still_reproduces(tmp_path, capsys) -> None:
     """Signatures kept Python's quoted names from 2026-11-27 on ("FusedKernel object has no
     attribute tile", where every quoted word was S): a bundle written before then, with the
     earlier form, is the same bug, not one that fails differently."""
@@ -189,3 +187,51 @@ def test_a_bug_the_backend_now_rejects_as_unsupported_is_not_fixed(tmp_path, cap
     (fixed / "meta.json").write_text(json.dumps(meta))
     code, out = _replay(capsys, str(fixed))
     assert code == 4 and "cannot tell: the reference" in out and "fails on the model now" in out
+
+
+def test_a_mismatch_against_the_evaluators_documented_fault_replays_as_cannot_tell(
+    tmp_path, capsys
+) -> None:
+    """NegativeLogLikelihoodLoss at ignore_index=-1 without a weight: the ONNX reference
+    evaluator counts the ignored targets, ORT leaves them out as the spec says. A bundle
+    filed against ORT before the fault was documented replays as 'cannot tell' naming the
+    fault (exit 4), not as ORT's bug still there."""
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    node = helper.make_node(
+        "NegativeLogLikelihoodLoss", ["x", "t"], ["y"], ignore_index=-1, reduction="mean"
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("x", f32, [2, 3]),
+            helper.make_tensor_value_info("t", i64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", f32, [])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x, t = np.ones((2, 3), np.float32), np.array([1, -1], np.int64)
+    j = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "output y: 1/1 elements outside")
+    f = Finding(
+        signature="ort|mismatch|run|values in NegativeLogLikelihoodLoss output",
+        bug_id="nll",
+        judgement=j,
+        backend="ort",
+        reference="onnx-reference",
+        seed=0,
+        opset=17,
+        ops=["NegativeLogLikelihoodLoss"],
+        model=model,
+        inputs={"x": x, "t": t},
+        outcomes={
+            "onnx-reference": Outcome(Status.OK, outputs={"y": np.array(-0.5, np.float32)}),
+            "ort": Outcome(Status.OK, outputs={"y": np.array(-1.0, np.float32)}),
+        },
+        versions={},
+        tolerance=dict(DEFAULT_TOLERANCE),
+        timeout=60.0,
+    )
+    bundle = write_bundle(tmp_path / "run", f)
+    code, out = _replay(capsys, str(bundle))
+    assert code == 4 and "cannot tell: the reference onnx-reference is known wrong" in out, out
+    assert "NegativeLogLikelihoodLoss: without a weight input" in out, out
