@@ -265,13 +265,16 @@ def _culprit_text(culprit: dict[str, Any]) -> str:
     if culprit.get("workaround"):
         text += f" Workaround, checked: `{culprit['workaround']}`."
     if culprit.get("unchecked") and culprit.get("project") == "onnx2torch":
-        # no torch eager form of the op was run: neither side is shown at fault
+        # the op was not run in torch eager: neither side is shown at fault
         text += (
             " File with onnx2torch (github.com/ENOT-AutoDL/onnx2torch) first: the converted "
-            "model computes it wrong; whether its conversion or torch's own op is at fault "
-            "was not checked (the op has no torch eager form here)."
+            "model fails or computes it wrong; whether its conversion or torch's own op is at "
+            "fault was not checked (the op was not run in torch eager on the same tensors)."
         )
-    elif culprit.get("project") in _PROJECTS:
+        if culprit.get("note"):
+            text += f" ({culprit['note']})"
+        return text
+    if culprit.get("project") in _PROJECTS:
         text += f" File with {_PROJECTS[culprit['project']]}."
     if culprit.get("project") == "torch-compile" and culprit.get("note"):
         text += f" ({culprit['note']})"

@@ -651,6 +651,20 @@ def test_torch_compile_culprit_says_a_bug_shows_without_torch_compile(tmp_path) 
     assert "torch.compile is at fault" not in (bundle / "issue.md").read_text()
 
 
+def test_torch_culprit_that_finds_every_node_right_names_no_project(tmp_path) -> None:
+    """A torch bundle whose converted model computes every node as the ONNX reference
+    evaluator does (the audit's int64 Mod, where ORT, the reference, was the wrong one):
+    no project is named, and the report says nothing of torch is shown wrong (it said
+    "File with onnx2torch first: the converted model computes it wrong")."""
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "output y: 6/6 differ")
+    bundle = _bundle(tmp_path / "b", "torch", _unary("Relu", TensorProto.FLOAT), values)
+    culprit = annotate(bundle)
+    assert culprit is not None and culprit.project == "", culprit
+    assert "computes every node as the ONNX reference evaluator does" in culprit.note
+    issue = (bundle / "issue.md").read_text()
+    assert "File with" not in issue.split("### To reproduce")[0], issue
+
+
 def test_torch_culprit_runs_einsum_in_torch_eager(tmp_path) -> None:
     """int32 Einsum 'ab,cda->cd': torch.einsum itself raises "expected scalar type Long but
     found Int" on the same tensors, so it is torch's fault (it was filed with onnx2torch,
