@@ -139,14 +139,16 @@ def average_pool(b: SpecBuilder, p: None) -> None:
     b.output(list(x.shape[:2]) + out, interval=iv)
 
 
-def _lp_values(dtype: int) -> Values:
+def _lp_values(dtype: int, elsewhere: Values) -> Values:
     """An Lp pooling's input values: the sum of |x|**p over a window is what kernels hold
     before the root, in the input's type or wider (ONNX leaves it open). In float16 |x| <= 1
     keeps that sum within the window's size (TVM's float16 sum of 242.25**3 overflowed to
-    inf where ORT's float32 one gave 330.2); elsewhere |x| <= 1e4 keeps |x|**4 far below the
-    type's bound."""
-    m = 1.0 if dtype == dt.FLOAT16 else 1e4
-    return Values(-m, m)
+    inf where ORT's float32 one gave 330.2); in wider types ``elsewhere``."""
+    return Values(-1.0, 1.0) if dtype == dt.FLOAT16 else elsewhere
+
+
+def _half_range(dtype: int) -> Values:
+    return Values(-dt.value_range(dtype)[1] / 2, dt.value_range(dtype)[1] / 2)
 
 
 def _lp_window_bound(x: Interval, dtype: int, p: int) -> float:
@@ -157,7 +159,7 @@ def _lp_window_bound(x: Interval, dtype: int, p: int) -> float:
 
 @op("LpPool")
 def lp_pool(b: SpecBuilder, p: None) -> None:
-    x = b.input("X", rank=Ints(3, 5), values=_lp_values)
+    x = b.input("X", rank=Ints(3, 5), values=lambda d: _lp_values(d, Values()))
     lp = b.attr("p", Ints(1, LP_P), 2)
     # ceil_mode and dilations arrived with LpPool-18.
     kernel, out = _window(
@@ -184,8 +186,9 @@ def global_pool(b: SpecBuilder, p: None) -> None:
 # implementation"), although onnxfuzz/data/ort_cpu_kernels.json lists one from version 2 on.
 @op("GlobalLpPool", until=21)
 def global_lp_pool(b: SpecBuilder, p: None) -> None:
-    # |X| within _lp_values leaves a p with size**(1/p) * |X| <= bound for every spatial size.
-    x = b.input("X", rank=Ints(3, 5), values=_lp_values)
+    # |X| <= bound / 2 (or 1 in float16) leaves a p with size**(1/p) * |X| <= bound for
+    # every spatial size.
+    x = b.input("X", rank=Ints(3, 5), values=lambda d: _lp_values(d, _half_range(d)))
     size = math.prod(x.shape[2:])
     ratio = dt.value_range(x.dtype)[1] / max(x.interval.mag, 1e-30)
     p_min = max(1, math.ceil(math.log(size) / math.log(ratio))) if size > 1 else 1

@@ -357,7 +357,7 @@ def reduce(
                 model = static
                 click.echo(
                     f"reducing with the symbolic dims of {', '.join(symbolic)} fixed at the "
-                    "inputs' sizes: it fails the same way so"
+                    "inputs' sizes: the model fails the same way with them fixed"
                 )
             else:
                 click.echo(

@@ -301,6 +301,7 @@ class WrongOp(_OrtWrapper):
     told) computes ``op`` + 0.5."""
 
     name = "wrong-op"
+    SHIFT = 0.5  # what the planted bug adds
 
     def __init__(self, op: str = "Add", dtype: str = "float32") -> None:
         super().__init__(op)
@@ -329,11 +330,19 @@ class WrongOp(_OrtWrapper):
                 bad = f"{out}__planted"
                 n.output[0] = bad
                 half = f"{out}__half"
-                g.initializer.append(onnx.numpy_helper.from_array(self.dtype.type(0.5), half))
+                shift = self.dtype.type(self.SHIFT)
+                g.initializer.append(onnx.numpy_helper.from_array(shift, half))
                 g.node.extend([n, onnx.helper.make_node("Add", [bad, half], [out])])
             else:
                 g.node.append(n)
         return (self._session(m), False)
+
+
+class NanOp(WrongOp):
+    """A planted miscompilation: every ``op`` node of ``dtype`` gives NaN everywhere."""
+
+    name = "nan-op"
+    SHIFT = float("nan")
 
 
 class WrongOpAtRunTime(WrongOp):

@@ -216,6 +216,23 @@ def test_planted_wrong_op_is_caught_with_a_reproducer(tmp_path) -> None:
     assert r.returncode == 2 and "the bundle is damaged: model.onnx" in r.stdout, r.stdout
 
 
+def test_a_nan_result_is_said_as_nan_everywhere(tmp_path) -> None:
+    """A backend giving NaN where the reference gives numbers: the oracle, issue.md and
+    repro.py count NaNs in words (repro.py said "max abs err inf", the oracle "max abs err
+    nan", issue.md "0 of 4800 elements differ")."""
+    label = f"{ADAPTERS}:NanOp:op=Sigmoid"
+    c = _campaign(tmp_path, label, tests=15, generator={"dtypes": ["float32"]})
+    (bug,) = _bugs(c)
+    bundle = c.out / "bugs" / bug["id"]
+    issue = (bundle / "issue.md").read_text()
+    assert "NaN where the reference is not" in issue, issue
+    r = subprocess.run(
+        [sys.executable, "repro.py"], cwd=bundle, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 1 and "NaN where the reference is not" in r.stdout, r.stdout
+    assert "max abs err inf" not in r.stdout and "nan" not in r.stdout.split(";")[1], r.stdout
+
+
 def test_healthy_pair_finds_nothing(tmp_path) -> None:
     c = _campaign(tmp_path, "ort:opt=none", tests=40, generator={"ops": None})
     counts = _verdicts(c, "ort:opt=none")

@@ -109,8 +109,10 @@ def test_excess_precision_is_unstable_not_a_bug(workers, case, reference, backen
     assert raw.verdict == Verdict.MISMATCH, "the libraries no longer differ here: the test is moot"
     assert a.judgement.verdict == Verdict.UNSTABLE, a.judgement.message
     assert a.signature is None
-    if backend == "ort" and case == "tan-less":  # not localized: only the float32 check
-        assert "computed in float32" in a.judgement.message
+    if backend == "ort" and case == "tan-less":
+        # Less(x, Tan(x)) flips where Tan(x) rounds to x: the tie check or the float32 one
+        said = a.judgement.message
+        assert "computed in float32" in said or "a tie rounding decides" in said, said
 
 
 def test_a_comparison_flipped_only_at_ties_is_unstable_one_wrong_elsewhere_is_a_bug() -> None:

@@ -114,14 +114,19 @@ def test_a_chain_link_keeps_the_reuse_cap_the_specs_bound_their_values_by() -> N
     guided = Guided(Generator(Config(min_nodes=1, max_nodes=10)))
     chain = "AffineGrid>LpPool>ThresholdedRelu>Relu>Reshape>CumSum>Cast>HardSwish>Sub"
     d = {"path": [f"chain:{chain}>BitwiseOr>BitwiseOr>Relu"]}
-    case = guided.case(12334, d)  # seed 9100 + test 3234 of that campaign
+    # seed 9100 + test 3234 of that campaign was 12334; since LpPool's float16 inputs stay
+    # within +-1 (2026-11-28) its chain differs, and 12313 makes the same shape again: a
+    # Reshape output over the cap, then CumSum
+    case = guided.case(12313, d)
     cap = guided.gen.cfg.max_reuse_dim
     g = onnx.shape_inference.infer_shapes(case.model).graph
-    shapes = {vi.name: vi.type.tensor_type.shape for vi in [*g.input, *g.value_info]}
+    shapes = {vi.name: vi.type.tensor_type.shape for vi in [*g.input, *g.value_info, *g.output]}
+    (reshape,) = [node for node in g.node if node.op_type == "Reshape"]
+    assert max(x.dim_value for x in shapes[reshape.output[0]].dim) > cap  # the case holds
     (cumsum,) = [node for node in g.node if node.op_type == "CumSum"]
     dims = [x.dim_value for x in shapes[cumsum.input[0]].dim]
     assert dims and all(n <= cap for n in dims), dims
-    v = validate(case.model, case.make_inputs(12334))
+    v = validate(case.model, case.make_inputs(12313))
     assert v.ok and v.finite, v.problems[:1]
 
 
