@@ -351,3 +351,16 @@ def test_the_evaluator_s_values_are_not_shown_where_it_is_known_wrong(tmp_path: 
     text = issue_markdown(bundle)
     assert "| output | ONNX reference evaluator |" not in text, text
     assert "No values from the ONNX reference evaluator here: it is known to get this" in text
+
+
+def test_an_output_within_the_tolerance_is_said_to_be_so() -> None:
+    """issue.md listed a float16 HardSwish beside the wrong output as "101 of 240 elements
+    differ, up to 255 ulps", rounding inside the tolerance that reads as a second bug."""
+    from onnxfuzz.store.issue import _within
+
+    tol = {"float32": [1e-3, 1e-2]}
+    e = np.array([1.0, 2.0, 0.0], np.float32)
+    assert _within(e + np.float32(1e-4), e, tol)
+    assert not _within(e + np.float32(1.0), e, tol)  # past it: a wrong output
+    assert not _within(e, e, tol)  # equal: nothing to say
+    assert not _within(np.array([np.nan, 2.0, 0.0], np.float32), e, tol)
