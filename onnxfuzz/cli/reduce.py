@@ -351,6 +351,7 @@ def reduce(
             )
         rep.target.signature = first.signature
         rep.last_message = first.judgement.message  # the node it names is tried alone first
+        dynamic = False  # reduced with symbolic dims kept
         if symbolic := symbolic_inputs(model):
             static = with_static_inputs(model, feeds)
             if static is not None and rep(static, feeds):
@@ -360,6 +361,7 @@ def reduce(
                     "inputs' sizes: the model fails the same way with them fixed"
                 )
             else:
+                dynamic = True
                 click.echo(
                     "reducing with symbolic dims (the model with them fixed at the inputs' "
                     "sizes does not fail the same way)"
@@ -387,6 +389,13 @@ def reduce(
         click.echo(
             f"the crash follows a wrong result of {follows.op}{node}: {follows.message}; the "
             f"rest of the model runs on {reference}'s values there: fix {follows.op} first"
+        )
+    if dynamic and len(r.model.graph.node) > 1:
+        # the passes that replace a node by an input or a constant need its static shape:
+        # a bug that needs symbolic dims kept Relu -> Add where Add alone failed
+        click.echo(
+            "note: reduced with symbolic dims, so no node whose output has one was replaced "
+            "by an input: a smaller model may fail the same way (try the ops alone)"
         )
     if not r.message:
         click.echo(
