@@ -70,7 +70,7 @@ def _static_shape(vi: Any, sizes: dict[str, int], chosen: dict[str, int]) -> tup
     else ``FREE_DIM``; ``chosen`` records each symbolic dim's size, by name."""
     shape = []
     for k, d in enumerate(vi.type.tensor_type.shape.dim):
-        if d.HasField("dim_value") and d.dim_value > 0:
+        if d.HasField("dim_value"):  # 0 too: an empty tensor's dim is a fixed size
             shape.append(d.dim_value)
             continue
         name = d.dim_param or f"{vi.name}[{k}]"  # an unnamed dim is named by its place

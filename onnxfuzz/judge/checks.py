@@ -158,7 +158,7 @@ def tie_at_a_step(m: Mismatch) -> str | None:
     seen = {**m.inputs, **d.want_exposed}
     out = d.node.output[0]
     want, got = d.want_exposed.get(out), d.got_exposed.get(out)
-    names = [t for t in d.node.input[: 2 if op in _COMPARISONS else 1]]
+    names = list(d.node.input[: 2 if op in _COMPARISONS else 1])
     if want is None or got is None or np.shape(want) != np.shape(got):
         return None
     if any(t not in seen or np.asarray(seen[t]).dtype.kind != "f" for t in names):

@@ -123,16 +123,28 @@ def same_crash(filed: list[tuple[str, str, str]], signature: str, pattern: str) 
     depends on another node, an input's rank, held them; a Gather crash was 7 bundles,
     Gather alone and Reshape, LSTM, Conv, ... -> Gather). Those reduced to the same ops
     first, then the fewest ops; the first filed first."""
-    fam, mine = family(signature), _ops_of(pattern)
-    if mine is None:
-        return []
-    found = []
-    for order, (key, sig, pat) in enumerate(filed):
-        ops = _ops_of(pat)
-        if ops is None or family(sig) != fam or not ops <= mine:
-            continue
-        found.append((ops != mine, ops.total(), order, key))
+    mine = _ops_of(pattern)
+    kin = _kin(filed, signature) if mine is not None else []
+    found = [(ops != mine, ops.total(), k, key) for k, (key, ops) in enumerate(kin) if ops <= mine]
     return [key for *_, key in sorted(found)]
+
+
+def wider_crashes(filed: list[tuple[str, str, str]], signature: str, pattern: str) -> list[str]:
+    """The keys of ``filed`` bugs of ``signature``'s family reduced to ``pattern``'s ops and
+    more: those a bug reduced to ``pattern`` takes over (``same_crash`` the other way)."""
+    mine = _ops_of(pattern)
+    kin = _kin(filed, signature) if mine is not None else []
+    return [key for key, ops in kin if mine < ops]
+
+
+def _kin(filed: list[tuple[str, str, str]], signature: str) -> list[tuple[str, Counter[str]]]:
+    """(key, reduced ops) of the ``filed`` bugs of ``signature``'s family reduced to ops."""
+    fam = family(signature)
+    return [
+        (key, ops)
+        for key, sig, pat in filed
+        if (ops := _ops_of(pat)) is not None and family(sig) == fam
+    ]
 
 
 def steering_note(excluded: dict[str, str], pairs: int, forms: int) -> str:
@@ -1290,28 +1302,18 @@ class Campaign:
 
     def _supersedes(self, key: str) -> list[str]:
         """The filed crash (or hang) bugs that the just filed bug ``key`` shows reduced
-        further: of its backend, verdict and family, reduced to its ops and more (a Gather
-        crash filed as LSTM -> Gather before a later hit reduced to Gather alone). A bug
-        whose crash follows a wrong result is of that result's family: never one."""
-        rows = self.store.db.execute(
+        further (``wider_crashes``: a Gather crash filed as LSTM -> Gather before a later
+        hit reduced to Gather alone). A bug whose crash follows a wrong result is of that
+        result's family: never one."""
+        row = self.store.db.execute(
             "SELECT signature, backend, verdict, pattern FROM bugs WHERE key=?", (key,)
         ).fetchone()
-        if rows is None or rows[2] not in (Verdict.CRASH, Verdict.TIMEOUT):
-            return []
-        signature, backend, verdict, pattern = rows
-        mine = _ops_of(pattern)
         follows = self.store.get_meta(FOLLOWS) or {}
-        if mine is None or key in follows:
+        if row is None or row[2] not in (Verdict.CRASH, Verdict.TIMEOUT) or key in follows:
             return []
-        fam = family(signature)
-        out = []
-        for old, sig, pat in self.store.crash_keys(backend, verdict):
-            ops = _ops_of(pat)
-            if old == key or old in follows or ops is None or family(sig) != fam:
-                continue
-            if mine <= ops and mine != ops:
-                out.append(old)
-        return out
+        signature, backend, verdict, pattern = row
+        filed = [f for f in self.store.crash_keys(backend, verdict) if f[0] not in follows]
+        return wider_crashes(filed, signature, pattern)
 
     def _own_key(
         self, f: Finding, lane: BackendPool | None, gen: Generator | None = None

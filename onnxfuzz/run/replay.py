@@ -71,19 +71,6 @@ def load_bundle(bundle: Path) -> tuple[dict, onnx.ModelProto, dict[str, np.ndarr
     return meta, model, inputs
 
 
-def against_faulted_reference(meta: dict, model: onnx.ModelProto, verdict: str) -> bool:
-    """Whether a mismatch of ``meta``'s backend is against an ONNX reference evaluator on a
-    model where one of its documented faults applies (``judge.attribution``): the campaign
-    files no such finding now; a bundle filed before the fault was documented replays as
-    'cannot tell', not as the backend's bug (an NLL loss at ignore_index=-1 was filed
-    against ORT)."""
-    return (
-        verdict == Verdict.MISMATCH
-        and is_reference_evaluator(meta["reference"])
-        and reference_fault(model) is not None
-    )
-
-
 def model_initializers(model: onnx.ModelProto) -> set[str]:
     return {t.name for t in model.graph.initializer}
 
@@ -137,6 +124,10 @@ def _judge(
     flaky = meta.get("reproducibility") == "intermittent"
     found = meta.get("confirmed", {})
     runs = int(found.get("repro_runs", found.get("attempts", 1))) if flaky else 1
+    # the ONNX reference evaluator's documented fault on this model: the campaign files no
+    # mismatch against it now, and a bundle filed before it was documented (an NLL loss at
+    # ignore_index=-1, against ORT) replays as "cannot tell", not as the backend's bug
+    fault = reference_fault(model) if is_reference_evaluator(reference) else None
     seen = []
     for _ in range(max(1, runs)):
         outcomes = pool.run_all(model.SerializeToString(), inputs)
@@ -148,9 +139,7 @@ def _judge(
         same = meta["signature"] in forms or (
             flaky and family(meta["signature"]) in {family(s) for s in forms}
         )
-        if same and against_faulted_reference(meta, model, a.judgement.verdict):
-            fault = reference_fault(model)
-            assert fault is not None
+        if same and fault is not None and a.judgement.verdict == Verdict.MISMATCH:
             return Replayed.DIFFERENT, (
                 f"cannot tell: the reference {reference} is known wrong on this model "
                 f"({fault.op}: {fault.reason}); it is no bug of {backend} until another "

@@ -229,7 +229,9 @@ class Store:
         now = self.db.execute(f"SELECT {cols} FROM bugs WHERE key=?", (into,)).fetchone()
         assert was is not None and now is not None, (old, into)
         old_id, old_sig, old_pattern, first, seen, hits, old_seeds = was
-        seeds = [*json.loads(now[6]), *json.loads(old_seeds)][:MAX_SEEDS]
+        into_sig, into_seeds = now[1], json.loads(now[6])
+        their_seeds = json.loads(old_seeds)
+        seeds = [*into_seeds, *their_seeds][:MAX_SEEDS]
         self.db.execute("UPDATE results SET bug=? WHERE bug=?", (into, old))
         self.db.execute(
             "UPDATE bugs SET hits=hits+?, seeds=?, first_test=MIN(first_test, ?), "
@@ -240,13 +242,13 @@ class Store:
         joined = self.get_meta(FOLLOW_UPS) or {}
         theirs = joined.pop(old, {})
         mine = joined.setdefault(into, {})
-        if old_sig != now[1]:
-            seed = json.loads(old_seeds)[0] if json.loads(old_seeds) else None
+        if old_sig != into_sig:
+            seed = their_seeds[0] if their_seeds else None
             mine.setdefault(
                 old_sig, {"ops": old_pattern.split("+"), "seed": seed, "why": "same crash"}
             )
         for sig, entry in theirs.items():
-            if sig != now[1]:
+            if sig != into_sig:
                 mine.setdefault(sig, entry)
         if not mine:
             del joined[into]

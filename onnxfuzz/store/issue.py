@@ -24,6 +24,7 @@ from onnx import numpy_helper
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.generate.corpus.testdata import DATA_SET
+from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare
 from onnxfuzz.judge.second_opinion import sentence
 from onnxfuzz.store.plain_repro import NAME as PLAIN
 from onnxfuzz.store.plain_repro import exit_note
@@ -498,14 +499,11 @@ def _value_errors(bundle: Path, meta: dict[str, Any]) -> str:
 
 def _within(a: np.ndarray, e: np.ndarray, tolerance: dict[str, Any]) -> bool:
     """Whether ``a`` differs from ``e`` somewhere but only within ``tolerance`` (the
-    bundle's, per type: atol, rtol)."""
-    tol = tolerance.get(str(e.dtype))
-    if tol is None or a.shape != e.shape or e.dtype.kind != "f" or np.array_equal(a, e):
+    bundle's, per type), judged as the oracle judges one output."""
+    if a.shape != e.shape or e.dtype.kind != "f" or np.array_equal(a, e):
         return False
-    a64, e64 = a.astype(np.float64), e.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        ok = np.where(np.isinf(e64), a64 == e64, np.abs(a64 - e64) <= tol[0] + tol[1] * np.abs(e64))
-    return bool((ok | (np.isnan(a64) & np.isnan(e64))).all())
+    cfg = OracleConfig(tolerance={k: tuple(v) for k, v in tolerance.items()})
+    return compare("reference", {"y": e}, "backend", {"y": a}, ["y"], cfg).verdict == Verdict.OK
 
 
 def _safe(label: str) -> str:
