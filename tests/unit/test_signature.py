@@ -476,3 +476,25 @@ def test_a_wrong_values_kind_twin_is_the_other_side_of_the_tolerance() -> None:
     )
     assert kind_twin("tvm|mismatch|run|shape in Add output") is None
     assert kind_twin("tvm|crash|run|values in Add output") is None
+
+
+def test_a_crash_joins_a_filed_bug_of_its_family_reduced_to_some_of_its_ops() -> None:
+    """The join and its take-over: same family, and the filed ops a sub-multiset of the
+    new ones (joins) or a strict super-multiset (taken over); another family, or a bundle
+    that names no reduced model (unreduced), neither."""
+    from onnxfuzz.run.campaign import same_crash, wider_crashes
+
+    filed = [
+        ("gather", "x|crash|compile|E [N]", "Gather"),
+        ("reshape", "x|crash|compile|E [N, N]", "Gather+Reshape"),
+        ("other", "x|crash|compile|Another error", "Gather"),
+        ("raw", "x|crash|compile|E [N]", "unreduced"),
+    ]
+    assert same_crash(filed, "x|crash|compile|E [N, N, N]", "Gather+LSTM") == ["gather"]
+    assert same_crash(filed, "x|crash|compile|E [N]", "Gather+Reshape") == [
+        "reshape",  # the same ops first
+        "gather",
+    ]
+    assert same_crash(filed, "x|crash|compile|E [N]", "Conv") == []
+    assert wider_crashes(filed, "x|crash|compile|E [N]", "Gather") == ["reshape"]
+    assert wider_crashes(filed, "x|crash|compile|Another error", "Gather") == []
