@@ -164,10 +164,18 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "--reference",
     default=None,
     metavar="SPEC",
-    help="The reference backend (default: the first --backend).",
+    help="The reference backend (default: the first --backend): the one whose outputs "
+    "count as expected when two backends disagree. Put a backend under test second, or "
+    "name a trusted one here.",
 )
 @click.option(
-    "--time", "seconds", callback=duration, default=None, help="Time budget, e.g. 90s, 10m, 2h."
+    "--time",
+    "seconds",
+    callback=duration,
+    default=None,
+    help="Time budget, e.g. 90s, 10m, 2h. No test starts after it; the tests in flight "
+    "end (a hang at its --timeout), and a new bug one of them finds is still confirmed "
+    "and reduced (--reduce-budget), so the campaign may end that much later.",
 )
 @click.option("--tests", type=click.IntRange(min=1), default=None, help="Number of tests.")
 @click.option(

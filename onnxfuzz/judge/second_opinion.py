@@ -109,6 +109,39 @@ def second_opinion(
     return Opinion(REFERENCE_EVALUATOR, agrees, "ran", converted)
 
 
+def sides_with_backend(opinion: dict[str, Any] | None, backend: str) -> bool:
+    """Whether an opinion (``Opinion.as_dict``) agrees with the finding's backend alone:
+    the comparison's reference is then the likely culprit."""
+    return bool(opinion) and opinion.get("said") == "ran" and opinion.get("agrees") == [backend]
+
+
+def as_reported(meta: dict[str, Any]) -> dict[str, Any]:
+    """A bundle's meta.json as its report tells it: where the evaluator agrees with the
+    finding's backend and not with the comparison's reference, the reference is the side
+    the report is about (its tracker, its plain reproducer, its culprit search, its values
+    as the actual ones), with ``evaluator_sides_with`` naming the backend. A buggy adapter
+    given as the first --backend (the default reference) had ORT's correct Softmax filed
+    in ORT's tracker, "ort returns wrong results", with the adapter's doubled values as
+    the expected ones. meta.json itself keeps the comparison as it ran: the signature,
+    repro.py and replay judge the backend against the reference."""
+    backend, reference = meta.get("backend", ""), meta.get("reference") or ""
+    if (
+        meta.get("verdict") != "mismatch"
+        or not reference
+        or reference == backend
+        or not sides_with_backend(meta.get("second_opinion"), backend)
+    ):
+        return meta
+    return {
+        **meta,
+        "backend": reference,
+        "name": meta.get("reference_name") or reference,
+        "reference": backend,
+        "reference_name": meta.get("name") or backend,
+        "evaluator_sides_with": backend,
+    }
+
+
 def sentence(opinion: dict[str, Any], backend: str, reference: str, names: dict[str, str]) -> str:
     """What issue.md says of an opinion (``Opinion.as_dict``, as meta.json keeps it), the
     backends by their display ``names``."""

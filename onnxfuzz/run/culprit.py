@@ -39,6 +39,7 @@ from pathlib import Path
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.backends.ort import RULES as ORT_REWRITE_RULES
 from onnxfuzz.errors import BackendError
+from onnxfuzz.judge.second_opinion import as_reported
 from onnxfuzz.store.issue import write_issue
 from onnxfuzz.store.plain_repro import NAME, set_workaround
 
@@ -695,7 +696,8 @@ def tvm_culprit(
 def find_culprit(bundle: Path, timeout: float = 120.0) -> Culprit | None:
     """The culprit of a bundle's bug (its reduced model where there is one), for the
     backends this module knows; None for the others, and for a bug no single run shows."""
-    meta = json.loads((bundle / "meta.json").read_text())
+    # where the evaluator sides with the backend, the comparison's reference is searched
+    meta = as_reported(json.loads((bundle / "meta.json").read_text()))
     folder = bundle / "reduced" if (bundle / "reduced" / "model.onnx").exists() else bundle
     if meta.get("stage") == "rerun" or meta.get("kind") == "input":
         # The searches below compare one run per configuration: a second run's bug, or an
@@ -761,7 +763,7 @@ def annotate(bundle: Path, timeout: float = 120.0, cheap_only: bool = False) -> 
     if "culprit" in meta:
         return None
     try:
-        target = parse_backend(meta["backend"]).target
+        target = parse_backend(as_reported(meta)["backend"]).target
     except BackendError:
         return None
     if cheap_only and target not in CHEAP:

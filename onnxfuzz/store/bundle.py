@@ -41,6 +41,7 @@ from onnxfuzz.execute.sandbox import Outcome, Stage
 from onnxfuzz.generate.build.generator import Case
 from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs, write_test
 from onnxfuzz.judge.oracle import Judgement, Verdict, precision_dtypes
+from onnxfuzz.judge.second_opinion import sides_with_backend
 from onnxfuzz.judge.signature import RULES, WHERE_HINTS, WHERE_ONLY, normalize
 from onnxfuzz.reduce.reducer import Reduced
 from onnxfuzz.store.issue import write_issue
@@ -225,18 +226,27 @@ def _write_plain(
     outcomes: dict[str, Outcome],
 ) -> None:
     """``repro_plain.py`` (store.plain_repro) for a shipped adapter's finding."""
-    if not supported(f.backend):
-        return
     j = f.judgement
+    culprit, against = f.backend, f.reference
+    if (
+        j.verdict == Verdict.MISMATCH
+        and f.reference != f.backend
+        and sides_with_backend(f.extra.get("second_opinion"), f.backend)
+    ):
+        # the evaluator agrees with the backend: the script shows the reference's values
+        # against the evaluator's (``second_opinion.as_reported``)
+        culprit, against = f.reference, f.backend
+    if not supported(culprit):
+        return
     ops = " -> ".join(n.op_type for n in model.graph.node) or "-"
     facts = {"verdict": str(j.verdict), "stage": j.stage and str(j.stage), "kind": j.kind}
-    what = what_went_wrong({**facts, "backend": f.backend, "signature": f.signature})
-    title = f"{f.name(f.backend)} {what} on {ops}"
-    stored = outcomes.get(f.reference)
+    what = what_went_wrong({**facts, "backend": culprit, "signature": f.signature})
+    title = f"{f.name(culprit)} {what} on {ops}"
+    stored = outcomes.get(against)
     write_plain(
         folder,
         PlainRepro(
-            f.backend,
+            culprit,
             title,
             tolerance=dict(f.tolerance),
             exits=exit_note(str(j.verdict), f.signature),
@@ -244,8 +254,8 @@ def _write_plain(
         ),
         model,
         inputs,
-        stored.outputs if stored is not None and f.reference != f.backend else None,
-        f.name(f.reference),
+        stored.outputs if stored is not None and against != culprit else None,
+        f.name(against),
     )
 
 
@@ -292,6 +302,7 @@ def write_bundle(
         "backend": f.backend,
         "name": f.name(f.backend),
         "reference": f.reference,
+        "reference_name": f.name(f.reference),
         "seed": f.seed,
         "seeds": [f.seed],
         "opset": f.opset,

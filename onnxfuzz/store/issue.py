@@ -25,7 +25,7 @@ from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.generate.corpus.testdata import DATA_SET
 from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare
-from onnxfuzz.judge.second_opinion import sentence
+from onnxfuzz.judge.second_opinion import as_reported, sentence
 from onnxfuzz.store.plain_repro import NAME as PLAIN
 from onnxfuzz.store.plain_repro import exit_note
 from onnxfuzz.store.readable import (
@@ -62,13 +62,15 @@ def tracker(label: str) -> str:
 
 
 def issue_markdown(bundle: Path) -> str:
-    meta = json.loads((bundle / "meta.json").read_text())
+    # the evaluator's second opinion may turn the report to the comparison's reference
+    meta = as_reported(json.loads((bundle / "meta.json").read_text()))
     folder = bundle / "reduced" if (bundle / "reduced" / "model.onnx").exists() else bundle
     model = onnx.load(str(folder / "model.onnx"))
     name = meta.get("name") or meta["backend"]
     ops = meta.get("reduced_ops") or meta.get("ops") or []
     what = what_went_wrong(meta)
-    reference = meta.get("reference")
+    reference = meta.get("reference_name") or meta.get("reference")
+    sided = meta.get("evaluator_sides_with")
     # a backend at odds with itself needs no majority: its second run, or its caller's inputs
     own = meta.get("stage") == "rerun" or meta.get("kind") == "input"
     blamed = meta.get("suspect") is not None or meta["verdict"] != "mismatch" or own
@@ -87,6 +89,8 @@ def issue_markdown(bundle: Path) -> str:
     if follows and follows.get("op"):  # the root cause comes first (``_follows_text``)
         kind = _KIND_WORDS.get(follows.get("kind", ""), "result")
         title += f", after {follows['op']}'s wrong {kind}"
+    if sided:
+        title += f"; the ONNX reference evaluator sides with {reference}"
     log = (bundle / "log.txt").read_text().splitlines() if (bundle / "log.txt").exists() else []
     plain = folder / PLAIN
     # beside the reduced model, what the reduced model's run said (the original's
@@ -95,8 +99,14 @@ def issue_markdown(bundle: Path) -> str:
     actual = _actual(log, said) or meta.get("signature", "")
     if meta["verdict"] == "mismatch":
         tol = meta.get("tolerance", {})
+        whose = (
+            f"{reference}, which the ONNX reference evaluator agrees with (the comparison "
+            f"ran {name} as its reference)"
+            if sided
+            else f"{reference} (the reference in this comparison)"
+        )
         expected = (
-            f"The outputs of {reference} (the reference in this comparison) within the "
+            f"The outputs of {whose} within the "
             f"per-type tolerances (atol, rtol) {tol}; the model's declared output types and "
             "shapes."
         )
@@ -112,7 +122,7 @@ def issue_markdown(bundle: Path) -> str:
                 "The same compiled model run again on the same inputs gives the same "
                 f"outputs: its first run's, which agree with {reference}. " + expected
             )
-    elif reference and reference != meta["backend"]:
+    elif meta.get("reference") and meta["reference"] != meta["backend"]:
         expected = f"The model compiles and runs, as it does in {reference}."
         # the values it should give; no schema sentence: a crash violates no one property
         expected += _expected_sources(folder, model, {**meta, "kind": "crash"})
@@ -160,7 +170,14 @@ def issue_markdown(bundle: Path) -> str:
             ]
         ),
         "expected": expected,
-        "actual": f"```\n{actual}\n```" + _value_errors(bundle, meta),
+        "actual": (
+            f"As onnxfuzz compared them, {reference} against {name} (\"reference\" below "
+            f"is {name}):\n\n"
+            if sided
+            else ""
+        )
+        + f"```\n{actual}\n```"
+        + _value_errors(bundle, meta),
         "triage": _tvm_triage(culprit),
         "versions": _versions(meta),
     }
@@ -320,9 +337,10 @@ def _follows_text(meta: dict[str, Any], renamed: dict[str, str]) -> str:
         f"\n\nThe crash follows a wrong result of {follows['op']}{node}: the model cut "
         f"after that node runs on {name}, and its result is wrong ({said.rstrip('.')}); "
         "the rest of the model, fed the values "
-        f"{meta.get('reference') or 'the reference'} computes there, runs on {name} "
-        f"without crashing. Fix {follows['op']}'s {_KIND_WORDS.get(follows['kind'], 'result')} "
-        "first: this crash is likely of the same root cause."
+        f"{meta.get('reference_name') or meta.get('reference') or 'the reference'} computes "
+        f"there, runs on {name} without crashing. Fix {follows['op']}'s "
+        f"{_KIND_WORDS.get(follows['kind'], 'result')} first: this crash is likely of the "
+        "same root cause."
     )
 
 
@@ -523,8 +541,9 @@ def _opinion(meta: dict[str, Any], name: str) -> str:
     opinion = meta.get("second_opinion")
     if not opinion:
         return ""
-    names = {meta["backend"]: name}
-    return sentence(opinion, meta["backend"], meta.get("reference", ""), names) + " "
+    reference = meta.get("reference", "")
+    names = {meta["backend"]: name, reference: meta.get("reference_name") or reference}
+    return sentence(opinion, meta["backend"], reference, names) + " "
 
 
 def _actual(log: list[str], message_text: str | None = None) -> str:

@@ -665,6 +665,63 @@ def test_torch_culprit_that_finds_every_node_right_names_no_project(tmp_path) ->
     assert "File with" not in issue.split("### To reproduce")[0], issue
 
 
+def test_a_reference_the_evaluator_finds_wrong_gets_the_report(python, tmp_path) -> None:
+    """ORT as the comparison's reference, wrong: its int64 Mod with fmod=1 goes through
+    double and loses 9611230659012167 mod 3 (a real ORT fault a torch campaign found).
+    torch and the ONNX reference evaluator give 2: the report is ORT's (its tracker, a
+    culprit search of ORT, repro_plain.py in ORT's API against the evaluator's values,
+    exit 1 in a fresh process), where it was filed "torch returns wrong results" with
+    ORT's 0 as the expected value. The comparison itself stays as it ran."""
+    import onnxruntime as ort
+
+    int64 = TensorProto.INT64
+    three = [helper.make_tensor("d", int64, [], np.array([3], np.int64))]
+    mod = [helper.make_node("Mod", ["x", "d"], ["y"], fmod=1)]
+    model = _model(mod, (int64, [2]), (int64, [2]), three)
+    x = np.array([9611230659012167, -10708639069530107], np.int64)
+    wrong = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    right = np.fmod(x, 3)
+    assert (wrong != right).all()  # the fault this test needs is still in ORT
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "2/2 elements differ")
+    f = Finding(
+        signature="torch|mismatch|run|values in Mod output",
+        bug_id="bug",
+        judgement=values,
+        backend="torch",
+        reference="ort",
+        seed=0,
+        opset=17,
+        ops=["Mod"],
+        model=model,
+        inputs={"x": x},
+        outcomes={
+            "ort": Outcome(Status.OK, outputs={"y": wrong}),
+            "torch": Outcome(Status.OK, outputs={"y": right}),
+        },
+        versions={"ort": ort.__version__, "torch": "2"},
+        tolerance=dict(DEFAULT_TOLERANCE),
+        timeout=60.0,
+        extra={"second_opinion": {"by": "onnx-reference", "agrees": ["torch"], "said": "ran"}},
+    )
+    bundle = write_bundle(tmp_path / "b", f)
+    meta = json.loads((bundle / "meta.json").read_text())
+    assert (meta["backend"], meta["reference"]) == ("torch", "ort")
+    script = _plain(bundle, "ort")
+    assert script.startswith('"""ort returns wrong results on Mod')
+    assert "ReferenceEvaluator(model).run" in script  # torch's values, as the evaluator's
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1 and "2 of 2 differ" in r.stdout, (r.stdout, r.stderr[-2000:])
+    culprit = annotate(bundle)  # ORT's, searched: its optimizers change nothing
+    assert culprit is not None and (culprit.project, culprit.stage) == ("onnxruntime", "kernel")
+    issue = (bundle / "issue.md").read_text()
+    title = issue.splitlines()[0]
+    assert title.startswith("# ort and torch disagree on a 1-node model: Mod"), title
+    assert title.endswith("; the ONNX reference evaluator sides with torch"), title
+    assert "### Describe the issue" in issue  # ONNX Runtime's form
+    assert "onnx2torch" not in issue and "File with ONNX Runtime" in issue
+    assert "agrees with torch and not with ort: ort is the likely culprit" in issue
+
+
 def test_torch_culprit_runs_einsum_in_torch_eager(tmp_path) -> None:
     """int32 Einsum 'ab,cda->cd': torch.einsum itself raises "expected scalar type Long but
     found Int" on the same tensors, so it is torch's fault (it was filed with onnx2torch,

@@ -200,11 +200,24 @@ def test_a_disagreement_of_two_gets_the_reference_evaluator_s_opinion(
         opinion = meta["second_opinion"]
         assert opinion == {"by": "onnx-reference", "agrees": ["ort"], "said": "ran", "converted": 0}
         text = (b / "issue.md").read_text()
-        assert text.startswith("# ")
-        assert "disagree" in text.splitlines()[0]
-        # issue.md names the backend by its display name, the reference by its label
-        wrong_name = wrong if wrong_is_reference else meta["name"]
-        assert f"agrees with ort and not with {wrong_name}: {wrong_name} is the likely" in text
+        title = text.splitlines()[0]
+        assert "disagree" in title
+        # both named by their display names (the planted one's, not its file's path)
+        shown = "wrong-op:op=Sigmoid"
+        assert f"agrees with ort and not with {shown}: {shown} is the likely" in text
+        if not wrong_is_reference:
+            assert title.startswith(f"# {shown} and ort disagree"), title
+            continue
+        # The evaluator sides with the backend, ORT: the report is the reference's. It
+        # was filed in ORT's tracker ("File with ONNX Runtime", a culprit search that
+        # found ORT's "kernel" at fault), with a repro_plain.py that ran ORT against the
+        # planted adapter's values; the comparison itself is kept as it ran.
+        assert meta["backend"] == "ort" and meta["reference"] == wrong
+        assert title.startswith(f"# {shown} and ort disagree"), title
+        assert title.endswith("; the ONNX reference evaluator sides with ort"), title
+        assert "onnxruntime" not in text and "culprit" not in meta
+        assert not list(b.rglob("repro_plain.py"))  # an ad hoc adapter has none
+        assert "The outputs of ort, which the ONNX reference evaluator agrees with" in text
 
 
 def test_a_quantized_model_below_opset_19_gets_the_opinion_at_opset_21(tmp_path: Path) -> None:
