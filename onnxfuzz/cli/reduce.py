@@ -200,6 +200,74 @@ def _no_reference(
     return f"{model_path}: {said}, so nothing tells what {backend} should give: {fix}"
 
 
+def _bundle(
+    model_path: Path,
+    original: Any,
+    r: Any,
+    last: Any,
+    outcomes: dict[str, Any],
+    pair: tuple[str, str],
+    versions: dict[str, str],
+    names: dict[str, str],
+) -> Any:
+    """The reduced model as a campaign's bundle holds a finding (``store.bundle``): the
+    reduced model is the bundle's model, its last run the finding."""
+    from onnxfuzz.generate.corpus.validate import model_opset
+    from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE
+    from onnxfuzz.judge.signature import bug_id
+    from onnxfuzz.store.bundle import Finding
+
+    reference, backend = pair
+    signature = last.signature or ""
+    return Finding(
+        signature=signature,
+        bug_id=bug_id(signature, names),
+        judgement=last.judgement,
+        backend=backend,
+        reference=reference,
+        seed=-1,
+        opset=model_opset(r.model),
+        ops=[n.op_type for n in r.model.graph.node],
+        model=r.model,
+        inputs=r.inputs,
+        outcomes={k: outcomes[k] for k in dict.fromkeys([reference, backend]) if k in outcomes},
+        versions=versions,
+        tolerance=dict(DEFAULT_TOLERANCE),
+        timeout=30.0,
+        names=names,
+        extra={
+            "suspect": None,
+            "backends": [reference, backend],
+            "reduced_from": str(model_path),
+            "reduced_from_nodes": len(original.graph.node),
+            "reduction": {
+                "seconds": round(r.seconds, 3),
+                "backend_runs": r.runs,
+                "fixed_point": r.complete,
+                "before": {"nodes": r.before.nodes},
+                "after": {"nodes": r.after.nodes},
+            },
+        },
+    )
+
+
+def write_bundle_to(dest: Path, f: Any, follows: Any) -> None:
+    """``dest/``: the bundle of ``f`` (model.onnx, test_data_set_0/ with the reference's
+    outputs, repro.py, repro_plain.py, meta.json, issue.md), as a campaign writes one
+    under ``bugs/``; ``onnxfuzz replay dest`` replays it."""
+    import shutil
+    import tempfile
+
+    from onnxfuzz.store.bundle import write_bundle
+
+    if follows is not None:
+        f.extra["follows"] = follows.as_meta()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".reducing-") as tmp:
+        folder = write_bundle(Path(tmp), f)
+        shutil.move(str(folder), str(dest))
+
+
 @click.command()
 @click.argument("model_path", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option(
@@ -264,12 +332,20 @@ def reduce(
     seed: int,
     dims: tuple[str, ...],
 ) -> None:
-    """Reduce a model that fails on a backend to a small model that fails the same way."""
+    """Reduce a model that fails on a backend to a small model that fails the same way.
+
+    --out gets the reduced model as a bundle: model.onnx and its inputs, the reference's
+    outputs, repro.py, repro_plain.py (for a shipped backend), meta.json and issue.md
+    (`onnxfuzz replay OUT` checks it again). Exit 0 once it is written (its repro.py
+    exits 1 while the backend fails so); 2 when the model does not fail on the backend,
+    the reference cannot judge it, or a flag or file is wrong."""
     import onnx
 
+    from onnxfuzz.backend import display_names
     from onnxfuzz.errors import ModelError, UsageError
     from onnxfuzz.execute.pool import BackendPool
     from onnxfuzz.judge.oracle import Verdict
+    from onnxfuzz.judge.second_opinion import needed, second_opinion
     from onnxfuzz.reduce.precursor import find_precursor
     from onnxfuzz.reduce.reducer import reduce_model
     from onnxfuzz.reduce.reproduce import Reproducer, Target
@@ -371,9 +447,26 @@ def reduce(
         follows = None
         if first.judgement.verdict == Verdict.CRASH and len(r.model.graph.node) > 1:
             follows = find_precursor(r.model, r.inputs, rep, first.judgement.stage)
-    from onnxfuzz.generate.corpus.testdata import write_test
+        # the reduced model once more: what its bundle's report and reproducers show
+        last, last_outcomes = rep.run(r.model, r.inputs)
+        versions = {label: info.version for label, info in pool.infos.items()}
+        names = display_names(list(backends), {k: i.name for k, i in pool.infos.items()})
+    if rep.matches(last):
+        bundle = _bundle(
+            model_path, model, r, last, last_outcomes, (reference, backend), versions, names
+        )
+        bundle.tolerance, bundle.timeout = dict(rep.cfg.tolerance), timeout
+        if last.judgement.verdict == Verdict.MISMATCH and needed(list(backends), r.model):
+            # two backends disagree: the ONNX reference evaluator's opinion, as a campaign
+            # asks it (``judge.second_opinion``); the report turns to the reference where
+            # the evaluator sides with the backend
+            opinion = second_opinion(r.model, r.inputs, last_outcomes, rep.cfg, timeout)
+            bundle.extra["second_opinion"] = opinion.as_dict()
+        write_bundle_to(dest, bundle, follows)
+    else:  # it did not fail again: a model to look at, not a reproducer that says FIXED
+        from onnxfuzz.generate.corpus.testdata import write_test
 
-    write_test(dest, r.model, r.inputs)
+        write_test(dest, r.model, r.inputs)
     click.echo(
         f"{r.before.nodes} -> {r.after.nodes} nodes ({' '.join(r.ops)}) in "
         f"{r.seconds:.1f} s, {r.runs} backend runs"
@@ -384,6 +477,13 @@ def reduce(
             f"  {name:<18} tried {st['tried']:>4}  kept {st['kept']:>3}  {st['seconds']:.2f} s"
         )
     click.echo(f"written to {dest}/model.onnx")
+    if (dest / "repro.py").exists():
+        plain = dest / "repro_plain.py"
+        click.echo(
+            f"its bundle: {dest}/issue.md to file, `python {dest}/repro.py` (exit 1 while "
+            "it fails the same way)"
+            + (f", `python {plain}` (the backend's own API)" if plain.exists() else "")
+        )
     if follows is not None:
         node = f" (node {follows.node})" if follows.node else ""
         click.echo(
@@ -397,8 +497,9 @@ def reduce(
             "note: reduced with symbolic dims, so no node whose output has one was replaced "
             "by an input: a smaller model may fail the same way (try the ops alone)"
         )
-    if not r.message:
+    if not r.message or not rep.matches(last):
         click.echo(
             f"note: the reduced model did not fail on {backend} in its final run (the "
-            "failure comes and goes, or depends on what ran before): check it before filing"
+            "failure comes and goes, or depends on what ran before): check it before filing; "
+            "no reproducer was written"
         )

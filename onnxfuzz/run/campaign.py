@@ -66,6 +66,7 @@ from onnxfuzz.run.probe import (
 from onnxfuzz.run.steer import MODES, Steering, optimization_keys, reward_keys
 from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
 from onnxfuzz.store.db import (
+    EVALUATOR_SUSPECTS,
     FOLLOW_UPS,
     FOLLOWS,
     NOT_REPRODUCIBLE,
@@ -1570,6 +1571,13 @@ class Campaign:
                 log.write(f"second opinion, seed {f.seed}:\n{traceback.format_exc()}\n")
             return
         f.extra["second_opinion"] = opinion.as_dict()
+        pair = {f.backend, f.reference}
+        if opinion.said == "ran" and len(opinion.agrees) == 1 and len(pair) == 2:
+            (suspect,) = pair - set(opinion.agrees)
+            with self._lock:
+                suspects = self.store.get_meta(EVALUATOR_SUSPECTS) or {}
+                suspects.setdefault(f.signature, suspect)
+                self.store.set_meta(EVALUATOR_SUSPECTS, suspects)
 
 
 def on_first_run(f: Finding, conf: Confirmation) -> None:

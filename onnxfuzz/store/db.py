@@ -100,6 +100,10 @@ FOLLOW_UPS = "follow_ups"
 # Meta key: bug key -> {"nodes", "runs", "seconds"} of a bundle whose reduction stopped at
 # its time budget with two nodes or more left (a smaller model may show the bug).
 REDUCTION_STOPPED = "reduction_stopped"
+# Meta key: signature -> the backend the ONNX reference evaluator's second opinion finds
+# wrong (``judge.second_opinion``) on a no-majority mismatch: the one of the two it does not
+# agree with. Tables show it as the suspect, "(by the evaluator)".
+EVALUATOR_SUSPECTS = "evaluator_suspects"
 
 
 @dataclass

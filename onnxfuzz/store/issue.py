@@ -131,14 +131,16 @@ def issue_markdown(bundle: Path) -> str:
             "The model compiles and runs: it is valid ONNX (the ONNX checker with full "
             "shape inference accepts it)."
         ) + _expected_sources(folder, model, {**meta, "kind": "crash"})
-    repro = f"cd {folder.name if folder != bundle else '.'} && python repro.py"
+    repro = f"cd {folder.name} && python repro.py" if folder != bundle else "python repro.py"
     text, renamed = model_text(model)
+    whose_names = "original" if meta.get("reduced_from") else "generator's"
     if len(text) > MAX_MODEL_TEXT:
         text = text[:MAX_MODEL_TEXT] + "\n... (truncated: see model.onnx)"
+    reduced_here = folder != bundle or bool(meta.get("reduced_from"))
     found = _found_text(meta, folder != bundle, nodes, inner)
     sections = {
         "summary": f"{name} {what} on this model ({found})."
-        + (_stopped_text(meta, nodes) if folder != bundle else "")
+        + (_stopped_text(meta, nodes) if reduced_here else "")
         + (
             ""
             if blamed
@@ -159,8 +161,12 @@ def issue_markdown(bundle: Path) -> str:
                 f"{repro}    # exit 1 and REPRODUCES while the bug is there, 0 and FIXED after",
                 "```",
                 "The model (`model.onnx` beside `repro.py`), as ONNX text"
-                + (" (tensors renamed x, t1, ..., y for reading; model.onnx keeps the"
-                   " generator's names):" if renamed else ":"),
+                + (
+                    " (tensors renamed x, t1, ..., y for reading; model.onnx keeps the"
+                    f" {whose_names} names):"
+                    if renamed
+                    else ":"
+                ),
                 "```",
                 text,
                 "```",
@@ -199,6 +205,11 @@ def _found_text(meta: dict[str, Any], reduced: bool, nodes: int, inner: str) -> 
     "reduced to 8 nodes" of a model nothing reduced would send its reader looking for a
     smaller one that does not exist, or trust a size that was never minimized)."""
     size = f"{nodes} node{'s' if nodes != 1 else ''}{', ' + inner if inner else ''}"
+    if meta.get("reduced_from"):  # `onnxfuzz reduce` of a model from elsewhere
+        before = meta.get("reduced_from_nodes")
+        return f"reduced by onnxfuzz from `{meta['reduced_from']}`" + (
+            f", {before} nodes, to {size}" if before else f" to {size}"
+        )
     if reduced:
         return f"found by onnxfuzz, reduced to {size}"
     failed = meta.get("reduction_failed")
@@ -617,7 +628,8 @@ def _versions(meta: dict[str, Any]) -> str:
         f"- onnx: {onnx.__version__}, numpy: {np.__version__}",
         f"- Python {sys.version.split()[0]}, {platform.platform()}, {platform.machine()}",
         f"- onnxfuzz {meta.get('onnxfuzz', '?')}, opset {meta.get('opset', '?')}, "
-        f"bug {meta['id']}, seed {meta.get('seed')}",
+        f"bug {meta['id']}, "
+        + ("by onnxfuzz reduce" if meta.get("reduced_from") else f"seed {meta.get('seed')}"),
     ]
     return "\n".join(lines)
 

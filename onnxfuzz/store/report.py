@@ -14,6 +14,7 @@ from onnxfuzz.generate.measure.metrics import Diversity
 from onnxfuzz.judge.attribution import DOCUMENTED_FAULT
 from onnxfuzz.judge.signature import family, family_id
 from onnxfuzz.store.db import (
+    EVALUATOR_SUSPECTS,
     FOLLOW_UPS,
     FOLLOWS,
     REDUCER_LOG,
@@ -50,14 +51,19 @@ def summary_rows(store: Store, reference_alone: bool = False) -> list[dict[str, 
     follows = store.get_meta(FOLLOWS) or {}
     stopped = store.get_meta(REDUCTION_STOPPED) or {}
     joined = store.get_meta(FOLLOW_UPS) or {}
+    # no majority: the side the ONNX reference evaluator does not agree with
+    by_evaluator = store.get_meta(EVALUATOR_SUSPECTS) or {}
     for b in store.reference_bugs() if reference_alone else store.bugs():
+        suspect = store.names.get(b["suspect"], b["suspect"])
+        if suspect is None and (other := by_evaluator.get(b["signature"])):
+            suspect = f"{store.names.get(other, other)} (by the evaluator)"
         rows.append(
             {
                 "id": b["id"],
                 "verdict": b["verdict"],
                 "stage": b["stage"],
                 "backend": store.names.get(b["backend"], b["backend"]),
-                "suspect": store.names.get(b["suspect"], b["suspect"]),
+                "suspect": suspect,
                 "pattern": "unreduced" if reference_alone else b["pattern"],
                 "hits": b["hits"],
                 "first_test": b["first_test"],

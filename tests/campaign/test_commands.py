@@ -304,6 +304,50 @@ def test_reduce_takes_a_model_of_an_opset_onnxfuzz_does_not_generate(tmp_path, c
     assert "did not fail" not in captured.out
 
 
+def test_reduce_writes_a_bundle_that_reproduces_from_a_copy(tmp_path, capsys) -> None:
+    """`reduce` of a model from elsewhere leaves a bundle, as a campaign files one: the
+    reduced model, its inputs and the reference's outputs, repro.py, meta.json and
+    issue.md (the evaluator's opinion in it). Copied elsewhere, repro.py run in a fresh
+    process exits 1 (REPRODUCES) and `replay` says the same; before, --out held the model
+    and its inputs alone and `replay` called it a damaged bundle."""
+    import shutil
+
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["b"]),  # the planted adapter gets Sigmoid wrong
+        helper.make_node("Neg", ["b"], ["y"]),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    model.ir_version = 8
+    path = tmp_path / "elsewhere.onnx"
+    path.write_bytes(model.SerializeToString())
+    wrong = str(Path("tests/campaign/adapters.py").resolve()) + ":WrongOp:op=Sigmoid"
+    out = tmp_path / "reduced"
+    argv = ["reduce", str(path), "--backend", "ort", "--backend", wrong, "--out", str(out)]
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert f"its bundle: {out}/issue.md" in said, said
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["ops"] == ["Sigmoid"] and meta["reduced_from"] == str(path)
+    assert meta["second_opinion"]["agrees"] == ["ort"]
+    issue = (out / "issue.md").read_text()
+    assert f"reduced by onnxfuzz from `{path}`, 3 nodes, to 1 node" in issue
+    assert "wrong-op:op=Sigmoid is the likely culprit" in issue
+    copy = tmp_path / "copied"
+    shutil.copytree(out, copy)
+    r = subprocess.run(
+        [sys.executable, "repro.py"], cwd=copy, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 1 and r.stdout.startswith("REPRODUCES"), (r.stdout, r.stderr[-2000:])
+    assert main(["replay", str(copy)]) == 1
+
+
 def _batched_model(path: Path) -> None:
     """x[batch, 8] -> Sigmoid -> MatMul(W) -> Relu -> y, and x -> Tanh -> ReduceSum -> z, at
     opset 11 without value_info: as exporters write models, the batch dim symbolic."""

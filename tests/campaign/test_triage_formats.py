@@ -218,6 +218,15 @@ def test_a_disagreement_of_two_gets_the_reference_evaluator_s_opinion(
         assert "onnxruntime" not in text and "culprit" not in meta
         assert not list(b.rglob("repro_plain.py"))  # an ad hoc adapter has none
         assert "The outputs of ort, which the ONNX reference evaluator agrees with" in text
+    # the tables' suspect column (campaign summary, triage, report): the side the
+    # evaluator does not agree with, said to be its opinion (it read "-")
+    from onnxfuzz.store.db import Store
+    from onnxfuzz.store.report import summary_rows
+
+    store = Store(out / "campaign.db")
+    suspects = {r["suspect"] for r in summary_rows(store)}
+    store.close()
+    assert suspects == {"wrong-op:op=Sigmoid (by the evaluator)"}, suspects
 
 
 def test_a_quantized_model_below_opset_19_gets_the_opinion_at_opset_21(tmp_path: Path) -> None:
