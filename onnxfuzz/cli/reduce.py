@@ -47,6 +47,13 @@ def _belonging(
     return feeds
 
 
+_IR_TOO_NEW = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
+# how a model builds what a non-tensor input held, from tensor inputs
+_BUILT_BY = {
+    "sequence_type": "SequenceConstruct",
+    "optional_type": "Optional",
+    "map_type": "onnx-ml's maps have no builder op: not reducible here",
+}
 FREE_DIM = 1  # a symbolic dim's size where --dim does not give one (a batch of one)
 
 
@@ -92,16 +99,33 @@ def _model_inputs(
     import onnx
 
     from onnxfuzz import dtypes as dt
+    from onnxfuzz.errors import UsageError
     from onnxfuzz.generate.build.export import INPUTS_KEY
     from onnxfuzz.generate.corpus.testdata import read_inputs
     from onnxfuzz.generate.lang.intervals import Values
     from onnxfuzz.generate.lang.values import inputs_for
 
+    inits = {i.name for i in model.graph.initializer}
+    for vi in model.graph.input:
+        kind = vi.type.WhichOneof("value")
+        if vi.name not in inits and kind in ("sequence_type", "optional_type", "map_type"):
+            # backends are fed numpy arrays: a SequenceProto input cannot be passed
+            raise UsageError(
+                f"input {vi.name} is a{'n' if kind == 'optional_type' else ''} "
+                f"{kind.replace('_type', '')}, not a tensor: onnxfuzz reduce feeds tensors "
+                f"only; to reduce this model, feed tensors and build the {kind[:-5]} inside "
+                f"it ({_BUILT_BY[kind]})"
+            )
     if folder is not None:
-        return _belonging(model, read_inputs(folder), folder, given)
+        try:
+            feeds = read_inputs(folder)
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, onnx's ValueError
+            raise UsageError(
+                f"{folder}: its input_<k>.pb are not tensors onnxfuzz can read ({e})"
+            ) from None
+        return _belonging(model, feeds, folder, given)
     meta = {p.key: p.value for p in model.metadata_props}
     domains = json.loads(meta.get(INPUTS_KEY, "{}"))
-    inits = {i.name for i in model.graph.initializer}
     specs, doms = [], {}
     strings: dict[str, tuple[int, ...]] = {}
     for vi in model.graph.input:
@@ -344,8 +368,10 @@ def reduce(
     from onnxfuzz.backend import display_names
     from onnxfuzz.errors import ModelError, UsageError
     from onnxfuzz.execute.pool import BackendPool
+    from onnxfuzz.execute.sandbox import Status
     from onnxfuzz.judge.oracle import Verdict
     from onnxfuzz.judge.second_opinion import needed, second_opinion
+    from onnxfuzz.judge.signature import normalize
     from onnxfuzz.reduce.precursor import find_precursor
     from onnxfuzz.reduce.reducer import reduce_model
     from onnxfuzz.reduce.reproduce import Reproducer, Target
@@ -406,6 +432,13 @@ def reduce(
         said = first.judgement.message.strip().splitlines()
         why = said[-1] if said else ""
         why = why if len(why) <= 200 else "..." + why[-200:]  # ORT says why last
+        if ir := _IR_TOO_NEW.search(first.judgement.message):
+            # ONNX Runtime names the C++ loader's signature before it: the numbers say it
+            why = (
+                f"the model's IR version {ir[1]} is above the {ir[2]} this ONNX Runtime "
+                f"loads: set model.ir_version = {ir[2]} and save it again (onnx 1.23 "
+                "writes IR 14 by default)"
+            )
         if first.judgement.verdict == Verdict.INVALID_REFERENCE:
             raise click.ClickException(_no_reference(model_path, reference, backend, why, feeds))
         if first.judgement.verdict == Verdict.MISMATCH and (
@@ -416,6 +449,26 @@ def reduce(
                 f"{backend} departs from {reference} on {model_path}, where the ONNX "
                 f"reference evaluator is itself wrong ({fault}): no values to reduce "
                 "against; give another reference first (--backend ort, say)"
+            )
+        ref_out = outcomes.get(reference)
+        if (
+            first.judgement.verdict in (Verdict.CRASH, Verdict.TIMEOUT)
+            and ref_out is not None
+            and ref_out.status != Status.OK
+            and ref_out.stage == first.judgement.stage
+            and normalize(ref_out.message or "") == normalize(first.judgement.message)
+        ):
+            # a campaign files such a failure once, as the reference's (attribution._shared)
+            raise click.ClickException(
+                f"{model_path}: the reference {reference} fails the same way ({why}): the "
+                f"failure is not {backend}'s alone; give a reference that runs the model "
+                "first (--backend onnx-reference, say), or reduce it as the reference's "
+                f"with --backend onnx-reference --backend {reference}"
+            )
+        if first.judgement.verdict == Verdict.UNSUPPORTED:
+            raise click.ClickException(
+                f"{model_path}: {backend} cannot run it, a missing feature rather than a "
+                f"bug ({why}); nothing to reduce"
             )
         if first.signature is None or (pattern and not rep(model, feeds)):
             raise click.ClickException(

@@ -207,6 +207,8 @@ def _found_text(meta: dict[str, Any], reduced: bool, nodes: int, inner: str) -> 
     size = f"{nodes} node{'s' if nodes != 1 else ''}{', ' + inner if inner else ''}"
     if meta.get("reduced_from"):  # `onnxfuzz reduce` of a model from elsewhere
         before = meta.get("reduced_from_nodes")
+        if before == nodes:
+            return f"`{meta['reduced_from']}` as it is, {size}: onnxfuzz found no smaller model"
         return f"reduced by onnxfuzz from `{meta['reduced_from']}`" + (
             f", {before} nodes, to {size}" if before else f" to {size}"
         )

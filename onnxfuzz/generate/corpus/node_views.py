@@ -66,8 +66,10 @@ def _attr(a: onnx.AttributeProto) -> object:
 
 
 def node_views(model: onnx.ModelProto, bodies: bool = False) -> list[NodeView]:
-    """A view of each node of the model's graph (and, with ``bodies``, of every node in
-    its If branches and Loop and Scan bodies, nested ones included)."""
+    """A view of each ai.onnx node of the model's graph (and, with ``bodies``, of every
+    node in its If branches and Loop and Scan bodies, nested ones included); a node of
+    another domain, or unknown at the model's opset, has none (a model with a custom op
+    raised SchemaError from deep inside `onnxfuzz reduce`)."""
     shapes = _shapes(model.graph)
     graphs = [model.graph]
     if bodies:
@@ -79,7 +81,12 @@ def node_views(model: onnx.ModelProto, bodies: bool = False) -> list[NodeView]:
     opset = _opset(model)
     views = []
     for node in (n for g in graphs for n in g.node):
-        schema = onnx.defs.get_schema(node.op_type, opset)
+        if node.domain not in ("", "ai.onnx"):
+            continue  # another domain's op (com.microsoft, a user's): no ai.onnx schema
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset)
+        except onnx.defs.SchemaError:  # not an op of this opset: the checker says so
+            continue
         formals = list(schema.inputs)
         ins: dict[str, Shape] = {}
         types: dict[str, int] = {}

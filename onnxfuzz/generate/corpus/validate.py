@@ -159,9 +159,11 @@ def check_static(model: onnx.ModelProto) -> list[str]:
             )
         )
         if get != et or (differs and not opaque(name)):
+            # a sequence's or optional's type has no shape (None): said as "?"
             problems.append(
-                f"shape inference: {name} is {dt.NAMES.get(get, get)}{list(gshape)}, "
-                f"spec says {dt.NAMES.get(et, et)}{list(shape)}"
+                f"shape inference: {name} is {dt.NAMES.get(get, get)}"
+                f"{list(gshape) if gshape is not None else '?'}, "
+                f"spec says {dt.NAMES.get(et, et)}{list(shape) if shape is not None else '?'}"
             )
     return problems
 
