@@ -67,7 +67,9 @@ def issue_markdown(bundle: Path) -> str:
     folder = bundle / "reduced" if (bundle / "reduced" / "model.onnx").exists() else bundle
     model = onnx.load(str(folder / "model.onnx"))
     name = meta.get("name") or meta["backend"]
-    ops = meta.get("reduced_ops") or meta.get("ops") or []
+    # a reduced model of no nodes is one (a fault whatever the model), not the original
+    reduced_ops = meta.get("reduced_ops") if folder != bundle else None
+    ops = reduced_ops if reduced_ops is not None else meta.get("ops") or []
     what = what_went_wrong(meta)
     reference = meta.get("reference_name") or meta.get("reference")
     sided = meta.get("evaluator_sides_with")
@@ -79,7 +81,11 @@ def issue_markdown(bundle: Path) -> str:
     # body nodes count: an If whose branches hold six nodes is no 1-node model
     nodes = max(len(ops), (meta.get("reduction") or {}).get("after", {}).get("nodes", 0))
     inner = f"{nodes - len(ops)} of them in subgraphs" if nodes > len(ops) else ""
-    title = f"{name} {what} on a {nodes}-node model: {' -> '.join(ops) or '-'}"
+    title = (
+        f"{name} {what} on a {nodes}-node model: {' -> '.join(ops)}"
+        if nodes
+        else f"{name} {what} on a model of no nodes (its outputs are its inputs)"
+    )
     title += f" ({inner})" if inner else ""
     culprit = meta.get("culprit") or {}
     if culprit.get("stage") not in (None, "", "unknown"):  # where inside the backend (run.culprit)

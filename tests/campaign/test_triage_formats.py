@@ -142,6 +142,32 @@ def test_a_crash_of_the_reference_points_to_no_backend_that_ran_it(tmp_path: Pat
     assert "compiles and runs, as it does in ort." in issue_markdown(bundle)
 
 
+def test_a_bug_reduced_to_no_nodes_is_not_titled_with_the_original_ops(tmp_path: Path) -> None:
+    """A fault whatever the model (a planted every-7th-run mismatch) reduces to a graph of
+    no nodes, its output its input: issue.md said "on a 9-node model: Ceil -> ..." (an
+    empty reduced_ops fell back to the original's)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnxfuzz.store.issue import issue_markdown
+
+    bundle = tmp_path / "b"
+    (bundle / "reduced" / "test_data_set_0").mkdir(parents=True)
+    (bundle / "test_data_set_0").mkdir()
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [])
+    empty = helper.make_model(helper.make_graph([], "g", [x], [x]))
+    onnx.save(empty, str(bundle / "reduced" / "model.onnx"))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [])
+    nine = helper.make_graph([helper.make_node("Ceil", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(nine), str(bundle / "model.onnx"))
+    meta = {"id": "p-mismatch-run-1", "verdict": "mismatch", "stage": "run", "kind": "values"}
+    meta |= {"backend": "p", "reference": "ort", "suspect": "p", "versions": {}}
+    meta |= {"ops": ["Ceil"], "reduced_ops": [], "reduced_nodes": 0}
+    (bundle / "meta.json").write_text(json.dumps(meta))
+    title = issue_markdown(bundle).splitlines()[0]
+    assert "Ceil" not in title and "a model of no nodes (its outputs are its inputs)" in title
+
+
 def _fuzz_bundles(out: Path, backends: list[str], flags: list[str]) -> list[Path]:
     """A campaign through the CLI that finds bugs (exit 1), and its bundles (at least one)."""
     args = [x for b in backends for x in ("--backend", b)]
