@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -74,6 +74,15 @@ QUEUE_BYTES = 32 * 1024
 # in a fresh process: the most recent ``HISTORY_TESTS``, at most ``HISTORY_BYTES`` in all.
 HISTORY_TESTS = 64
 HISTORY_BYTES = 64 * 2**20
+# Beyond those, the first ``FIRST_PER_INPUTS`` tests of each input signature (the inputs'
+# names, element types and shapes) the process ran, at most ``FIRST_BYTES`` in all (the
+# signatures seen least recently go first): a compile cache keyed by the inputs (a TVM or
+# TensorRT engine per shape) is filled by the first model of a signature and returned,
+# stale, to a later one thousands of tests on; the last 64 never held that first model,
+# and every such finding was dropped as not reproducible.
+FIRST_PER_INPUTS = 4
+EARLIER_MAX = 32  # the most recent earlier models of a process a confirmation replays
+FIRST_BYTES = 32 * 2**20
 
 
 class Status(StrEnum):
@@ -465,6 +474,15 @@ class Packed:
 
     seq: int
     data: bytes  # the pickled ``Test``
+    inputs_key: str = ""  # its inputs' names, element types and shapes (``inputs_key``)
+
+
+def inputs_key(inputs: dict[str, np.ndarray]) -> str:
+    """What a compile cache keyed by a model's inputs would key it by."""
+    return ";".join(
+        f"{k}:{getattr(v, 'dtype', '?')}{list(getattr(v, 'shape', ()))}"
+        for k, v in sorted(inputs.items())
+    )
 
 
 def pack(
@@ -478,7 +496,7 @@ def pack(
     packed again with another ``feedback``; ``frontend``: ``Test.frontend``)."""
     seq = next(_SEQ) if seq is None else seq
     test = Test(model_bytes, inputs, seq, feedback, frontend)
-    return Packed(seq, bytes(ForkingPickler.dumps(test)))
+    return Packed(seq, bytes(ForkingPickler.dumps(test)), inputs_key(inputs))
 
 
 @dataclass
@@ -489,6 +507,7 @@ class _Queued:
     data: bytes  # the pickled ``Test``
     since: float  # its pick-up clock: from its hand-over, or the answer to the test ahead
     sent: bool = False
+    inputs_key: str = ""
 
 
 @dataclass
@@ -510,6 +529,13 @@ class Worker:
     # the tests collected, oldest first: (test number, the process that ran it, the test)
     _ran: deque[tuple[int, int, bytes]] = field(default_factory=deque, repr=False)
     _ran_bytes: int = field(default=0, repr=False)
+    # (process, inputs key) -> the first FIRST_PER_INPUTS tests of that signature it ran,
+    # as (test number, the test); least recently seen signatures first
+    _first: OrderedDict[tuple[int, str], list[tuple[int, bytes]]] = field(
+        default_factory=OrderedDict, repr=False
+    )
+    _first_bytes: int = field(default=0, repr=False)
+    _keys: dict[int, str] = field(default_factory=dict, repr=False)  # test number -> key
     _loading: tuple[Any, Any] | None = field(default=None, repr=False)  # launched, not ready
     # A fork server of this backend (``onnxfuzz.execute.zygote``): where there is one, a
     # fresh process is forked from it (milliseconds) rather than spawned (seconds).
@@ -694,7 +720,7 @@ class Worker:
 
     def submit_packed(self, test: Packed) -> Outcome | None:
         """``submit`` of a test already pickled (``pack``)."""
-        q = _Queued(test.seq, test.data, time.perf_counter())
+        q = _Queued(test.seq, test.data, time.perf_counter(), inputs_key=test.inputs_key)
         if self._queue:  # behind an earlier test: collect() answers for a dead worker
             self._queue.append(q)
             self._pump()
@@ -773,18 +799,41 @@ class Worker:
         """Keep a collected test in the history of the process that ran it (bounded)."""
         self._ran.append((q.seq, self.starts, q.data))
         self._ran_bytes += len(q.data)
+        self._keys[q.seq] = q.inputs_key
         while len(self._ran) > HISTORY_TESTS or self._ran_bytes > HISTORY_BYTES:
             self._ran_bytes -= len(self._ran.popleft()[2])
+        if not q.inputs_key:
+            return
+        where = (self.starts, q.inputs_key)
+        firsts = self._first.setdefault(where, [])
+        self._first.move_to_end(where)
+        if len(firsts) < FIRST_PER_INPUTS:
+            firsts.append((q.seq, q.data))
+            self._first_bytes += len(q.data)
+        while self._first_bytes > FIRST_BYTES and len(self._first) > 1:
+            _, gone = self._first.popitem(last=False)
+            self._first_bytes -= sum(len(data) for _, data in gone)
+        while len(self._keys) > 4 * HISTORY_TESTS:  # only the recent tests are asked about
+            del self._keys[next(iter(self._keys))]
 
     def ran_before(self, seq: int, limit: int = HISTORY_TESTS) -> list[Test]:
-        """The tests the process that ran test ``seq`` had run before it, oldest first (at
-        most ``limit``, the most recent; none when ``seq`` is no longer remembered)."""
+        """The tests the process that ran test ``seq`` had run before it, oldest first: the
+        most recent ``limit``, and before them the first ones it ran with ``seq``'s input
+        signature (``FIRST_PER_INPUTS``), however long ago; none when ``seq`` is no longer
+        remembered."""
         at = next((i for i, (s, _, _) in enumerate(self._ran) if s == seq), None)
-        if at is None:
+        if at is None or limit <= 0:
             return []
         process = self._ran[at][1]
-        earlier = [data for s, p, data in list(self._ran)[:at] if p == process]
-        return [ForkingPickler.loads(data) for data in earlier[-limit:]] if limit > 0 else []
+        recent = [(s, data) for s, p, data in list(self._ran)[:at] if p == process][-limit:]
+        have = {s for s, _ in recent}
+        key = self._keys.get(seq, "")
+        alike = [
+            (s, data)
+            for s, data in self._first.get((process, key), [])
+            if s < seq and s not in have
+        ]
+        return [ForkingPickler.loads(data) for _, data in alike + recent]
 
     def _crash_of(self, head: _Queued) -> Outcome:
         """The worker died: the crash of ``head``, with the stderr it wrote (from where the

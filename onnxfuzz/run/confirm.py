@@ -29,7 +29,14 @@ from typing import Any
 
 from onnxfuzz.execute.messages import Test
 from onnxfuzz.execute.pool import BackendPool
-from onnxfuzz.execute.sandbox import OUT_OF_MEMORY, Outcome, Stage, same_outputs
+from onnxfuzz.execute.sandbox import (
+    EARLIER_MAX,
+    FIRST_PER_INPUTS,
+    OUT_OF_MEMORY,
+    Outcome,
+    Stage,
+    same_outputs,
+)
 from onnxfuzz.judge.budget import precision_again
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict
@@ -43,7 +50,6 @@ DETECT = 0.95  # the chance a candidate that keeps an intermittent bug shows it 
 # repro.py of an intermittent bundle: runs that show the bug with this chance (at least
 # REPRO_MIN, at most REPRO_MAX): a user who runs it once should see it
 REPRO_DETECT, REPRO_MIN, REPRO_MAX = 0.99, 10, 20
-EARLIER_MAX = 32  # earlier models of the worker's process replayed, the most recent
 BISECT_CHECKS = 10  # fresh processes a bisection of the earlier models may start
 
 
@@ -237,7 +243,9 @@ class Confirmer:
                 first_run,
                 mixed,
             )
-        replay = list(earlier)[-EARLIER_MAX:]
+        # ``ran_before``'s: the most recent EARLIER_MAX, after the first ones of the
+        # failing model's input signature (a cache they filled long before)
+        replay = list(earlier)[-(EARLIER_MAX + FIRST_PER_INPUTS) :]
         found = bisect(replay, check, BISECT_CHECKS) if replay else None
         kind = Reproducibility.STATE if found else Reproducibility.NOT_REPRODUCIBLE
         return Confirmation(

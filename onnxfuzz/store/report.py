@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from onnxfuzz.execute.sandbox import EARLIER_MAX
 from onnxfuzz.generate.measure.metrics import Diversity
 from onnxfuzz.judge.attribution import DOCUMENTED_FAULT
 from onnxfuzz.judge.signature import family, family_id
@@ -505,7 +506,8 @@ def print_summary(
     if lost:
         out_console.print(
             f"{lost} finding(s) not reproducible: no fresh run re-created them, even after "
-            "the models their worker ran before (not filed as bugs)"
+            f"the last {EARLIER_MAX} models their worker ran before and its first ones with "
+            "the same inputs (not filed as bugs; campaign.db's results keep them)"
         )
     if overhead is not None:
         out_console.print(

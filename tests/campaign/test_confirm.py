@@ -172,14 +172,44 @@ def test_the_reference_alone_is_set_aside_unless_asked(tmp_path) -> None:
     assert not (c.out / "reference-bugs").exists()
 
 
-def _binary(op: str) -> bytes:
+def _binary(op: str, n: int = 2) -> bytes:
     from onnx import TensorProto, helper
 
-    x, y, z = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in "xyz")
+    x, y, z = (helper.make_tensor_value_info(n_, TensorProto.FLOAT, [n]) for n_ in "xyz")
     graph = helper.make_graph([helper.make_node(op, ["x", "y"], ["z"])], op, [x, y], [z])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString()
+
+
+def test_the_model_that_filled_a_cache_long_before_is_replayed() -> None:
+    """A cache keyed by the inputs (a TVM or TensorRT engine per shape) is filled by the
+    first model of an input signature and handed, stale, to a later one many tests on:
+    the audit's adapter had each stale hit come from a model 94 to 3,339 compiles before,
+    beyond the 64 a worker remembered, and all 63 findings were dropped as not
+    reproducible. The first models of each input signature are kept however long ago,
+    and are among those a confirmation replays; after that one alone, the failing model
+    is wrong in a fresh process."""
+    import numpy as np
+
+    from onnxfuzz.execute.pool import BackendPool
+    from onnxfuzz.execute.sandbox import EARLIER_MAX, HISTORY_TESTS
+
+    feeds = {"x": np.ones(2, np.float32), "y": np.ones(2, np.float32)}
+    others = {"x": np.ones(3, np.float32), "y": np.ones(3, np.float32)}
+    label = f"{ADAPTERS}:StaleCache:op=Add,other=Mul"
+    with BackendPool([label], timeout=30.0) as pool:
+        pool.start_test(_binary("Mul"), feeds)  # fills the cache
+        pool.wait()
+        for _ in range(HISTORY_TESTS + 6):  # other inputs: not of its signature
+            pool.start_test(_binary("Sub", 3), others)
+            pool.wait()
+        pool.start_test(_binary("Add"), feeds)
+        assert float(pool.wait()[label].outputs["z"][0]) == 2.5  # stale
+        before = pool.ran_before(label, pool.last_seq, EARLIER_MAX)
+        assert len(before) == EARLIER_MAX + 1 and before[0].model_bytes == _binary("Mul")
+        after = pool.fresh_runs(label, _binary("Add"), feeds, 1, before[:1])
+        assert float(after[0].outputs["z"][0]) == 2.5
 
 
 def test_a_worker_remembers_its_process_and_a_fresh_one_replays_it() -> None:
@@ -196,7 +226,9 @@ def test_a_worker_remembers_its_process_and_a_fresh_one_replays_it() -> None:
         assert float(got.outputs["z"][0]) == 2.5  # stale: Add after Mul in this process
         before = pool.ran_before(label, pool.last_seq, 10)
         assert [t.model_bytes for t in before] == [_binary("Sub"), _binary("Mul")]
-        assert [t.model_bytes for t in pool.ran_before(label, pool.last_seq, 1)] == [_binary("Mul")]
+        # the most recent one, after the first ones of the same inputs (Sub, Mul: both)
+        one = [t.model_bytes for t in pool.ran_before(label, pool.last_seq, 1)]
+        assert one == [_binary("Sub"), _binary("Mul")]
         fresh = pool.fresh_runs(label, _binary("Add"), feeds, 2)
         assert [float(o.outputs["z"][0]) for o in fresh] == [2.0, 2.0]
         after = pool.fresh_runs(label, _binary("Add"), feeds, 1, before[-1:])
