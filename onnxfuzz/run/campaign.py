@@ -634,7 +634,8 @@ class Campaign:
         if self.known is not None:
             if self.store.get_meta("known") is None:  # kept for --resume and the export
                 self.store.set_meta("known", self.known.to_record())
-            self.known_notes = self.known.version_notes(
+            self.known_notes = self.known.absent_notes(self.labels)
+            self.known_notes += self.known.version_notes(
                 {k: i.version for k, i in self.infos.items()}
             )
             # the triggers of families hit often enough: the tests go to new territory

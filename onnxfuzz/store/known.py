@@ -149,6 +149,22 @@ class KnownFile:
                 "another file)"
             )
 
+    def absent_notes(self, labels: list[str]) -> list[str]:
+        """A warning per backend of the file this campaign does not run (by its label):
+        its families match nothing here, though their avoided triggers still apply. An
+        adapter moved, renamed or given another class or options is another label."""
+        absent: dict[str, int] = {}
+        for f in self.families:
+            if f.backend not in labels:
+                absent[f.backend] = absent.get(f.backend, 0) + 1
+        return [
+            f"--known: {self.source}'s {n} famil{'y' if n == 1 else 'ies'} of {label} match "
+            f"nothing here: this campaign runs no backend labelled {label} (an adapter "
+            "moved, renamed, or of another class or options is another backend; export "
+            "the file again from a campaign with this label)"
+            for label, n in sorted(absent.items())
+        ]
+
     def version_notes(self, versions: dict[str, str]) -> list[str]:
         """A warning per backend whose version differs from the one the file records:
         its entries still apply (a root cause often outlives a release), but may be fixed."""

@@ -141,6 +141,16 @@ def test_a_file_of_other_backends_is_refused() -> None:
     _file().check_backends(["ort", "tvm"])
 
 
+def test_families_of_a_backend_the_campaign_does_not_run_are_said_to_match_nothing() -> None:
+    """The audit's second campaign ran the planted adapter under another class: the file's
+    families of the first one matched nothing, and nothing said so (one was filed again
+    as new). Each such backend gets a note; a campaign running it gets none."""
+    notes = _file().absent_notes(["ort", "planted.py:Other"])
+    assert len(notes) == 1 and "match nothing here" in notes[0]
+    assert "no backend labelled tvm" in notes[0] and "2 families of tvm" in notes[0]
+    assert _file().absent_notes(["tvm", "ort"]) == []
+
+
 def test_the_trigger_is_the_failing_node_with_its_type_and_attribute_values() -> None:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 3])
