@@ -71,6 +71,7 @@ def reduce_model(
     """Graph passes only: for any model, ours or a user's."""
     t0, runs0 = time.perf_counter(), rep.runs
     state = State(model, inputs)
+    rep.learn_bodies(model)
     rep.check_at_import(model, inputs)
     final, passes, complete = _graph_passes(state, rep, t0 + budget_s)
     message, outcomes = _final_run(rep, final)
@@ -92,6 +93,7 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
     """Shrink the choices first (most of the budget), then the graph passes."""
     t0, runs0 = time.perf_counter(), rep.runs
     before = size_of(case.model, case.make_inputs(case.seed))
+    rep.learn_bodies(case.model)
     rep.check_at_import(case.model, case.make_inputs(case.seed))
     shrunk = shrink_case(
         gen, case, lambda c: rep(c.model, c.make_inputs(c.seed)), t0 + 0.7 * budget_s

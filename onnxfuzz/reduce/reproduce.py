@@ -28,6 +28,9 @@ from onnxfuzz.reduce.measure import value_bytes
 STATE_PROCESSES = 48
 
 
+CONTAINERS = frozenset({"If", "Loop", "Scan"})  # ops whose bodies hold ops of their own
+
+
 @dataclass
 class Target:
     """The failure to preserve: ``backend``'s exact ``signature`` against ``reference``, or
@@ -98,6 +101,9 @@ class Reproducer:
     # node it names alone: ``reduce.suspects``)
     last_message: str = ""
     _asked: bool = False
+    # the op types inside the control-flow bodies of the model reduced (``learn_bodies``):
+    # a wrong value blamed on an If, Loop or Scan node is one of theirs
+    body_ops: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.target.earlier:
@@ -221,7 +227,45 @@ class Reproducer:
         # One op's wrong value is "values" past the tolerance and "precision" inside it: a
         # smaller model may move it across (an Add off by 1 was kept beside a Sigmoid that
         # held its error inside the tolerance, where Add alone shows it past).
-        return root_signature(a.signature) == root_signature(self.target.signature)
+        got, want = root_signature(a.signature), root_signature(self.target.signature)
+        return got == want or self._from_body(got, want)
+
+    def _from_body(self, got: str, want: str) -> bool:
+        """Whether ``got`` is ``want``'s wrong value of an If, Loop or Scan node blamed on
+        an op of its bodies instead: the localization stops at the container node, and the
+        reduction's inlining or unrolling of it names the op inside (a wrong Softmax in an
+        If's branch kept the If and both branches: "values in Softmax output" was not
+        "values in If output")."""
+        head, sep, detail = want.rpartition("|")
+        kind, within, rest = detail.partition(" in ")
+        op = rest.removesuffix(" output")
+        if not sep or not within or op not in CONTAINERS or not self.body_ops:
+            return False
+        g_head, _, g_detail = got.rpartition("|")
+        g_kind, g_within, g_rest = g_detail.partition(" in ")
+        return (
+            g_head == head
+            and g_kind == kind
+            and bool(g_within)
+            and g_rest.removesuffix(" output") in self.body_ops
+        )
+
+    def learn_bodies(self, model: onnx.ModelProto) -> None:
+        """Note the op types inside ``model``'s control-flow bodies (``_from_body``)."""
+        ops: set[str] = set()
+        graphs = [
+            a.g
+            for n in model.graph.node
+            if n.op_type in CONTAINERS
+            for a in n.attribute
+            if a.HasField("g")
+        ]
+        while graphs:
+            g = graphs.pop()
+            for n in g.node:
+                ops.add(n.op_type)
+                graphs += [a.g for a in n.attribute if a.HasField("g")]
+        self.body_ops = frozenset(ops)
 
     def reference_values(
         self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]

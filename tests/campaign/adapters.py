@@ -338,6 +338,41 @@ class WrongOp(_OrtWrapper):
         return (self._session(m), False)
 
 
+class WrongInBody(_OrtWrapper):
+    """A planted miscompilation that reaches into control flow: every float32 ``op`` node,
+    in the graph or in an If, Loop or Scan body, computes ``op`` + 0.5."""
+
+    name = "wrong-in-body"
+
+    def _plant(self, g: onnx.GraphProto) -> None:
+        nodes = list(g.node)
+        del g.node[:]
+        for n in nodes:
+            for a in n.attribute:
+                if a.HasField("g"):
+                    self._plant(a.g)
+            if n.op_type != self.op:
+                g.node.append(n)
+                continue
+            out = n.output[0]
+            n.output[0] = f"{out}__planted"
+            half = onnx.helper.make_node(
+                "Constant",
+                [],
+                [f"{out}__half"],
+                value=onnx.numpy_helper.from_array(np.array(0.5, np.float32)),
+            )
+            g.node.extend(
+                [n, half, onnx.helper.make_node("Add", [n.output[0], half.output[0]], [out])]
+            )
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        self._plant(m.graph)
+        return (self._session(m), False)
+
+
 class NanOp(WrongOp):
     """A planted miscompilation: every ``op`` node of ``dtype`` gives NaN everywhere."""
 

@@ -411,6 +411,40 @@ def test_reduce_writes_a_bundle_that_reproduces_from_a_copy(tmp_path, capsys) ->
     assert main(["replay", str(copy)]) == 1
 
 
+def test_reduce_takes_a_wrong_value_out_of_an_if_branch(tmp_path, capsys) -> None:
+    """A wrong Softmax inside an If's branch: localization stops at the If ("values in If
+    output"), and inlining the branch names Softmax instead, which was not the same
+    signature: the If and both branches were kept (6 -> 4 nodes). An op of the
+    container's bodies now counts as the container's wrong value: Softmax alone."""
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+    r = helper.make_tensor_value_info("r", f, [2, 3])
+    b = helper.make_tensor_value_info("b", f, [2, 3])
+    then = helper.make_graph([helper.make_node("Softmax", ["r"], ["b"])], "then", [], [b])
+    other = helper.make_graph([helper.make_node("Neg", ["r"], ["b"])], "else", [], [b])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node(
+            "Constant", [], ["c"], value=helper.make_tensor("t", TensorProto.BOOL, [], [True])
+        ),
+        helper.make_node("If", ["c"], ["i"], then_branch=then, else_branch=other),
+        helper.make_node("Tanh", ["i"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", f, [2, 3])
+    y = helper.make_tensor_value_info("y", f, [2, 3])
+    graph = helper.make_graph(nodes, "g", [x], [y], value_info=[r])
+    path = tmp_path / "if.onnx"
+    path.write_bytes(_opset17(graph))
+    wrong = "tests/campaign/adapters.py:WrongInBody:op=Softmax"
+    out = tmp_path / "r"
+    argv = ["reduce", str(path), "--backend", "ort", "--backend", wrong, "--out", str(out)]
+    assert main(argv) == 0
+    assert "values in If output" in capsys.readouterr().out
+    reduced = onnx.load(out / "model.onnx")
+    assert [n.op_type for n in reduced.graph.node] == ["Softmax"]
+
+
 def _batched_model(path: Path) -> None:
     """x[batch, 8] -> Sigmoid -> MatMul(W) -> Relu -> y, and x -> Tanh -> ReduceSum -> z, at
     opset 11 without value_info: as exporters write models, the batch dim symbolic."""
