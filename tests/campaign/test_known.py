@@ -271,6 +271,12 @@ def test_a_crash_points_at_the_node_its_error_names() -> None:
     assert named_triggers(m, ort) == [Trigger("Relu", "float16", [])]
     # an error that names nothing of the model points at nothing (a prefix is not a name)
     assert named_triggers(m, "Segmentation fault in relu10 at 0x0") == []
+    # a node an optimizer made, named after one it fused: not the cause (a fusion of
+    # DequantizeLinear -> MatMul had every float MatMul avoided for the rest of a campaign)
+    fused = "Type 'tensor(int32)' of input parameter (t) of operator (FusedRelu) in node (relu1)"
+    assert named_triggers(m, fused) == []
+    own = "Type 'tensor(int32)' of input parameter (t) of operator (Relu) in node (relu1)"
+    assert named_triggers(m, own) == [Trigger("Relu", "float16", [])]
 
 
 def test_the_trigger_type_is_the_main_type_variables_not_a_condition() -> None:
