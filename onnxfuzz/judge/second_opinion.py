@@ -109,6 +109,12 @@ def second_opinion(
     return Opinion(REFERENCE_EVALUATOR, agrees, "ran", converted)
 
 
+def sided_one(opinion: dict[str, Any] | None) -> bool:
+    """Whether an opinion (``Opinion.as_dict``) took a side: it ran and agrees with exactly
+    one of the two backends."""
+    return bool(opinion) and opinion.get("said") == "ran" and len(opinion.get("agrees") or []) == 1
+
+
 def sides_with_backend(opinion: dict[str, Any] | None, backend: str) -> bool:
     """Whether an opinion (``Opinion.as_dict``) agrees with the finding's backend alone:
     the comparison's reference is then the likely culprit."""

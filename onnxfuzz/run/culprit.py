@@ -161,7 +161,8 @@ out = {"tried": []}
 if isinstance(base, str):
     out["note"] = "it fails with optimizations off too: " + base[:200]
 elif not bug(L.ORT_ENABLE_ALL):
-    out["note"] = "it does not show at ORT_ENABLE_ALL against ORT_DISABLE_ALL"
+    out["note"] = ("ORT_ENABLE_ALL and ORT_DISABLE_ALL give the same outputs: no "
+                   "optimizer is involved")
 else:
     out["level"] = next(n for n in ("ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED",
                                     "ORT_ENABLE_ALL") if bug(getattr(L, n)))
@@ -439,6 +440,11 @@ def show(v):
             x.ravel()[:6], precision=6))
     return ", ".join(parts)
 
+def unchecked(onnx_node):
+    # a node this check could not compare: "every node computes as the evaluator does"
+    # would not hold (a NonMaxSuppression the evaluator raised on was called right)
+    out.setdefault("unchecked_nodes", []).append(onnx_node.op_type)
+
 def node_check(fx_node, onnx_node, result):
     # the ONNX op alone, on the tensors the converted module saw: the reference
     # evaluator (what ONNX defines), the converted module (result) and torch eager
@@ -452,11 +458,11 @@ def node_check(fx_node, onnx_node, result):
         elif name in consts:
             vals.append(consts[name])
         else:
-            return  # a value this check cannot see
+            return unchecked(onnx_node)  # a value this check cannot see
     feeds = {n: v for n, v in zip(onnx_node.input, vals) if n and v is not None}
     if any(v is None for n, v in zip(onnx_node.input, vals) if n) or \
             any(getattr(v, "dtype", None) is None for v in feeds.values()):
-        return
+        return unchecked(onnx_node)
     try:
         info = [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(
             v.dtype), v.shape) for n, v in feeds.items()]
@@ -465,7 +471,7 @@ def node_check(fx_node, onnx_node, result):
                                      opset_imports=model.opset_import)
         want = ReferenceEvaluator(one).run(None, feeds)
     except Exception:
-        return
+        return unchecked(onnx_node)  # the evaluator cannot run it: not shown right
     got = result if isinstance(result, str) else numpys(result)
     if isinstance(result, (tuple, list)) and len(onnx_node.output) == 1:
         got = f"a tuple of {len(result)} where the ONNX node has one output"  # wrong as such
@@ -719,6 +725,15 @@ def find_culprit(bundle: Path, timeout: float = 120.0) -> Culprit | None:
         c.component, c.note = found.get("component", ""), found.get("note", "")
         c.unchecked = bool(found.get("unchecked")) and c.stage != "conversion"
         clean = c.stage == "run" and not found.get("node") and not c.note
+        if clean and found.get("unchecked_nodes"):
+            ops = ", ".join(dict.fromkeys(found["unchecked_nodes"]))
+            return Culprit(
+                "",
+                "unknown",
+                note="onnx2torch's model computes every node the ONNX reference evaluator "
+                f"could check as it does; it could not check {ops}, so where the fault is "
+                "was not found",
+            )
         if target == "torch" and clean and not found.get("failed"):
             # every node as the ONNX reference evaluator computes it: nothing here blames
             # onnx2torch or torch (an int64 Mod that ORT, the reference, got wrong was filed

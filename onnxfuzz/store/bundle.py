@@ -41,7 +41,7 @@ from onnxfuzz.execute.sandbox import Outcome, Stage
 from onnxfuzz.generate.build.generator import Case
 from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs, write_test
 from onnxfuzz.judge.oracle import Judgement, Verdict, precision_dtypes
-from onnxfuzz.judge.second_opinion import sides_with_backend
+from onnxfuzz.judge.second_opinion import sided_one, sides_with_backend
 from onnxfuzz.judge.signature import RULES, WHERE_HINTS, WHERE_ONLY, normalize
 from onnxfuzz.reduce.reducer import Reduced
 from onnxfuzz.store.issue import write_issue
@@ -242,6 +242,18 @@ def _write_plain(
     facts = {"verdict": str(j.verdict), "stage": j.stage and str(j.stage), "kind": j.kind}
     what = what_went_wrong({**facts, "backend": culprit, "signature": f.signature})
     title = f"{f.name(culprit)} {what} on {ops}"
+    if (
+        j.verdict == Verdict.MISMATCH
+        and f.reference != f.backend
+        and f.extra.get("suspect") is None
+        and j.stage != Stage.RERUN
+        and j.kind != "input"
+        and not sided_one(f.extra.get("second_opinion"))
+    ):  # no majority, no opinion that took a side: either may be wrong
+        title = (
+            f"{f.name(culprit)} and {f.name(against)} disagree on {ops} (either may be "
+            "wrong: check the operator's definition)"
+        )
     stored = outcomes.get(against)
     write_plain(
         folder,

@@ -240,7 +240,8 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
         "        bug = True",
         "    elif (bad := ~np.isclose(a, e, rtol, atol, equal_nan=True) if atol else a != e)"
         ".any():",
-        "        err = np.abs(a.astype(np.float64) - e.astype(np.float64))[bad]",
+        "        kind = object if a.dtype.kind in 'iu' else np.float64  # int64 past 2**53",
+        "        err = np.abs(a.astype(kind) - e.astype(kind))[bad]",
         '        print(f"  {bad.sum()} of {a.size} differ, max abs error {err.max():.6g}")',
         "        bug = True",
         *check_inputs,

@@ -722,6 +722,78 @@ def test_a_reference_the_evaluator_finds_wrong_gets_the_report(python, tmp_path)
     assert "agrees with torch and not with ort: ort is the likely culprit" in issue
 
 
+def test_a_disagreement_nothing_decided_blames_neither_side(python, tmp_path) -> None:
+    """Two backends, no majority, and no opinion that took a side (the evaluator is not
+    asked where a documented fault of its applies): ORT's right NonMaxSuppression against
+    TVM's was titled "[kernel]", "File with ONNX Runtime", its repro_plain.py "ort returns
+    wrong results". ORT's culprit search says only that no optimizer is involved: the
+    report keeps it as a condition, and the script says the two disagree."""
+    from onnxfuzz.store.issue import issue_markdown
+
+    int64 = TensorProto.INT64
+    big = [helper.make_tensor("big", int64, [], np.array([2**60], np.int64))]
+    add = [helper.make_node("Add", ["x", "big"], ["y"])]
+    model = _model(add, (int64, [2]), (int64, [2]), big)
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "2/2 elements differ")
+    right = _inputs(model)["x"] + np.int64(2**60)
+    bundle = _bundle(tmp_path / "b", "ort", model, values, right + 1)  # off by one
+    script = _plain(bundle, "ort")
+    assert script.startswith('"""ort and ort:opt=none disagree on Add (either may be wrong')
+    culprit = annotate(bundle)
+    assert culprit is not None and culprit.stage == "kernel"
+    text = issue_markdown(bundle)
+    title = text.splitlines()[0]
+    assert "[kernel]" not in title, title
+    assert "If ort is the wrong one (nothing here decided it): Stage: kernel." in text
+    assert "no optimizer is involved" in text
+    # the int64 difference of 1 past 2**53: float64 made it 0
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1 and "2 of 2 differ, max abs error 1\n" in r.stdout, r.stdout
+
+
+def test_torch_culprit_does_not_call_a_node_the_evaluator_cannot_run_right(tmp_path) -> None:
+    """NonMaxSuppression without its optional inputs: the evaluator raises on it (a
+    documented fault), and the node-by-node check counted the node as right: "computes
+    every node as the ONNX reference evaluator does ... no part of onnx2torch or torch is
+    shown wrong", where onnx2torch kept a box it should have suppressed."""
+    f32 = TensorProto.FLOAT
+    nms = helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["y"])
+    graph = helper.make_graph(
+        [nms],
+        "g",
+        [
+            helper.make_tensor_value_info("boxes", f32, [1, 3, 4]),
+            helper.make_tensor_value_info("scores", f32, [1, 1, 3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [None, 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    boxes = np.array([[[0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 5, 1]]], np.float32)
+    scores = np.array([[[0.9, 0.8, 0.7]]], np.float32)
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "shape", "y", "shape differs")
+    f = Finding(
+        signature="torch|mismatch|run|shape in NonMaxSuppression output",
+        bug_id="bug",
+        judgement=values,
+        backend="torch",
+        reference="ort",
+        seed=0,
+        opset=17,
+        ops=["NonMaxSuppression"],
+        model=model,
+        inputs={"boxes": boxes, "scores": scores},
+        outcomes={"ort": Outcome(Status.OK, outputs={"y": np.zeros((0, 3), np.int64)})},
+        versions={},
+        tolerance=dict(DEFAULT_TOLERANCE),
+        timeout=60.0,
+    )
+    bundle = write_bundle(tmp_path / "b", f)
+    culprit = find_culprit(bundle)
+    assert culprit is not None and culprit.project == "", culprit
+    assert "could not check NonMaxSuppression" in culprit.note, culprit.note
+    assert "no part of onnx2torch or torch is shown wrong" not in culprit.note
+
+
 def test_torch_culprit_runs_einsum_in_torch_eager(tmp_path) -> None:
     """int32 Einsum 'ab,cda->cd': torch.einsum itself raises "expected scalar type Long but
     found Int" on the same tensors, so it is torch's fault (it was filed with onnx2torch,
