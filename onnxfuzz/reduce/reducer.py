@@ -35,6 +35,9 @@ class Reduced:
     message: str = ""
     # the reference's and the backend's outcomes on the reduced model, from that run
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    # that run's own signature: the finding's, or where the finding blamed an If, Loop or
+    # Scan node, the op of its bodies the reduced model blames (``Reproducer._from_body``)
+    signature: str | None = None
 
     @property
     def ops(self) -> list[str]:
@@ -74,7 +77,7 @@ def reduce_model(
     rep.learn_bodies(model)
     rep.check_at_import(model, inputs)
     final, passes, complete = _graph_passes(state, rep, t0 + budget_s)
-    message, outcomes = _final_run(rep, final)
+    message, outcomes, signature = _final_run(rep, final)
     return Reduced(
         final.model,
         final.inputs,
@@ -86,6 +89,7 @@ def reduce_model(
         passes,
         message,
         outcomes,
+        signature,
     )
 
 
@@ -102,7 +106,7 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
     final, passes, complete = _graph_passes(
         State(small.model, small.make_inputs(small.seed)), rep, t0 + budget_s
     )
-    message, outcomes = _final_run(rep, final)
+    message, outcomes, signature = _final_run(rep, final)
     return Reduced(
         final.model,
         final.inputs,
@@ -114,15 +118,16 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
         shrunk.passes + passes,
         message,
         outcomes,
+        signature,
     )
 
 
-def _final_run(rep: Reproducer, final: State) -> tuple[str, dict[str, Outcome]]:
-    """The reduced model's own failure message ("" if it did not reproduce) and the
-    outcomes it came from (one more run: the passes keep only whether a candidate
-    reproduced; an intermittent target gets its attempts, for a run that shows it)."""
+def _final_run(rep: Reproducer, final: State) -> tuple[str, dict[str, Outcome], str | None]:
+    """The reduced model's own failure message ("" if it did not reproduce), the outcomes
+    it came from (one more run: the passes keep only whether a candidate reproduced; an
+    intermittent target gets its attempts, for a run that shows it) and its signature."""
     for _ in range(rep.target.attempts):
         a, outcomes = rep.run(final.model, final.inputs)
         if rep.matches(a):
-            return a.judgement.message, outcomes
-    return "", outcomes
+            return a.judgement.message, outcomes, a.signature
+    return "", outcomes, None

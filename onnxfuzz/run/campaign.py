@@ -40,10 +40,10 @@ from onnxfuzz.judge.budget import repro_tolerance
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict
 from onnxfuzz.judge.second_opinion import needed, second_opinion
-from onnxfuzz.judge.signature import bug_id, family, kind_twin
+from onnxfuzz.judge.signature import bug_id, family, kind_twin, root_signature
 from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
-from onnxfuzz.reduce.reproduce import Reproducer, Target
+from onnxfuzz.reduce.reproduce import CONTAINERS, Reproducer, Target
 from onnxfuzz.run.avoidance import Avoidance, AvoidSet, StoredTest
 from onnxfuzz.run.confirm import (
     CONFIRM_RUNS,
@@ -1357,7 +1357,7 @@ class Campaign:
             # A signature confirmed deterministic before: this hit is reduced, and confirmed
             # only if its reduction opens a new bug (a bundle's rate is its own).
             reduced = self._reduce(f, lane, gen, 1)
-            key = f"{f.signature}|{reduced.pattern}" if reduced is not None else prior
+            key = f"{filed_as(f, reduced)}|{reduced.pattern}" if reduced is not None else prior
             if reduced is not None and not reduced.complete and not prior.endswith("|unreduced"):
                 # stopped at its budget with nodes to spare: a pattern no smaller than need
                 # be is no sign of another bug (a hang reduced to Tanh was filed again as
@@ -1390,7 +1390,7 @@ class Campaign:
         if reduce:
             reduced = self._reduce(f, lane, gen, 1)
             if reduced is not None:
-                return f"{f.signature}|{reduced.pattern}", reduced
+                return f"{filed_as(f, reduced)}|{reduced.pattern}", reduced
         return (keys[0] if keys else f"{f.signature}|unreduced"), None
 
     def _unreduced_why(self, f: Finding, pattern: str) -> str:
@@ -1546,7 +1546,7 @@ class Campaign:
         f.extra["follows"] = found.as_meta()
         with self._lock:
             follows = self.store.get_meta(FOLLOWS) or {}
-            follows.setdefault(f"{f.signature}|{reduced.pattern}", found.signature)
+            follows.setdefault(f"{filed_as(f, reduced)}|{reduced.pattern}", found.signature)
             self.store.set_meta(FOLLOWS, follows)
 
     def _second_opinion(self, f: Finding, reduced: Reduced) -> None:
@@ -1579,6 +1579,20 @@ class Campaign:
                 suspects = self.store.get_meta(EVALUATOR_SUSPECTS) or {}
                 suspects.setdefault(f.signature, suspect)
                 self.store.set_meta(EVALUATOR_SUSPECTS, suspects)
+
+
+def filed_as(f: Finding, reduced: Reduced) -> str:
+    """The signature a reduced finding's bug is keyed by: its own, except where it blamed
+    an If, Loop or Scan node and the reduced model (its body inlined or unrolled) blames
+    the op inside: then that one, so that a hit of the op outside control flow and one
+    inside are one bug (a wrong Softmax was filed twice, "values in If output" and
+    "values in Softmax output", both reduced to Softmax)."""
+    mine, got = root_signature(f.signature), reduced.signature
+    if got is None or root_signature(got) == mine:
+        return f.signature
+    detail = mine.rpartition("|")[2]
+    op = detail.partition(" in ")[2].removesuffix(" output")
+    return got if op in CONTAINERS else f.signature
 
 
 def on_first_run(f: Finding, conf: Confirmation) -> None:

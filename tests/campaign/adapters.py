@@ -339,8 +339,8 @@ class WrongOp(_OrtWrapper):
 
 
 class WrongInBody(_OrtWrapper):
-    """A planted miscompilation that reaches into control flow: every float32 ``op`` node,
-    in the graph or in an If, Loop or Scan body, computes ``op`` + 0.5."""
+    """A planted miscompilation that reaches into control flow: every ``op`` node, in the
+    graph or in an If, Loop or Scan body, computes ``op`` + 0.5 (opset 15 and above)."""
 
     name = "wrong-in-body"
 
@@ -362,9 +362,9 @@ class WrongInBody(_OrtWrapper):
                 [f"{out}__half"],
                 value=onnx.numpy_helper.from_array(np.array(0.5, np.float32)),
             )
-            g.node.extend(
-                [n, half, onnx.helper.make_node("Add", [n.output[0], half.output[0]], [out])]
-            )
+            like = onnx.helper.make_node("CastLike", [half.output[0], n.output[0]], [f"{out}__h"])
+            add = onnx.helper.make_node("Add", [n.output[0], like.output[0]], [out])
+            g.node.extend([n, half, like, add])  # in the op's own element type
 
     def compile(self, model: onnx.ModelProto) -> Any:
         m = onnx.ModelProto()

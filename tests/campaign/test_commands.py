@@ -483,6 +483,27 @@ def test_reduce_types_run_time_shapes_by_the_reference_s_values(tmp_path) -> Non
     assert [n.op_type for n in reduced.graph.node] == ["Softmax"]
 
 
+def test_a_wrong_op_inside_and_outside_an_if_is_one_bug(tmp_path) -> None:
+    """The same wrong Softmax localized to an If holding it ("values in If output") and
+    found alone ("values in Softmax output"): both reduce to Softmax and are one bundle,
+    which `replay` finds still there (before, the If's hits kept the If and both
+    branches, then, once the If was inlined, a second bundle of Softmax)."""
+    out = tmp_path / "c"
+    wrong = "tests/campaign/adapters.py:WrongInBody:op=Softmax"
+    flags = ["--tests", "50", "--seed", "11", "--ops", "If,Softmax,Relu,Add"]
+    flags += ["--dtypes", "float32", "--probe", "off"]
+    assert main(["fuzz", "--backend", "ort", "--backend", wrong, "--out", str(out), *flags]) == 1
+    metas = [json.loads(m.read_text()) for m in (out / "bugs").glob("*/meta.json")]
+    signatures = {m["signature"].rpartition("|")[2] for m in metas}
+    assert len(metas) == 1 and metas[0]["reduced_ops"] == ["Softmax"], signatures
+    store = Store(out / "campaign.db")
+    rows = store.db.execute("SELECT signature FROM results WHERE signature LIKE '%If output'")
+    found_in_if = len(rows.fetchall())
+    store.close()
+    assert found_in_if, "no hit blamed the If: the test shows nothing"
+    assert main(["replay", str(out)]) == 1  # still there
+
+
 def _batched_model(path: Path) -> None:
     """x[batch, 8] -> Sigmoid -> MatMul(W) -> Relu -> y, and x -> Tanh -> ReduceSum -> z, at
     opset 11 without value_info: as exporters write models, the batch dim symbolic."""
