@@ -228,49 +228,44 @@ def _bundle(
     model_path: Path,
     original: Any,
     r: Any,
-    last: Any,
-    outcomes: dict[str, Any],
     pair: tuple[str, str],
-    versions: dict[str, str],
-    names: dict[str, str],
+    pool: Any,
+    rep: Any,
+    timeout: float,
 ) -> Any:
     """The reduced model as a campaign's bundle holds a finding (``store.bundle``): the
-    reduced model is the bundle's model, its last run the finding."""
+    reduced model is the bundle's model, the reduction's last run (``Reduced.final``) the
+    finding."""
+    from onnxfuzz.backend import display_names
     from onnxfuzz.generate.corpus.validate import model_opset
-    from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE
     from onnxfuzz.judge.signature import bug_id
     from onnxfuzz.store.bundle import Finding
 
     reference, backend = pair
-    signature = last.signature or ""
+    signature = r.signature or ""
+    names = display_names(list(pair), {k: i.name for k, i in pool.infos.items()})
     return Finding(
         signature=signature,
         bug_id=bug_id(signature, names),
-        judgement=last.judgement,
+        judgement=r.final.judgement,
         backend=backend,
         reference=reference,
         seed=-1,
         opset=model_opset(r.model),
-        ops=[n.op_type for n in r.model.graph.node],
+        ops=r.ops,
         model=r.model,
         inputs=r.inputs,
-        outcomes={k: outcomes[k] for k in dict.fromkeys([reference, backend]) if k in outcomes},
-        versions=versions,
-        tolerance=dict(DEFAULT_TOLERANCE),
-        timeout=30.0,
+        outcomes={k: r.outcomes[k] for k in dict.fromkeys(pair) if k in r.outcomes},
+        versions={label: info.version for label, info in pool.infos.items()},
+        tolerance=dict(rep.cfg.tolerance),
+        timeout=timeout,
         names=names,
         extra={
             "suspect": None,
-            "backends": [reference, backend],
+            "backends": list(pair),
             "reduced_from": str(model_path),
             "reduced_from_nodes": len(original.graph.node),
-            "reduction": {
-                "seconds": round(r.seconds, 3),
-                "backend_runs": r.runs,
-                "fixed_point": r.complete,
-                "before": {"nodes": r.before.nodes},
-                "after": {"nodes": r.after.nodes},
-            },
+            "reduction": r.record(),
         },
     )
 
@@ -365,7 +360,6 @@ def reduce(
     the reference cannot judge it, or a flag or file is wrong."""
     import onnx
 
-    from onnxfuzz.backend import display_names
     from onnxfuzz.errors import ModelError, UsageError
     from onnxfuzz.execute.pool import BackendPool
     from onnxfuzz.execute.sandbox import Status
@@ -500,20 +494,17 @@ def reduce(
         follows = None
         if first.judgement.verdict == Verdict.CRASH and len(r.model.graph.node) > 1:
             follows = find_precursor(r.model, r.inputs, rep, first.judgement.stage)
-        # the reduced model once more: what its bundle's report and reproducers show
-        last, last_outcomes = rep.run(r.model, r.inputs)
-        versions = {label: info.version for label, info in pool.infos.items()}
-        names = display_names(list(backends), {k: i.name for k, i in pool.infos.items()})
-    if rep.matches(last):
-        bundle = _bundle(
-            model_path, model, r, last, last_outcomes, (reference, backend), versions, names
-        )
-        bundle.tolerance, bundle.timeout = dict(rep.cfg.tolerance), timeout
-        if last.judgement.verdict == Verdict.MISMATCH and needed(list(backends), r.model):
+        # the reduction's last run showed the failure: its bundle (pool.infos: versions)
+        pair = (reference, backend)
+        bundle = None
+        if r.final is not None:
+            bundle = _bundle(model_path, model, r, pair, pool, rep, timeout)
+    if bundle is not None:
+        if bundle.judgement.verdict == Verdict.MISMATCH and needed(list(backends), r.model):
             # two backends disagree: the ONNX reference evaluator's opinion, as a campaign
             # asks it (``judge.second_opinion``); the report turns to the reference where
             # the evaluator sides with the backend
-            opinion = second_opinion(r.model, r.inputs, last_outcomes, rep.cfg, timeout)
+            opinion = second_opinion(r.model, r.inputs, r.outcomes, rep.cfg, timeout)
             bundle.extra["second_opinion"] = opinion.as_dict()
         write_bundle_to(dest, bundle, follows)
     else:  # it did not fail again: a model to look at, not a reproducer that says FIXED
@@ -550,7 +541,7 @@ def reduce(
             "note: reduced with symbolic dims, so no node whose output has one was replaced "
             "by an input: a smaller model may fail the same way (try the ops alone)"
         )
-    if not r.message or not rep.matches(last):
+    if r.final is None:
         click.echo(
             f"note: the reduced model did not fail on {backend} in its final run (the "
             "failure comes and goes, or depends on what ran before): check it before filing; "

@@ -81,8 +81,8 @@ HISTORY_BYTES = 64 * 2**20
 # stale, to a later one thousands of tests on; the last 64 never held that first model,
 # and every such finding was dropped as not reproducible.
 FIRST_PER_INPUTS = 4
-EARLIER_MAX = 32  # the most recent earlier models of a process a confirmation replays
 FIRST_BYTES = 32 * 2**20
+EARLIER_MAX = 32  # the most recent earlier models of a process a confirmation replays
 
 
 class Status(StrEnum):
@@ -526,8 +526,9 @@ class Worker:
     starts: int = 0  # processes started so far: the one running now is number ``starts``
     _test_stderr: int = field(default=0, repr=False)  # stderr offset where the test began
     _queue: deque[_Queued] = field(default_factory=deque, repr=False)  # oldest first
-    # the tests collected, oldest first: (test number, the process that ran it, the test)
-    _ran: deque[tuple[int, int, bytes]] = field(default_factory=deque, repr=False)
+    # the tests collected, oldest first: (test number, the process that ran it, the test,
+    # its inputs key)
+    _ran: deque[tuple[int, int, bytes, str]] = field(default_factory=deque, repr=False)
     _ran_bytes: int = field(default=0, repr=False)
     # (process, inputs key) -> the first FIRST_PER_INPUTS tests of that signature it ran,
     # as (test number, the test); least recently seen signatures first
@@ -535,7 +536,6 @@ class Worker:
         default_factory=OrderedDict, repr=False
     )
     _first_bytes: int = field(default=0, repr=False)
-    _keys: dict[int, str] = field(default_factory=dict, repr=False)  # test number -> key
     _loading: tuple[Any, Any] | None = field(default=None, repr=False)  # launched, not ready
     # A fork server of this backend (``onnxfuzz.execute.zygote``): where there is one, a
     # fresh process is forked from it (milliseconds) rather than spawned (seconds).
@@ -797,9 +797,8 @@ class Worker:
 
     def _remember(self, q: _Queued) -> None:
         """Keep a collected test in the history of the process that ran it (bounded)."""
-        self._ran.append((q.seq, self.starts, q.data))
+        self._ran.append((q.seq, self.starts, q.data, q.inputs_key))
         self._ran_bytes += len(q.data)
-        self._keys[q.seq] = q.inputs_key
         while len(self._ran) > HISTORY_TESTS or self._ran_bytes > HISTORY_BYTES:
             self._ran_bytes -= len(self._ran.popleft()[2])
         if not q.inputs_key:
@@ -813,21 +812,18 @@ class Worker:
         while self._first_bytes > FIRST_BYTES and len(self._first) > 1:
             _, gone = self._first.popitem(last=False)
             self._first_bytes -= sum(len(data) for _, data in gone)
-        while len(self._keys) > 4 * HISTORY_TESTS:  # only the recent tests are asked about
-            del self._keys[next(iter(self._keys))]
 
     def ran_before(self, seq: int, limit: int = HISTORY_TESTS) -> list[Test]:
         """The tests the process that ran test ``seq`` had run before it, oldest first: the
         most recent ``limit``, and before them the first ones it ran with ``seq``'s input
         signature (``FIRST_PER_INPUTS``), however long ago; none when ``seq`` is no longer
         remembered."""
-        at = next((i for i, (s, _, _) in enumerate(self._ran) if s == seq), None)
+        at = next((i for i, (s, *_) in enumerate(self._ran) if s == seq), None)
         if at is None or limit <= 0:
             return []
-        process = self._ran[at][1]
-        recent = [(s, data) for s, p, data in list(self._ran)[:at] if p == process][-limit:]
+        _, process, _, key = self._ran[at]
+        recent = [(s, data) for s, p, data, _ in list(self._ran)[:at] if p == process][-limit:]
         have = {s for s, _ in recent}
-        key = self._keys.get(seq, "")
         alike = [
             (s, data)
             for s, data in self._first.get((process, key), [])

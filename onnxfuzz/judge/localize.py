@@ -80,12 +80,18 @@ def inferred_types(model: onnx.ModelProto, static: bool = True) -> list[onnx.Val
         for vi in inferred
         if vi.name not in typed
         and vi.type.HasField("tensor_type")
-        and (
-            not static
-            or vi.type.tensor_type.HasField("shape")
-            and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
-        )
+        and (not static or has_static_shape(vi))
     ]
+
+
+def has_static_shape(vi: onnx.ValueInfoProto) -> bool:
+    """Whether ``vi`` is a tensor whose every dim is a number."""
+    t = vi.type.tensor_type
+    return (
+        vi.type.HasField("tensor_type")
+        and t.HasField("shape")
+        and all(d.HasField("dim_value") for d in t.shape.dim)
+    )
 
 
 def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -118,7 +118,22 @@ def sided_one(opinion: dict[str, Any] | None) -> bool:
 def sides_with_backend(opinion: dict[str, Any] | None, backend: str) -> bool:
     """Whether an opinion (``Opinion.as_dict``) agrees with the finding's backend alone:
     the comparison's reference is then the likely culprit."""
-    return bool(opinion) and opinion.get("said") == "ran" and opinion.get("agrees") == [backend]
+    return sided_one(opinion) and opinion is not None and opinion["agrees"] == [backend]
+
+
+def undecided(meta: dict[str, Any]) -> bool:
+    """Whether a finding (meta.json's fields) is a mismatch of two backends nothing
+    decided: no majority named a suspect, it is not the backend at odds with itself (its
+    second run, its caller's inputs) and no opinion took a side. The culprit search then
+    says where inside the backend the difference arises, not that the backend is wrong."""
+    own = meta.get("stage") == "rerun" or meta.get("kind") == "input"
+    return (
+        meta.get("verdict") == "mismatch"
+        and meta.get("suspect") is None
+        and meta.get("reference") != meta.get("backend")
+        and not own
+        and not sided_one(meta.get("second_opinion"))
+    )
 
 
 def as_reported(meta: dict[str, Any]) -> dict[str, Any]:

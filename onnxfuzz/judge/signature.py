@@ -220,6 +220,15 @@ def root_kind(kind: str) -> str:
     return "values" if kind == "precision" else kind
 
 
+def blamed_op(sig: str) -> str | None:
+    """The op a value mismatch's signature blames ("values in Softmax output": Softmax);
+    None for any other signature."""
+    parts = sig.split("|", 3)
+    if len(parts) < 4 or parts[1] != Verdict.MISMATCH or " in " not in parts[3]:
+        return None
+    return parts[3].split(" in ", 1)[1].removesuffix(" output")
+
+
 def root_signature(sig: str) -> str:
     """``sig`` with a precision mismatch's kind as a wrong value's (``root_kind``): the
     signature one op's wrong value has whichever side of the tolerance it fell."""

@@ -30,7 +30,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxfuzz.generate.corpus.validate import check_static
-from onnxfuzz.judge.localize import inferred_types, single_node
+from onnxfuzz.judge.localize import has_static_shape, inferred_types, single_node
 from onnxfuzz.reduce import control
 from onnxfuzz.reduce.control import prune_nodes, reads, rename_reads
 from onnxfuzz.reduce.domains import Fault, value_faults
@@ -127,14 +127,6 @@ def _typed_by_values(s: State, vals: dict[str, np.ndarray] | None) -> State | No
         return None
     g = s.model.graph
     declared = {vi.name: vi for vi in (*g.input, *g.value_info, *g.output)}
-
-    def static(vi: onnx.ValueInfoProto) -> bool:
-        t = vi.type
-        return not t.HasField("tensor_type") or (
-            t.tensor_type.HasField("shape")
-            and all(d.HasField("dim_value") for d in t.tensor_type.shape.dim)
-        )
-
     outputs = {o.name for o in g.output}
     added = {}
     for node in g.node:
@@ -142,7 +134,7 @@ def _typed_by_values(s: State, vals: dict[str, np.ndarray] | None) -> State | No
             v = vals.get(t)
             if not t or t in outputs or not isinstance(v, np.ndarray) or v.dtype.kind == "O":
                 continue
-            if t in declared and static(declared[t]):
+            if t in declared and has_static_shape(declared[t]):
                 continue
             try:
                 elem = onnx.helper.np_dtype_to_tensor_dtype(v.dtype)

@@ -6,13 +6,14 @@ drops a node)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import onnx
 
 from onnxfuzz.execute.sandbox import Outcome
 from onnxfuzz.generate.build.generator import Case, Generator
+from onnxfuzz.judge.judge import Assessed
 from onnxfuzz.reduce.choice_passes import shrink_case
 from onnxfuzz.reduce.graph_passes import State, reduce_graph
 from onnxfuzz.reduce.measure import Size, op_pattern, size_of
@@ -30,14 +31,24 @@ class Reduced:
     complete: bool  # every pass reached its fixed point within the budget
     runs: int  # backend runs spent
     passes: list[Pass] = field(default_factory=list)
-    # what the reduced model's run said (issue.md shows it beside the reduced model, not
-    # the original's message with its other shapes and counts); "" if it did not reproduce
-    message: str = ""
+    # the reduced model's last run, where it showed the failure (None: it did not)
+    final: Assessed | None = None
     # the reference's and the backend's outcomes on the reduced model, from that run
     outcomes: dict[str, Outcome] = field(default_factory=dict)
-    # that run's own signature: the finding's, or where the finding blamed an If, Loop or
-    # Scan node, the op of its bodies the reduced model blames (``Reproducer._from_body``)
-    signature: str | None = None
+
+    @property
+    def message(self) -> str:
+        """What the reduced model's run said (issue.md shows it beside the reduced model,
+        not the original's message with its other shapes and counts); "" if it did not
+        reproduce."""
+        return self.final.judgement.message if self.final is not None else ""
+
+    @property
+    def signature(self) -> str | None:
+        """That run's own signature: the finding's, or where the finding blamed an If, Loop
+        or Scan node, the op of its bodies the reduced model blames
+        (``Reproducer._from_body``)."""
+        return self.final.signature if self.final is not None else None
 
     @property
     def ops(self) -> list[str]:
@@ -46,6 +57,17 @@ class Reduced:
     @property
     def pattern(self) -> str:
         return op_pattern(self.model)
+
+    def record(self) -> dict[str, object]:
+        """The reduction as meta.json keeps it (``reduction``)."""
+        return {
+            "seconds": round(self.seconds, 3),
+            "backend_runs": self.runs,
+            "fixed_point": self.complete,
+            "before": asdict(self.before),
+            "after": asdict(self.after),
+            "passes": self.stats(),
+        }
 
     def stats(self) -> dict[str, dict[str, float]]:
         return {
@@ -77,7 +99,7 @@ def reduce_model(
     rep.learn_bodies(model)
     rep.check_at_import(model, inputs)
     final, passes, complete = _graph_passes(state, rep, t0 + budget_s)
-    message, outcomes, signature = _final_run(rep, final)
+    last, outcomes = _final_run(rep, final)
     return Reduced(
         final.model,
         final.inputs,
@@ -87,9 +109,8 @@ def reduce_model(
         complete,
         rep.runs - runs0,
         passes,
-        message,
+        last,
         outcomes,
-        signature,
     )
 
 
@@ -106,7 +127,7 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
     final, passes, complete = _graph_passes(
         State(small.model, small.make_inputs(small.seed)), rep, t0 + budget_s
     )
-    message, outcomes, signature = _final_run(rep, final)
+    last, outcomes = _final_run(rep, final)
     return Reduced(
         final.model,
         final.inputs,
@@ -116,18 +137,17 @@ def reduce_case(gen: Generator, case: Case, rep: Reproducer, budget_s: float) ->
         shrunk.complete and complete,
         rep.runs - runs0,
         shrunk.passes + passes,
-        message,
+        last,
         outcomes,
-        signature,
     )
 
 
-def _final_run(rep: Reproducer, final: State) -> tuple[str, dict[str, Outcome], str | None]:
-    """The reduced model's own failure message ("" if it did not reproduce), the outcomes
+def _final_run(rep: Reproducer, final: State) -> tuple[Assessed | None, dict[str, Outcome]]:
+    """The reduced model's run that showed the failure (None if none did) and the outcomes
     it came from (one more run: the passes keep only whether a candidate reproduced; an
-    intermittent target gets its attempts, for a run that shows it) and its signature."""
+    intermittent target gets its attempts, for a run that shows it)."""
     for _ in range(rep.target.attempts):
         a, outcomes = rep.run(final.model, final.inputs)
         if rep.matches(a):
-            return a.judgement.message, outcomes, a.signature
-    return "", outcomes, None
+            return a, outcomes
+    return None, outcomes

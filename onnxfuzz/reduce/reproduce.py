@@ -18,7 +18,7 @@ from onnxfuzz.judge.attribution import known_if_documented
 from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.localize import expose_all
 from onnxfuzz.judge.oracle import OracleConfig
-from onnxfuzz.judge.signature import family, root_signature
+from onnxfuzz.judge.signature import blamed_op, family, root_signature
 from onnxfuzz.reduce.measure import value_bytes
 
 # A state-dependent finding's candidate runs in a fresh process of its own (after the
@@ -236,18 +236,10 @@ class Reproducer:
         reduction's inlining or unrolling of it names the op inside (a wrong Softmax in an
         If's branch kept the If and both branches: "values in Softmax output" was not
         "values in If output")."""
-        head, sep, detail = want.rpartition("|")
-        kind, within, rest = detail.partition(" in ")
-        op = rest.removesuffix(" output")
-        if not sep or not within or op not in CONTAINERS or not self.body_ops:
-            return False
-        g_head, _, g_detail = got.rpartition("|")
-        g_kind, g_within, g_rest = g_detail.partition(" in ")
         return (
-            g_head == head
-            and g_kind == kind
-            and bool(g_within)
-            and g_rest.removesuffix(" output") in self.body_ops
+            blamed_op(want) in CONTAINERS
+            and blamed_op(got) in self.body_ops
+            and got.rpartition(" in ")[0] == want.rpartition(" in ")[0]  # but for the op
         )
 
     def learn_bodies(self, model: onnx.ModelProto) -> None:

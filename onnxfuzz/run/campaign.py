@@ -40,7 +40,7 @@ from onnxfuzz.judge.budget import repro_tolerance
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict
 from onnxfuzz.judge.second_opinion import needed, second_opinion
-from onnxfuzz.judge.signature import bug_id, family, kind_twin, root_signature
+from onnxfuzz.judge.signature import blamed_op, bug_id, family, kind_twin, root_signature
 from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import CONTAINERS, Reproducer, Target
@@ -1587,12 +1587,10 @@ def filed_as(f: Finding, reduced: Reduced) -> str:
     the op inside: then that one, so that a hit of the op outside control flow and one
     inside are one bug (a wrong Softmax was filed twice, "values in If output" and
     "values in Softmax output", both reduced to Softmax)."""
-    mine, got = root_signature(f.signature), reduced.signature
-    if got is None or root_signature(got) == mine:
+    got = reduced.signature
+    if blamed_op(f.signature) not in CONTAINERS or got is None:
         return f.signature
-    detail = mine.rpartition("|")[2]
-    op = detail.partition(" in ")[2].removesuffix(" output")
-    return got if op in CONTAINERS else f.signature
+    return f.signature if root_signature(got) == root_signature(f.signature) else got
 
 
 def on_first_run(f: Finding, conf: Confirmation) -> None:

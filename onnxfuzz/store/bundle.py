@@ -26,7 +26,7 @@ import json
 import re
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from onnxfuzz.execute.sandbox import Outcome, Stage
 from onnxfuzz.generate.build.generator import Case
 from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs, write_test
 from onnxfuzz.judge.oracle import Judgement, Verdict, precision_dtypes
-from onnxfuzz.judge.second_opinion import sided_one, sides_with_backend
+from onnxfuzz.judge.second_opinion import sides_with_backend, undecided
 from onnxfuzz.judge.signature import RULES, WHERE_HINTS, WHERE_ONLY, normalize
 from onnxfuzz.reduce.reducer import Reduced
 from onnxfuzz.store.issue import write_issue
@@ -242,14 +242,8 @@ def _write_plain(
     facts = {"verdict": str(j.verdict), "stage": j.stage and str(j.stage), "kind": j.kind}
     what = what_went_wrong({**facts, "backend": culprit, "signature": f.signature})
     title = f"{f.name(culprit)} {what} on {ops}"
-    if (
-        j.verdict == Verdict.MISMATCH
-        and f.reference != f.backend
-        and f.extra.get("suspect") is None
-        and j.stage != Stage.RERUN
-        and j.kind != "input"
-        and not sided_one(f.extra.get("second_opinion"))
-    ):  # no majority, no opinion that took a side: either may be wrong
+    facts |= {"backend": f.backend, "reference": f.reference}
+    if undecided({**f.extra, **facts}):  # no majority, no side taken: either may be wrong
         title = (
             f"{f.name(culprit)} and {f.name(against)} disagree on {ops} (either may be "
             "wrong: check the operator's definition)"
@@ -346,14 +340,7 @@ def write_bundle(
             reduced_nodes=len(reduced.ops),
             **({"reduced_message": _reduced_message(f, reduced)} if reduced.message else {}),
             pattern=reduced.pattern,
-            reduction={
-                "seconds": round(reduced.seconds, 3),
-                "backend_runs": reduced.runs,
-                "fixed_point": reduced.complete,
-                "before": asdict(reduced.before),
-                "after": asdict(reduced.after),
-                "passes": reduced.stats(),
-            },
+            reduction=reduced.record(),
         )
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     log = [

@@ -25,7 +25,7 @@ from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.generate.corpus.testdata import DATA_SET
 from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare
-from onnxfuzz.judge.second_opinion import as_reported, sentence, sided_one
+from onnxfuzz.judge.second_opinion import as_reported, sentence, undecided
 from onnxfuzz.store.plain_repro import NAME as PLAIN
 from onnxfuzz.store.plain_repro import exit_note
 from onnxfuzz.store.readable import (
@@ -88,12 +88,11 @@ def issue_markdown(bundle: Path) -> str:
     )
     title += f" ({inner})" if inner else ""
     culprit = meta.get("culprit") or {}
-    # No majority and no opinion that took a side (a documented fault of the evaluator
-    # applies, or it agreed with both or neither): the culprit search says where inside
-    # the backend the difference arises, not that the backend is the wrong one (ORT's
-    # right NonMaxSuppression against TVM's was titled "[kernel]", "File with ONNX Runtime")
-    undecided = not blamed and not sided_one(meta.get("second_opinion"))
-    if culprit.get("stage") not in (None, "", "unknown") and not undecided:
+    # Nothing decided which side is wrong (``second_opinion.undecided``): the culprit's
+    # stage is no claim (ORT's right NonMaxSuppression against TVM's was titled "[kernel]",
+    # "File with ONNX Runtime", where a documented fault kept the evaluator from a say)
+    neither = undecided(meta)
+    if culprit.get("stage") not in (None, "", "unknown") and not neither:
         where = culprit["stage"] + (f": {culprit['component']}" if culprit.get("component") else "")
         title += f" [{where}]"
     follows = meta.get("follows")
@@ -162,7 +161,7 @@ def issue_markdown(bundle: Path) -> str:
         + _reproducibility(meta)
         + (
             f" If {name} is the wrong one (nothing here decided it):{_culprit_text(culprit)}"
-            if undecided and _culprit_text(culprit)
+            if neither and _culprit_text(culprit)
             else _culprit_text(culprit)
         )
         + _follows_text(meta, renamed)

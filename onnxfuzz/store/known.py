@@ -40,7 +40,13 @@ from onnxfuzz.errors import UsageError
 from onnxfuzz.generate.lang.features import node_features
 from onnxfuzz.generate.lang.spec import op_info
 from onnxfuzz.judge.oracle import Verdict
-from onnxfuzz.judge.signature import earlier_forms, family, family_id, root_signature
+from onnxfuzz.judge.signature import (
+    blamed_op,
+    earlier_forms,
+    family,
+    family_id,
+    root_signature,
+)
 
 FORMAT = "onnxfuzz-known/1"
 AVOID_AFTER = 5  # hits of a family after which generation avoids its trigger
@@ -241,9 +247,8 @@ def trigger_of(model: onnx.ModelProto, signature: str) -> Trigger | None:
     if not nodes:
         return None
     node = nodes[-1]
-    parts = signature.split("|", 3)
-    if len(parts) == 4 and parts[1] == Verdict.MISMATCH:
-        named = parts[3].split(" in ", 1)[-1].removesuffix(" output")
+    named = blamed_op(signature)
+    if named is not None:
         node = next((n for n in reversed(nodes) if n.op_type == named), node)
     return node_trigger(model, node)
 

@@ -384,12 +384,8 @@ def test_reduce_writes_a_bundle_that_reproduces_from_a_copy(tmp_path, capsys) ->
         helper.make_node("Sigmoid", ["a"], ["b"]),  # the planted adapter gets Sigmoid wrong
         helper.make_node("Neg", ["b"], ["y"]),
     ]
-    model = helper.make_model(
-        helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]
-    )
-    model.ir_version = 8
     path = tmp_path / "elsewhere.onnx"
-    path.write_bytes(model.SerializeToString())
+    path.write_bytes(_opset17(helper.make_graph(nodes, "g", [x], [y])))
     wrong = str(Path("tests/campaign/adapters.py").resolve()) + ":WrongOp:op=Sigmoid"
     out = tmp_path / "reduced"
     argv = ["reduce", str(path), "--backend", "ort", "--backend", wrong, "--out", str(out)]

@@ -665,6 +665,36 @@ def test_torch_culprit_that_finds_every_node_right_names_no_project(tmp_path) ->
     assert "File with" not in issue.split("### To reproduce")[0], issue
 
 
+def _torch_vs_ort(
+    root: Path,
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    judgement: Judgement,
+    outputs: dict[str, dict[str, np.ndarray]],
+    opinion: dict | None = None,
+) -> Path:
+    """The bundle of a torch finding against ORT, with the backends' ``outputs`` and the
+    evaluator's ``opinion`` (if any), as the campaign writes it."""
+    f = Finding(
+        signature=f"torch|mismatch|run|{judgement.kind} in {model.graph.node[0].op_type} output",
+        bug_id="bug",
+        judgement=judgement,
+        backend="torch",
+        reference="ort",
+        seed=0,
+        opset=17,
+        ops=[n.op_type for n in model.graph.node],
+        model=model,
+        inputs=inputs,
+        outcomes={k: Outcome(Status.OK, outputs=v) for k, v in outputs.items()},
+        versions={},
+        tolerance=dict(DEFAULT_TOLERANCE),
+        timeout=60.0,
+        extra={"second_opinion": opinion} if opinion else {},
+    )
+    return write_bundle(root, f)
+
+
 def test_a_reference_the_evaluator_finds_wrong_gets_the_report(python, tmp_path) -> None:
     """ORT as the comparison's reference, wrong: its int64 Mod with fmod=1 goes through
     double and loses 9611230659012167 mod 3 (a real ORT fault a torch campaign found).
@@ -683,27 +713,9 @@ def test_a_reference_the_evaluator_finds_wrong_gets_the_report(python, tmp_path)
     right = np.fmod(x, 3)
     assert (wrong != right).all()  # the fault this test needs is still in ORT
     values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "2/2 elements differ")
-    f = Finding(
-        signature="torch|mismatch|run|values in Mod output",
-        bug_id="bug",
-        judgement=values,
-        backend="torch",
-        reference="ort",
-        seed=0,
-        opset=17,
-        ops=["Mod"],
-        model=model,
-        inputs={"x": x},
-        outcomes={
-            "ort": Outcome(Status.OK, outputs={"y": wrong}),
-            "torch": Outcome(Status.OK, outputs={"y": right}),
-        },
-        versions={"ort": ort.__version__, "torch": "2"},
-        tolerance=dict(DEFAULT_TOLERANCE),
-        timeout=60.0,
-        extra={"second_opinion": {"by": "onnx-reference", "agrees": ["torch"], "said": "ran"}},
-    )
-    bundle = write_bundle(tmp_path / "b", f)
+    outcomes = {"ort": {"y": wrong}, "torch": {"y": right}}
+    opinion = {"by": "onnx-reference", "agrees": ["torch"], "said": "ran"}
+    bundle = _torch_vs_ort(tmp_path / "b", model, {"x": x}, values, outcomes, opinion)
     meta = json.loads((bundle / "meta.json").read_text())
     assert (meta["backend"], meta["reference"]) == ("torch", "ort")
     script = _plain(bundle, "ort")
@@ -771,23 +783,9 @@ def test_torch_culprit_does_not_call_a_node_the_evaluator_cannot_run_right(tmp_p
     boxes = np.array([[[0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 5, 1]]], np.float32)
     scores = np.array([[[0.9, 0.8, 0.7]]], np.float32)
     values = Judgement(Verdict.MISMATCH, Stage.RUN, "shape", "y", "shape differs")
-    f = Finding(
-        signature="torch|mismatch|run|shape in NonMaxSuppression output",
-        bug_id="bug",
-        judgement=values,
-        backend="torch",
-        reference="ort",
-        seed=0,
-        opset=17,
-        ops=["NonMaxSuppression"],
-        model=model,
-        inputs={"boxes": boxes, "scores": scores},
-        outcomes={"ort": Outcome(Status.OK, outputs={"y": np.zeros((0, 3), np.int64)})},
-        versions={},
-        tolerance=dict(DEFAULT_TOLERANCE),
-        timeout=60.0,
-    )
-    bundle = write_bundle(tmp_path / "b", f)
+    inputs = {"boxes": boxes, "scores": scores}
+    outcomes = {"ort": {"y": np.zeros((0, 3), np.int64)}}
+    bundle = _torch_vs_ort(tmp_path / "b", model, inputs, values, outcomes)
     culprit = find_culprit(bundle)
     assert culprit is not None and culprit.project == "", culprit
     assert "could not check NonMaxSuppression" in culprit.note, culprit.note
