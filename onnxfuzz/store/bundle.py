@@ -139,6 +139,16 @@ def adapter_libraries(source: str, cls_name: str) -> list[str]:
     ]
 
 
+def _sided(f: Finding) -> bool:
+    """Whether the evaluator sided with the finding's backend against the comparison's
+    reference (``second_opinion.as_reported``)."""
+    return (
+        f.judgement.verdict == Verdict.MISMATCH
+        and f.reference != f.backend
+        and sides_with_backend(f.extra.get("second_opinion"), f.backend)
+    )
+
+
 def _write_repro(
     folder: Path,
     f: Finding,
@@ -151,6 +161,12 @@ def _write_repro(
     reference's stored outputs (None: the script runs the reference); ``earlier``: the
     folders, relative to ``folder``, of models to run first in the same process."""
     adapters = {label: adapter_source(label) for label in dict.fromkeys([f.reference, f.backend])}
+    # The evaluator sided with the backend: the reference is the likely culprit, so the
+    # script runs it now (its stored outputs are the wrong values: against them a fix of
+    # the reference still read REPRODUCES) and says who sided with whom.
+    sided_with = f.backend if _sided(f) else None
+    if sided_with:
+        reference_outputs = None
     libraries = {label: adapter_libraries(a[0], a[1]) for label, a in adapters.items()}
     j = f.judgement
     outputs = [o.name for o in model.graph.output]
@@ -187,6 +203,7 @@ def _write_repro(
         "runs": f.runs,
         "earlier": earlier or [],
         "confirmed": f.extra.get("confirmed"),  # {runs, failed} when it was found
+        "sided_with": sided_with,
     }
     mode_note = ""
     if earlier:
@@ -202,9 +219,12 @@ def _write_repro(
     needed = [lib.split(".")[0] for lib in sum(libraries.values(), [])]
     text = TEMPLATE.read_text().format(
         bug_id=f.bug_id,
-        verdict=j.verdict,
-        backend=f.backend,
-        stage=j.stage,
+        headline=(
+            f"{f.backend} and {f.reference} disagree; the ONNX reference evaluator sides with "
+            f"{f.backend}, so {f.reference} is the likely culprit"
+            if sided_with
+            else f"{j.verdict} in {f.backend} at {j.stage} stage"
+        ),
         libraries=", ".join(dict.fromkeys(n for n in needed if n not in ("numpy", "onnx")))
         or "none besides onnx",
         expect=expect,
@@ -228,11 +248,7 @@ def _write_plain(
     """``repro_plain.py`` (store.plain_repro) for a shipped adapter's finding."""
     j = f.judgement
     culprit, against = f.backend, f.reference
-    if (
-        j.verdict == Verdict.MISMATCH
-        and f.reference != f.backend
-        and sides_with_backend(f.extra.get("second_opinion"), f.backend)
-    ):
+    if _sided(f):
         # the evaluator agrees with the backend: the script shows the reference's values
         # against the evaluator's (``second_opinion.as_reported``)
         culprit, against = f.reference, f.backend

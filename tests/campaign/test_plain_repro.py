@@ -734,6 +734,61 @@ def test_a_reference_the_evaluator_finds_wrong_gets_the_report(python, tmp_path)
     assert "agrees with torch and not with ort: ort is the likely culprit" in issue
 
 
+def _repro_py(python: Path, bundle: Path, tmp: Path) -> subprocess.CompletedProcess:
+    """The bundle's onnxfuzz-free ``repro.py``, run from a copy of the whole bundle."""
+    copy = tmp / f"whole{len(list(tmp.glob('whole*')))}"
+    shutil.copytree(bundle, copy)
+    return subprocess.run(
+        [str(python), "-I", "repro.py"],
+        cwd=copy,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_repro_py_of_a_reference_the_evaluator_finds_wrong_runs_it_and_names_it(
+    python, tmp_path
+) -> None:
+    """Where the evaluator sides with the backend, the reference is the likely culprit:
+    repro.py says the two still disagree and which one the evaluator sided with (it said
+    "REPRODUCES: torch: values mismatch"), and it runs the reference rather than reading
+    its stored outputs, which are the wrong values: once the reference is fixed, it says
+    FIXED (against the stored values it said REPRODUCES for ever). Here ORT's Relu is
+    right today, and the bundle stores the wrong values it is said to have given."""
+    relu = _unary("Relu", TensorProto.FLOAT)
+    x = np.array([[-1.0, 0.5, 2.0], [3.0, -0.25, 0.0]], np.float32)
+    right = np.maximum(x, 0)
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "2/6 elements differ")
+    outcomes = {"ort": {"y": np.abs(x)}, "torch": {"y": right}}  # ORT "was" wrong
+    opinion = {"by": "onnx-reference", "agrees": ["torch"], "said": "ran"}
+    fixed = _torch_vs_ort(tmp_path / "fixed", relu, {"x": x}, values, outcomes, opinion)
+    r = _repro_py(python, fixed, tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+    assert r.stdout.startswith("FIXED: torch and ort agree now"), r.stdout
+    assert "sides with torch, so ort is the likely culprit" in (fixed / "repro.py").read_text()
+
+    # ORT's int64 Mod with fmod=1 is wrong today: the script reproduces it and says whose
+    int64 = TensorProto.INT64
+    three = [helper.make_tensor("d", int64, [], np.array([3], np.int64))]
+    mod = _model(
+        [helper.make_node("Mod", ["x", "d"], ["y"], fmod=1)], (int64, [2]), (int64, [2]), three
+    )
+    big = np.array([9611230659012167, -10708639069530107], np.int64)
+    import onnxruntime as ort
+
+    wrong = ort.InferenceSession(mod.SerializeToString()).run(None, {"x": big})[0]
+    outcomes = {"ort": {"y": wrong}, "torch": {"y": np.fmod(big, 3)}}
+    still = _torch_vs_ort(tmp_path / "still", mod, {"x": big}, values, outcomes, opinion)
+    r = _repro_py(python, still, tmp_path)
+    assert r.returncode == 1, (r.stdout, r.stderr[-2000:])
+    assert r.stdout.startswith("REPRODUCES: torch and ort still disagree: values mismatch"), (
+        r.stdout
+    )
+    assert "evaluator sided with torch: ort is the likely culprit" in r.stdout, r.stdout
+
+
 def test_a_disagreement_nothing_decided_blames_neither_side(python, tmp_path) -> None:
     """Two backends, no majority, and no opinion that took a side (the evaluator is not
     asked where a documented fault of its applies): ORT's right NonMaxSuppression against
