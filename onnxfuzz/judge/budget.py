@@ -337,7 +337,8 @@ def lone_op_error(
     ``localize``'s module doc says why), and without one there is no lone op's error."""
     if has_half(model):
         return None
-    probe = expose_all(model)  # declares every intermediate's type: nodes run alone
+    # declares every intermediate's type: nodes run alone
+    probe = expose_all(model, rankless=False)
     outcomes = run(probe.SerializeToString())
     ref, got = outcomes.get(reference), outcomes.get(backend)
     if ref is None or got is None or ref.status != Status.OK or got.status != Status.OK:

@@ -94,15 +94,21 @@ def has_static_shape(vi: onnx.ValueInfoProto) -> bool:
     )
 
 
-def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
+def expose_all(model: onnx.ModelProto, rankless: bool = True) -> onnx.ModelProto:
     """``model`` with every node output it can type a graph output: declared ones, and those
-    shape inference gives a rank (a symbolic dim, a model's ``batch``, is no bar to running
-    it; only to matching one tensor's shape with another's)."""
+    shape inference gives a type (a symbolic dim, a model's ``batch``, is no bar to running
+    it; only to matching one tensor's shape with another's). ``rankless``: those it gives
+    an element type and no shape too (ONNX's inference leaves a Loop's outputs so: unexposed,
+    a wrong Loop was blamed on the node that reads it, which is right)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     have = {o.name for o in m.graph.output}
-    ranked = [vi for vi in inferred_types(m, static=False) if vi.type.tensor_type.HasField("shape")]
-    info = {vi.name: vi for vi in (*m.graph.value_info, *ranked)}
+    typed = [
+        vi
+        for vi in inferred_types(m, static=False)
+        if rankless or vi.type.tensor_type.HasField("shape")
+    ]
+    info = {vi.name: vi for vi in (*m.graph.value_info, *typed)}
     for n in m.graph.node:
         for t in n.output:
             # tensors only: sequences and optionals stay inside (graph outputs are tensors)
@@ -110,6 +116,15 @@ def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
                 m.graph.output.append(info[t])
                 have.add(t)
     return m
+
+
+def exposures(model: onnx.ModelProto) -> list[onnx.ModelProto]:
+    """The models to try in turn for every intermediate's value (``expose_all``): with the
+    tensors of no known shape exposed, then, where there are any, without them (for a
+    backend that wants a graph output's rank)."""
+    every = expose_all(model)
+    ranked = expose_all(model, rankless=False)
+    return [every] if len(ranked.graph.output) == len(every.graph.output) else [every, ranked]
 
 
 def single_node(model: onnx.ModelProto, node: onnx.NodeProto) -> onnx.ModelProto | None:
@@ -157,10 +172,12 @@ def first_divergence(
     alone is passed over for a later one it gets wrong alone (see the module doc);
     ``beyond`` (``budget.over_budget``): a float32 output beyond its op's error budget is
     wrong alone, and differs past a node right alone."""
-    probe = expose_all(model)
-    outcomes = run(probe.SerializeToString())
-    ref, got = outcomes.get(reference), outcomes.get(backend)
-    if ref is None or got is None or ref.status != Status.OK or got.status != Status.OK:
+    for probe in exposures(model):
+        outcomes = run(probe.SerializeToString())
+        ref, got = outcomes.get(reference), outcomes.get(backend)
+        if ref is not None and got is not None and ref.status == got.status == Status.OK:
+            break
+    else:
         return None
     want: dict[str, np.ndarray] = ref.outputs or {}
     have: dict[str, np.ndarray] = got.outputs or {}
@@ -353,7 +370,7 @@ def first_rerun_divergence(
     intermediate exposed (the worker runs each compiled model twice); None where the
     exposed model's runs agree (exposing them changed what the backend compiled) or it
     did not run."""
-    probe = expose_all(model)
+    probe = expose_all(model, rankless=False)
     got = run(probe.SerializeToString())
     if got.status != Status.OK or got.outputs is None or got.second is None:
         return None

@@ -258,10 +258,13 @@ def replace_nodes(
         infos = {vi.name: vi for vi in list(g0.value_info) + list(g0.output)}
         # an output nothing reads (TopK's indices, often) just goes with its node
         used = {t for n in nodes for t in reads(n)} | {o.name for o in g0.output}
+        structural = set() if as_constant else _structural(nodes)
         for k in reversed(range(len(nodes))):
             node = nodes[k]
             outs = [t for t in node.output if t in used]
             if not all(t in vals and t in infos for t in outs):
+                continue
+            if outs and set(outs) <= structural:
                 continue
             m = _copy(s.model)
             g = m.graph
@@ -281,6 +284,15 @@ def replace_nodes(
             yield prune(m, feeds, s.unneeded)
 
     return candidates
+
+
+def _structural(nodes: list[onnx.NodeProto]) -> set[str]:
+    """What a Loop takes as its trip count and condition, and an If as its condition: as a
+    graph input it is no constant, and the loop can no longer be unrolled nor the branch
+    taken known (a Loop around a wrong Slice kept the Loop, its trip count made an input,
+    where unrolled it is the Slice alone)."""
+    taken = {"Loop": 2, "If": 1}
+    return {t for n in nodes for t in n.input[: taken.get(n.op_type, 0)] if t}
 
 
 def _fills(v: np.ndarray) -> tuple[Any, Any]:

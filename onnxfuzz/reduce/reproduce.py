@@ -16,7 +16,7 @@ from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Outcome, Status
 from onnxfuzz.judge.attribution import known_if_documented
 from onnxfuzz.judge.judge import Assessed, Judge
-from onnxfuzz.judge.localize import expose_all
+from onnxfuzz.judge.localize import exposures
 from onnxfuzz.judge.oracle import OracleConfig
 from onnxfuzz.judge.signature import blamed_op, family, root_signature
 from onnxfuzz.reduce.measure import value_bytes
@@ -266,11 +266,12 @@ class Reproducer:
         it gives none, another backend's in the pool. The reference fails where it is the
         backend at fault (the campaign's reference crashing, outvoted by the others), and
         without values no node could be replaced by an input or a constant."""
-        data = expose_all(model).SerializeToString()
         at_fault = self.target.backend
         others = [b for b in (self.target.reference, *self.pool.labels) if b != at_fault]
-        for label in dict.fromkeys([*others, at_fault]):  # the culprit's values come last
-            out = self.pool.run_one(label, data, inputs)
-            if out.status == Status.OK and out.outputs is not None:
-                return {**inputs, **out.outputs}
+        for probe in exposures(model):
+            data = probe.SerializeToString()
+            for label in dict.fromkeys([*others, at_fault]):  # the culprit's values come last
+                out = self.pool.run_one(label, data, inputs)
+                if out.status == Status.OK and out.outputs is not None:
+                    return {**inputs, **out.outputs}
         return None

@@ -500,6 +500,62 @@ def test_a_wrong_op_inside_and_outside_an_if_is_one_bug(tmp_path) -> None:
     assert main(["replay", str(out)]) == 1  # still there
 
 
+def test_reduce_unrolls_a_loop_around_a_wrong_slice(tmp_path, capsys) -> None:
+    """A wrong Slice inside a Loop of constant trip count, in a model that declares no type
+    for the Loop's output (ONNX's inference gives it an element type and no shape). That
+    output was never exposed, so the wrong value was blamed on the Tanh reading it ("values
+    in Tanh output"), and no unrolled candidate could keep that signature; and node-to-input
+    made the trip count a graph input, after which the Loop could not be unrolled (11 -> 8
+    nodes, Loop -> Tanh kept). Now the Loop is blamed, unrolled, and the Slice stays."""
+    from onnx import TensorProto, helper
+
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+
+    def const(name: str, dtype: int, dims: list[int], vals: list) -> onnx.NodeProto:
+        return helper.make_node(
+            "Constant", [], [name], value=helper.make_tensor(name, dtype, dims, vals)
+        )
+
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            const("st", i64, [1], [0]),
+            const("en", i64, [1], [3]),
+            const("ax", i64, [1], [1]),
+            helper.make_node("Slice", ["v_in", "st", "en", "ax"], ["s"]),
+            helper.make_node("Sigmoid", ["s"], ["v_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", i64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_in", f, [2, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", f, [2, 3]),
+        ],
+    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        const("n", i64, [], [2]),
+        const("c", TensorProto.BOOL, [], [True]),
+        helper.make_node("Loop", ["n", "c", "r"], ["l"], body=body),
+        helper.make_node("Tanh", ["l"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", f, [2, 3])
+    y = helper.make_tensor_value_info("y", f, [2, 3])
+    path = tmp_path / "loop.onnx"
+    path.write_bytes(_opset17(helper.make_graph(nodes, "g", [x], [y])))
+    wrong = "tests/campaign/adapters.py:WrongInBody:op=Slice"
+    out = tmp_path / "r"
+    argv = ["reduce", str(path), "--backend", "ort", "--backend", wrong, "--out", str(out)]
+    assert main(argv) == 0
+    assert "values in Loop output" in capsys.readouterr().out
+    reduced = onnx.load(out / "model.onnx")
+    assert [n.op_type for n in reduced.graph.node if n.op_type != "Constant"] == ["Slice"]
+
+
 def _batched_model(path: Path) -> None:
     """x[batch, 8] -> Sigmoid -> MatMul(W) -> Relu -> y, and x -> Tanh -> ReduceSum -> z, at
     opset 11 without value_info: as exporters write models, the batch dim symbolic."""
