@@ -179,11 +179,16 @@ class Confirmer:
     runs: int = CONFIRM_RUNS
 
     def confirm(
-        self, f: Finding, earlier: Sequence[Test] = (), timeout: float | None = None
+        self,
+        f: Finding,
+        earlier: Sequence[Test] = (),
+        timeout: float | None = None,
+        replay: bool = True,
     ) -> Confirmation:
         """Run ``f`` again in fresh processes; ``earlier``: the models the worker's
-        process had run before it (oldest first), replayed if it does not fail alone.
-        ``timeout``: the per-run limit (None: the pool's)."""
+        process had run before it (oldest first), replayed if it does not fail alone
+        (``replay`` False: not replayed; not reproducible then). ``timeout``: the per-run
+        limit (None: the pool's)."""
         t0 = time.perf_counter()
         data = f.model.SerializeToString()
         costly = f.judgement.verdict == Verdict.TIMEOUT or f.outcomes[f.backend].too_costly
@@ -245,11 +250,11 @@ class Confirmer:
             )
         # ``ran_before``'s: the most recent EARLIER_MAX, after the first ones of the
         # failing model's input signature (a cache they filled long before)
-        replay = list(earlier)[-(EARLIER_MAX + FIRST_PER_INPUTS) :]
-        found = bisect(replay, check, BISECT_CHECKS) if replay else None
+        again = list(earlier)[-(EARLIER_MAX + FIRST_PER_INPUTS) :] if replay else []
+        found = bisect(again, check, BISECT_CHECKS) if again else None
         kind = Reproducibility.STATE if found else Reproducibility.NOT_REPRODUCIBLE
         return Confirmation(
-            kind, len(outs), 0, found or [], len(replay), processes, time.perf_counter() - t0
+            kind, len(outs), 0, found or [], len(again), processes, time.perf_counter() - t0
         )
 
 

@@ -509,6 +509,14 @@ def print_summary(
             f"the last {EARLIER_MAX} models their worker ran before and its first ones with "
             "the same inputs (not filed as bugs; campaign.db's results keep them)"
         )
+    unreplayed = (cost or {}).get("unreplayed")
+    if unreplayed:
+        out_console.print(
+            f"  {unreplayed} of this run's were not replayed after earlier models: "
+            f"{cost.get('replay_give_up')} such replays of their signature family had "
+            "re-created nothing "
+            "(a flaky kernel's hits, mostly)"
+        )
     if overhead is not None:
         out_console.print(
             f"fuzz-loop overhead: {overhead:.1%} of this run's wall time ({wall}) "

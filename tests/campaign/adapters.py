@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import hashlib
 import os
 import random
 import time
@@ -902,6 +903,32 @@ class FailsOnce(_OrtWrapper):
             with open(self.marker, "w"):
                 pass
             raise RuntimeError(f"InternalError: {self.op} kernel table not ready")
+        return super().compile(model)
+
+
+class FirstSight(WrongOp):
+    """A planted bug no second run shows: every float32 node of the ``ops`` (``+``-joined)
+    computes op + 0.5 the first time any process compiles a model (its bytes' hash kept as
+    a file in the folder ``seen``), and right ever after, in any process and after any
+    models. Where the wrong value is localized varies with the model: many signatures of
+    one family, none reproducible."""
+
+    name = "first-sight"
+
+    def __init__(self, ops: str = "Add", seen: str = "") -> None:
+        super().__init__(ops.split("+")[0])
+        self.ops = set(ops.split("+"))
+        self.seen = seen
+
+    def wrong_nodes(self, g: onnx.GraphProto) -> set[int]:
+        return {k for k, n in enumerate(g.node) if n.op_type in self.ops}
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        mark = os.path.join(self.seen, hashlib.sha256(model.SerializeToString()).hexdigest())
+        if os.path.exists(mark):
+            return (self._session(model), False)
+        with open(mark, "w"):
+            pass
         return super().compile(model)
 
 

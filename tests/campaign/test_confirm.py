@@ -156,6 +156,32 @@ def test_a_failure_no_run_recreates_is_counted_not_filed(tmp_path) -> None:
     assert not list(c.out.glob("bugs/*/meta.json"))
 
 
+def test_a_family_whose_replays_recreate_nothing_is_not_replayed_again(tmp_path) -> None:
+    """A bug no second run shows, localized to a different op model by model: each finding
+    that no fresh run re-created replayed up to 96 earlier models in a fresh process (a
+    stale cache?), however many of its family had re-created nothing before: a flaky
+    kernel's hits took up to 75 % of a campaign's wall time. After REPLAY_GIVE_UP fruitless
+    replays of a family, its later findings are not reproducible without one, and the
+    summary says how many."""
+    from onnxfuzz.run.campaign import REPLAY_GIVE_UP
+
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    target = f"{ADAPTERS}:FirstSight:ops={'+'.join(OPS)},seen={seen}"
+    c = _campaign(tmp_path, ["ort", target], 16, workers=1)
+    store = Store(c.out / "campaign.db")
+    try:
+        lost = store.not_reproducible()
+        cost = store.get_meta("confirmation")
+        assert store.bugs() == []
+    finally:
+        store.close()
+    assert sum(c._fruitless.values()) == REPLAY_GIVE_UP, c._fruitless
+    assert lost > REPLAY_GIVE_UP + 1, lost
+    # every later one that had models before it went without a replay
+    assert 0 < cost["unreplayed"] <= lost - REPLAY_GIVE_UP, cost
+
+
 def test_the_reference_alone_is_set_aside_unless_asked(tmp_path) -> None:
     backends = [f"{ADAPTERS}:Raise:op=Relu", f"{ADAPTERS}:WrongOp:op=Add"]
     c = _campaign(tmp_path / "a", backends, 40)
