@@ -166,8 +166,11 @@ elif not bug(L.ORT_ENABLE_ALL):
 else:
     out["level"] = next(n for n in ("ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED",
                                     "ORT_ENABLE_ALL") if bug(getattr(L, n)))
-    modified, applied, _ = session_log()
-    for name in dict.fromkeys(modified + applied):
+    modified, applied, in_flight = session_log()
+    # Where making the session failed or killed the process, the transformer in flight
+    # then goes first: each one tried before it that crashes too costs a fresh process,
+    # and an abort in QDQFinalCleanupTransformer, near the log's end, was never reached.
+    for name in dict.fromkeys([*([in_flight] if in_flight else []), *modified, *applied]):
         out["tried"].append(name)
         if not bug(L.ORT_ENABLE_ALL, [name]):
             out["transformer"] = name

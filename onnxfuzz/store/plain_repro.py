@@ -57,6 +57,11 @@ def exit_note(verdict: str, signature: str) -> str:
     return "exit 1 while the bug is there, 0 once it is fixed"
 
 
+# No expected values: the evaluator cannot run the model and no backend's outputs were
+# kept. A crash's script always ran the evaluator, which failed, so it never said "fixed".
+NO_EXPECTED = "none"
+
+
 @dataclass
 class PlainRepro:
     """What a plain reproducer needs to know about one bundle."""
@@ -66,8 +71,9 @@ class PlainRepro:
     tolerance: dict[str, tuple[float, float]] = field(
         default_factory=lambda: dict(DEFAULT_TOLERANCE)
     )
-    # where expected values come from: "reference" (the evaluator, run by the script) or a
-    # sentence naming the backend whose stored outputs (test_data_set_0/output_<k>.pb) it reads
+    # where expected values come from: "reference" (the evaluator, run by the script), a
+    # sentence naming the backend whose stored outputs (test_data_set_0/output_<k>.pb) it
+    # reads, or NO_EXPECTED (none: a crash's script then checks that the model runs)
     expected: str = "reference"
     exits: str = exit_note("mismatch", "")  # how it ends (``exit_note``)
     # where the bug shows: "rerun" (the same compiled model's second run) or "input" (the
@@ -185,7 +191,13 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
     else:
         raise BackendError(f"no plain reproducer for backend {p.backend!r}")
     by_evaluator = p.expected == "reference" and ref.target != "onnx-reference"
-    if by_evaluator:
+    if p.expected == NO_EXPECTED:
+        expect = [
+            "# expected: none (the ONNX reference evaluator cannot run this model and no",
+            "# other backend's outputs were kept): it runs, so the bug is gone",
+            "expected = []",
+        ]
+    elif by_evaluator:
         expect = ["expected = ReferenceEvaluator(model).run(None, inputs)  # the ONNX spec's"]
     else:
         source = p.expected if p.expected != "reference" else "the stored outputs"
@@ -231,7 +243,7 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
         *run,
         *expect,
         f"TOLERANCE = {tol!r}  # (atol, rtol); other types must be equal",
-        "bug = len(actual) != len(expected)",
+        "bug = len(actual) != len(expected)" if p.expected != NO_EXPECTED else "bug = False",
         "for out, a, e in zip(model.graph.output, map(np.asarray, actual), expected):",
         '    print(f"{out.name}: actual   {a.dtype} {list(a.shape)}", a.ravel()[:8])',
         '    print(f"{out.name}: expected {e.dtype} {list(e.shape)}", e.ravel()[:8])',
@@ -329,6 +341,8 @@ def write_plain(
     if not evaluator_ok and stored is not None:
         write_outputs(folder / DATA_SET, model, stored)
         p.expected = f"{reference_name}'s outputs (the ONNX reference evaluator disagrees or fails)"
+    elif not evaluator_ok and p.expected == "reference" and not p.shows:
+        p.expected = NO_EXPECTED
     path = folder / NAME
     path.write_text(render(p, output_dtypes(model)))
     return path

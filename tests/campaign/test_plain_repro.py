@@ -526,7 +526,87 @@ def test_ort_culprit_names_the_transformers_that_each_make_the_bug(python, tmp_p
     assert _run(python, bundle, tmp_path, first).returncode == 1
 
 
-def _child_run(python: Path, model: onnx.ModelProto, tmp: Path, level: str) -> int:
+def test_ort_culprit_of_a_crash_tries_the_transformer_in_flight_first(python, tmp_path) -> None:
+    """DequantizeLinear -> QuantizeLinear whose result only an If's branches read: ONNX
+    Runtime's QDQFinalCleanupTransformer indexes past a vector and aborts the process
+    (found by a campaign, in a Scan body). Every transformer tried before it crashed a
+    process too, and the search gave up after MAX_RESTARTS fresh processes with "Stage:
+    unknown", long before it came to the one the session log showed in flight when the
+    process died. That one is tried first now."""
+    branch = [
+        helper.make_node("Equal", ["q", "q"], ["e"]),
+        helper.make_node("Cast", ["e"], ["o"], to=TensorProto.FLOAT),
+    ]
+    out = [helper.make_tensor_value_info("o", TensorProto.FLOAT, [4])]
+    then = helper.make_graph(branch, "then", [], out)
+    other = helper.make_graph(branch, "else", [], out)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "s", "z"], ["d"]),
+        helper.make_node("QuantizeLinear", ["d", "s", "z"], ["q"]),
+        # a condition known at run time only (a constant one has ORT inline the branch)
+        helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0),
+        helper.make_node("Cast", ["m"], ["c"], to=TensorProto.BOOL),
+        helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+    ]
+    scale = numpy_helper.from_array(np.array(0.25, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(0, np.int8), "z")
+    model = _model(nodes, (TensorProto.INT8, [4]), (TensorProto.FLOAT, [4]), [scale, zero])
+    if _child_run(python, model, tmp_path, "ENABLE_ALL", np.int8) == 0:
+        pytest.skip("this onnxruntime no longer aborts on it")
+    crash = Judgement(Verdict.CRASH, Stage.COMPILE, "", "", "killed by signal SIGABRT")
+    bundle = _bundle(tmp_path / "b", "ort", model, crash)
+    culprit = annotate(bundle)
+    assert culprit is not None and culprit.stage == "optimizer", culprit
+    assert culprit.disabled == ["QDQFinalCleanupTransformer"], culprit
+    assert culprit.tried[0] == "QDQFinalCleanupTransformer", culprit
+    workaround = ("disabled = []", f"disabled = {culprit.disabled!r}")
+    fixed = _run(python, bundle, tmp_path, workaround)
+    assert fixed.returncode == 0, (fixed.stdout, fixed.stderr[-2000:])
+
+    # The same crash as the reference's own failure (set aside in reference-bugs/), which
+    # the ONNX reference evaluator cannot run (it has no DequantizeLinear-13): the script
+    # ran the evaluator for its expected values, failed, and could never say "fixed".
+    # With another backend's outputs kept, it reads them; with none, a run is the fix.
+    x = _inputs(model)
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    right = ort.InferenceSession(model.SerializeToString(), options).run(None, x)[0]
+    failed = Outcome(Status.CRASH, Stage.COMPILE, message=crash.message)
+    for name, others in [
+        ("other", {REFERENCE: Outcome(Status.OK, outputs={"y": right})}),
+        ("none", {}),
+    ]:
+        f = Finding(
+            signature="ort|crash|compile|killed by signal SIGABRT",
+            bug_id=name,
+            judgement=crash,
+            backend="ort",
+            reference="ort",
+            seed=0,
+            opset=17,
+            ops=[n.op_type for n in model.graph.node],
+            model=model,
+            inputs=x,
+            outcomes={"ort": failed, **others},
+            versions={},
+            tolerance=dict(DEFAULT_TOLERANCE),
+            timeout=60.0,
+        )
+        alone = write_bundle(tmp_path / name, f, where="reference-bugs")
+        script = _plain(alone, "ort")
+        assert ("ReferenceEvaluator" not in script) and (
+            ("ort:opt=none's outputs" in script) == (name == "other")
+        ), script
+        assert _run(python, alone, tmp_path).returncode == -signal.SIGABRT
+        fixed = _run(python, alone, tmp_path, workaround)
+        assert fixed.returncode == 0, (name, fixed.stdout, fixed.stderr[-2000:])
+
+
+def _child_run(
+    python: Path, model: onnx.ModelProto, tmp: Path, level: str, dtype: type = np.uint8
+) -> int:
     """The exit code of one ORT run of ``model`` at ``ORT_<level>`` in a child."""
     path = tmp / "premise.onnx"
     onnx.save(model, str(path))
@@ -535,7 +615,7 @@ def _child_run(python: Path, model: onnx.ModelProto, tmp: Path, level: str) -> i
         "o = ort.SessionOptions()\n"
         f"o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_{level}\n"
         "s = ort.InferenceSession(sys.argv[1], o, ['CPUExecutionProvider'])\n"
-        "s.run(None, {'x': np.zeros(4, np.uint8)})\n"
+        f"s.run(None, {{'x': np.zeros(4, np.{np.dtype(dtype).name})}})\n"
     )
     return subprocess.run([str(python), "-c", code, str(path)], capture_output=True).returncode
 
