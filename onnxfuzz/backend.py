@@ -173,6 +173,39 @@ class BackendRef:
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
+# The option that turns a shipped backend's optimizations off: such a backend beside the
+# same backend with them on is the natural reference (``default_reference``).
+UNOPTIMIZED: dict[str, tuple[str, str]] = {
+    "ort": ("opt", "none"),
+    "ort-cuda": ("opt", "none"),
+    "tvm": ("opt_level", "0"),
+}
+
+
+def default_reference(labels: list[str]) -> str:
+    """The reference of a campaign given no --reference: the first backend, except where
+    one is another's same backend with its optimizations off (``ort:opt=none`` beside
+    ``ort``): that one, so the optimizers are what is tested. With ``ort`` first, its
+    optimizers' crashes were the reference's own failures, set aside unreduced."""
+    try:
+        refs = [parse_backend(label) for label in labels]
+    except BackendError:
+        return labels[0]  # a malformed spec: said where the backends are loaded
+
+    def plain(r: BackendRef) -> tuple[str, dict[str, str]]:
+        key = UNOPTIMIZED.get(r.target, ("", ""))[0]
+        return r.target, {k: v for k, v in r.options.items() if k != key}
+
+    twins = [
+        a.label
+        for a in refs
+        if a.target in UNOPTIMIZED
+        and a.options.get(UNOPTIMIZED[a.target][0]) == UNOPTIMIZED[a.target][1]
+        and any(b is not a and plain(b) == plain(a) for b in refs)
+    ]
+    return twins[0] if len(twins) == 1 else labels[0]
+
+
 def display_names(labels: list[str], adapter_names: dict[str, str]) -> dict[str, str]:
     """What tables, bug ids and summaries call each backend: the name the user gave
     (``--backend NAME=SPEC``), else an installed backend's label as typed (``ort``,

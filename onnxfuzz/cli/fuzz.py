@@ -164,9 +164,10 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "--reference",
     default=None,
     metavar="SPEC",
-    help="The reference backend (default: the first --backend): the one whose outputs "
-    "count as expected when two backends disagree. Put a backend under test second, or "
-    "name a trusted one here.",
+    help="The reference backend: the one whose outputs count as expected when two "
+    "backends disagree (default: the first --backend, or a backend given with its "
+    "optimizations off beside itself with them on, as ort:opt=none beside ort or "
+    "tvm:opt_level=0 beside tvm). Put a backend under test second, or name a trusted one here.",
 )
 @click.option(
     "--time",
@@ -372,6 +373,7 @@ def fuzz(
     """Differential fuzzing: run generated models on every --backend and compare."""
     from rich.live import Live
 
+    from onnxfuzz.backend import default_reference
     from onnxfuzz.errors import UsageError
     from onnxfuzz.run.campaign import Campaign, CampaignOptions
 
@@ -385,9 +387,19 @@ def fuzz(
             raise UsageError("--time or --tests: give a budget, e.g. --time 10m or --tests 500")
         if seed_models is not None and not seed_models.is_dir():
             raise UsageError(f"--seed-models: {seed_models} is not a folder")
+        labels = [resolvable_backend(b) for b in backends]
+        if reference is not None:
+            reference = resolvable_backend(reference)
+        elif labels and (twin := default_reference(labels)) != labels[0]:
+            reference = twin  # stored as given: a resumed campaign keeps it
+            click.echo(
+                f"reference: {twin}, the same backend with its optimizations off (--reference "
+                f"{labels[0]} to compare against {labels[0]} instead)",
+                err=True,
+            )
         opts = CampaignOptions(
-            backends=[resolvable_backend(b) for b in backends],
-            reference=resolvable_backend(reference) if reference is not None else None,
+            backends=labels,
+            reference=reference,
             tests=tests,
             seconds=seconds,
             seed=seed,

@@ -174,6 +174,26 @@ def test_resume_extends_the_budget_and_refuses_what_would_change_the_tests(
         store.close()
 
 
+def test_ort_beside_itself_unoptimized_is_tested_against_it(tmp_path, capsys) -> None:
+    """`--backend ort --backend ort:opt=none`: the unoptimized one is the reference, stored
+    with the campaign (a resume keeps it); `--reference` still chooses."""
+    from onnxfuzz.store.db import Store
+
+    for out, extra, want in [
+        (tmp_path / "a", (), "ort:opt=none"),
+        (tmp_path / "b", ("--reference", "ort"), "ort"),
+    ]:
+        assert _fuzz(out, "--tests", "1", *extra) in (0, 1)
+        said = capsys.readouterr()
+        assert f"{want} (reference)" in said.out
+        assert ("reference: ort:opt=none, the same backend" in said.err) == (not extra)
+        store = Store(out / "campaign.db")
+        try:
+            assert store.get_meta("options")["reference"] == want
+        finally:
+            store.close()
+
+
 def test_a_refused_campaign_writes_nothing(tmp_path, capsys) -> None:
     out = tmp_path / "c"
     # Errors only known once the backends start, or once the generator sees the options.
