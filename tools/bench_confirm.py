@@ -4,10 +4,12 @@ hygiene: run ``onnxfuzz fuzz`` campaigns against ONNX Runtime and a planted-bug 
 repro.py from a copied folder in a fresh process.
 
     python tools/bench_confirm.py --time 2m --out /tmp/bench-confirm [--case flaky ...]
+        [--replay-give-up 1000000000 --rounds 2]
 
 Cases: ``flaky`` (a 30 % flaky wrong Add, random per run), ``stale`` (Add wrong after a
 model with Mul compiled in the process), ``vendor`` (the default op set; the vendor's
-planted wrong Add beside ONNX Runtime's own failures). Prints one line per case: bundles,
+planted wrong Add beside ONNX Runtime's own failures), ``rare`` (every float32 output
+shifted in 3 % of runs: most hits no fresh run shows). Prints one line per case: bundles,
 how their repro.py answered, the vendor's share, and the campaign's tests/s with and
 without the time spent confirming (from its summary).
 """
@@ -30,7 +32,15 @@ CASES = {
     "flaky": (f"{ADAPTERS}:Flaky:op=Add,p=0.3", SMALL),
     "stale": (f"{ADAPTERS}:StaleCache:op=Add,other=Mul", SMALL),
     "vendor": (f"{ADAPTERS}:WrongOp:op=Add", []),
+    "rare": (f"{ADAPTERS}:FlakyOutputs:p=0.03", SMALL),
 }
+# ``--replay-give-up N`` runs the campaigns in-process with campaign.REPLAY_GIVE_UP = N
+# (how many fruitless replays of earlier models a signature family gets) besides the
+# default, in alternating order, and prints the tests/s ratio of the two.
+PATCHED = (
+    "import sys, onnxfuzz.run.campaign as c; c.REPLAY_GIVE_UP = int(sys.argv[1]); "
+    "from onnxfuzz.cli.main import main; sys.exit(main(sys.argv[2:]))"
+)
 
 
 def repro_answer(bundle: Path, scratch: Path) -> str:
@@ -50,13 +60,14 @@ def repro_answer(bundle: Path, scratch: Path) -> str:
     return line.split(":", 1)[0].lower()
 
 
-def run_case(name: str, seconds: str, out: Path) -> dict:
+def run_case(name: str, seconds: str, out: Path, give_up: int | None = None) -> dict:
     vendor, extra = CASES[name]
-    folder = out / name
+    folder = out / (name if give_up is None else f"{name}-give-up-{give_up}")
     if folder.exists():
         shutil.rmtree(folder)
+    head = ["-m", "onnxfuzz.cli.main"] if give_up is None else ["-c", PATCHED, str(give_up)]
     cmd = [
-        sys.executable, "-m", "onnxfuzz.cli.main", "fuzz", "--backend", "ort",
+        sys.executable, *head, "fuzz", "--backend", "ort",
         "--backend", vendor, "--time", seconds, "--seed", "2200", "--out", str(folder), *extra,
     ]  # fmt: skip
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
@@ -71,8 +82,11 @@ def run_case(name: str, seconds: str, out: Path) -> dict:
     kinds = Counter(m.get("reproducibility", "?") for m in metas)
     mine = sum(m["backend"] == vendor for m in metas)
     not_rep = re.search(r"(\d+) finding\(s\) not reproducible", summary)
+    tests = re.findall(r"(\d+) tests \(", summary)
     return {
         "case": name,
+        "replay_give_up": give_up,
+        "tests": int(tests[-1]) if tests else 0,
         "exit": p.returncode,
         "bundles": len(metas),
         "vendor_share": f"{mine}/{len(metas)}",
@@ -90,9 +104,34 @@ def main() -> None:
     ap.add_argument("--time", default="2m")
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench-confirm"))
     ap.add_argument("--case", action="append", choices=sorted(CASES))
+    ap.add_argument(
+        "--replay-give-up",
+        type=int,
+        default=None,
+        help="also run each case with this many fruitless replays per family (e.g. 10**9: "
+        "every finding no fresh run shows is replayed) and print the tests/s ratio",
+    )
+    ap.add_argument("--rounds", type=int, default=1, help="alternating pairs (--replay-give-up)")
     args = ap.parse_args()
+    from onnxfuzz.run.campaign import REPLAY_GIVE_UP
+
     for name in args.case or list(CASES):
-        print(json.dumps(run_case(name, args.time, args.out)), flush=True)
+        if args.replay_give_up is None:
+            print(json.dumps(run_case(name, args.time, args.out)), flush=True)
+            continue
+        ratios = []
+        for k in range(args.rounds):
+            pair = [REPLAY_GIVE_UP, args.replay_give_up]
+            runs = {g: run_case(name, args.time, args.out, g) for g in pair[:: 1 - 2 * (k % 2)]}
+            for r in runs.values():
+                print(json.dumps(r), flush=True)
+            base = runs[args.replay_give_up]["tests"]
+            ratios.append(runs[REPLAY_GIVE_UP]["tests"] / base if base else float("nan"))
+        print(
+            f"{name}: tests in equal time, REPLAY_GIVE_UP={REPLAY_GIVE_UP} over "
+            f"{args.replay_give_up}: " + ", ".join(f"{r:.2f}x" for r in ratios),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

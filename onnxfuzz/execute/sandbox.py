@@ -246,7 +246,7 @@ def serve_loaded(adapter: Adapter, conn: Any, clock: Any = None) -> None:
                 exe = from_bytes(req.model_bytes)
             else:
                 model = onnx.load_from_string(req.model_bytes)
-                reason = adapter.supports(model) if adapter.supports else None
+                reason = _supports(adapter, model)
                 if reason:
                     _flush_stderr()
                     conn.send(Failed(Stage.COMPILE, True, reason, "", 0.0, 0.0, t0, 0.0))
@@ -291,11 +291,21 @@ def serve_loaded(adapter: Adapter, conn: Any, clock: Any = None) -> None:
                 return
             elapsed = time.perf_counter() - t0
             _flush_stderr()
+            # a model that ran once is supported: a second run's failure is a bug
+            unsupported = False
+            if stage != Stage.RERUN and not isinstance(e, AdapterProtocolError):
+                try:
+                    unsupported = is_unsupported(adapter, e)
+                except Exception as hook:  # noqa: BLE001 - the adapter's hook, not the backend
+                    # it killed the worker, and each test was filed as a crash of the backend
+                    e = AdapterProtocolError(
+                        f"is_unsupported() raised {type(hook).__name__}: {hook} (asked about "
+                        f"{type(e).__name__}: {str(e)[:200]})"
+                    )
             conn.send(
                 Failed(
                     stage,
-                    # a model that ran once is supported: a second run's failure is a bug
-                    stage != Stage.RERUN and is_unsupported(adapter, e),
+                    unsupported,
                     f"{type(e).__name__}: {e}",
                     # the innermost frames: where it was raised (a TVM error's own C++
                     # frames come last; the first 20 frames, kept until 2026-11-27, left
@@ -308,6 +318,25 @@ def serve_loaded(adapter: Adapter, conn: Any, clock: Any = None) -> None:
                     protocol=isinstance(e, AdapterProtocolError),
                 )
             )
+
+
+def _supports(adapter: Any, model: Any) -> str | None:
+    """The adapter's ``supports()`` answer: None, or why it does not take the model. A hook
+    that raises, or answers with anything but a string or None, is the adapter's defect
+    (``AdapterProtocolError``): a raise was filed as a compile crash of the backend, and
+    an answer of 42 crashed the probe."""
+    if adapter.supports is None:
+        return None
+    try:
+        reason = adapter.supports(model)
+    except Exception as e:  # noqa: BLE001 - any failure of the hook is the adapter's
+        raise AdapterProtocolError(f"supports() raised {type(e).__name__}: {e}") from None
+    if reason is not None and not isinstance(reason, str):
+        raise AdapterProtocolError(
+            f"supports() returned {type(reason).__name__} ({reason!r}), not None (it takes "
+            "the model) or a string (why it does not)"
+        )
+    return reason or None
 
 
 def _outputs(outs: object) -> dict[str, np.ndarray]:
@@ -364,6 +393,14 @@ def protocol_problem(outs: object) -> str | None:
             return f"run() returned a dict keyed by {kind} ({name!r}), not by output name"
         if value is None:
             return f"run()'s output {name!r} is None, not an array"
+        kind = _python_number(value)
+        if kind:
+            # np.asarray would read it as float64 or int64: a float32 output was then filed
+            # as the backend's wrong element type, each test a bug
+            return (
+                f"run()'s output {name!r} is {kind}, not a numpy array: its element type "
+                "is lost (a Python float reads as float64); return np.asarray(value, dtype)"
+            )
         if isinstance(value, list | tuple):
             continue  # a sequence output (a list of arrays), or a nested list: both allowed
         try:
@@ -374,6 +411,19 @@ def protocol_problem(outs: object) -> str | None:
             kind = type(value).__name__
             return f"run()'s output {name!r} is a {kind}, not a numeric or string array"
     return None
+
+
+def _python_number(value: object) -> str:
+    """"a Python float" where ``value`` is a Python number, "a list of Python floats" where it
+    is a (nested) list or tuple of them, else "": none is an array of a declared element
+    type (a sequence output is a list of arrays)."""
+    leaf, nested = value, False
+    while isinstance(leaf, list | tuple) and leaf:
+        leaf, nested = leaf[0], True
+    if isinstance(leaf, np.generic) or not isinstance(leaf, bool | int | float | complex):
+        return ""
+    kind = type(leaf).__name__
+    return f"a {type(value).__name__} of Python {kind}s" if nested else f"a Python {kind}"
 
 
 def _feedback(adapter: Any, exe: Any) -> tuple[Feedback | None, float, str]:

@@ -760,6 +760,52 @@ class ReturnsNone(_OrtWrapper):
         return None
 
 
+class ReturnsPythonNumbers(_OrtWrapper):
+    """Breaks the protocol: run() returns Python numbers (``.tolist()``; a 0-d output a
+    Python float), whose element type is lost: np.asarray reads float32 values as float64."""
+
+    name = "returns-python-numbers"
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> Any:
+        return {k: v.tolist() for k, v in super().run(executable, inputs).items()}
+
+
+class SupportsAnswers42(_OrtWrapper):
+    """Breaks the protocol: supports() answers neither None nor a reason string."""
+
+    name = "supports-42"
+
+    def supports(self, model: onnx.ModelProto) -> Any:
+        return 42
+
+
+class SupportsRaises(_OrtWrapper):
+    """Breaks the protocol: supports() raises (it was filed as a compile crash)."""
+
+    name = "supports-raises"
+
+    def supports(self, model: onnx.ModelProto) -> Any:
+        raise ValueError("supports blew up")
+
+
+class IsUnsupportedRaises(_OrtWrapper):
+    """A hook that raises: every Relu fails, and is_unsupported() raises when asked about
+    it (it killed the worker, and each such test was filed as a crash of the backend)."""
+
+    name = "is-unsupported-raises"
+
+    def __init__(self, op: str = "Relu") -> None:
+        super().__init__(op)
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            raise RuntimeError(f"{self.op} is broken")
+        return super().compile(model)
+
+    def is_unsupported(self, error: BaseException) -> bool:
+        raise TypeError("hook broken")
+
+
 class AbsAsIdentity(_OrtWrapper):
     """A planted value-dependent bug: every Abs returns its input (wrong only where an input
     is negative)."""
@@ -866,6 +912,27 @@ class AlternatingRun(WrongOp):
 
 # Op types of the models this process compiled before (StaleCache's kernel cache).
 _COMPILED_BEFORE: set[str] = set()
+
+
+class FlakyOutputs(_OrtWrapper):
+    """A planted rare race: each run shifts every float32 output by 0.5 with probability
+    ``p`` (0.03 unless told), drawn from the OS's entropy. Where its wrong value is
+    localized depends on the model (the run that localizes it is right, mostly): many
+    signatures of one family, most hits shown by no fresh run."""
+
+    name = "flaky-outputs"
+
+    def __init__(self, p: str = "0.03") -> None:
+        super().__init__("")
+        self.p = float(p)
+        self.coin = random.Random(os.urandom(16))
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs = super().run(executable, inputs)
+        if self.coin.random() >= self.p:
+            return outs
+        half = np.float32(0.5)
+        return {k: v + half if v.dtype == np.float32 else v for k, v in outs.items()}
 
 
 class StaleCache(WrongOp):

@@ -112,16 +112,29 @@ def test_replay_refuses_a_negative_timeout(campaign: Path) -> None:
     assert r.returncode == 2 and "--timeout" in one_error_line(r)
 
 
-@pytest.mark.parametrize("adapter", ["ReturnsNone", "ReturnsList"])
+@pytest.mark.parametrize(
+    ("adapter", "says"),
+    [
+        ("ReturnsNone", "run() returned"),
+        ("ReturnsList", "run() returned"),
+        # python numbers were read as float64: each test filed as a wrong element type
+        ("ReturnsPythonNumbers", "not a numpy array: its element type is lost"),
+        # 42 crashed the probe; a raise was filed as a compile crash, each test a bug
+        ("SupportsAnswers42", "supports() returned int (42), not None"),
+        ("SupportsRaises", "supports() raised ValueError: supports blew up"),
+        # it killed the worker: "worker exited with status 1" was filed as the backend's
+        ("IsUnsupportedRaises", "is_unsupported() raised TypeError: hook broken"),
+    ],
+)
 def test_an_adapter_breaking_the_protocol_is_one_error_not_bugs(
-    adapter: str, tmp_path: Path
+    adapter: str, says: str, tmp_path: Path
 ) -> None:
     spec = f"{ADAPTERS}:{adapter}"
     out = tmp_path / "c"
     r = onnxfuzz("fuzz", "--backend", "ort", "--backend", spec, "--tests", "30", "--out", str(out))
     assert r.returncode == 2, r.stdout + r.stderr
     line = one_error_line(r)
-    assert f"adapter {spec}: run() returned" in line and "docs/adapters.md" in line, line
+    assert f"adapter {spec}: " in line and says in line and "docs/adapters.md" in line, line
     assert not (out / "bugs").exists() or not list((out / "bugs").iterdir())
 
 
