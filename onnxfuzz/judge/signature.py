@@ -239,17 +239,30 @@ def root_signature(sig: str) -> str:
     return f"{backend}|{verdict}|{stage}|{root_kind(kind)}{sep}{rest}"
 
 
-def kind_twin(sig: str) -> str | None:
-    """The signature of the same op's wrong value on the other side of the end-to-end
-    tolerance (``root_kind``): "values in X output" for "precision in X output" and the
-    other way round; None for any other signature."""
+# The kinds of one op's wrong output: "precision" is "values" inside the end-to-end
+# tolerance (``root_kind``), and "shape" is what a wrong value is where the values decide
+# the shape: onnx2torch's untransposed NonZero is [N, rank] for [rank, N], a wrong shape,
+# and a wrong value where N is the rank (four bundles of one bug, two reductions kept a
+# Slice or a GatherElements after it to keep "values").
+OUTPUT_KINDS = ("values", "precision", "shape")
+
+
+def kind_twins(sig: str) -> list[str]:
+    """The signatures of the same op's wrong output of the other ``OUTPUT_KINDS`` ("values
+    in X output" for "precision in X output", "shape in X output", ...); none for any other
+    signature."""
     head, sep, detail = sig.rpartition("|")
     if not sep or sig.split("|", 2)[1:2] != [Verdict.MISMATCH]:
-        return None
-    for kind, other in (("precision in ", "values in "), ("values in ", "precision in ")):
-        if detail.startswith(kind):
-            return f"{head}|{other}{detail[len(kind) :]}"
-    return None
+        return []
+    kind, sep, rest = detail.partition(" in ")
+    if not sep or kind not in OUTPUT_KINDS:
+        return []
+    return [f"{head}|{other} in {rest}" for other in OUTPUT_KINDS if other != kind]
+
+
+def same_fault(a: str, b: str) -> bool:
+    """Whether two signatures are one op's wrong output (``kind_twins``), or equal."""
+    return a == b or a in kind_twins(b)
 
 
 @functools.lru_cache(maxsize=8192)

@@ -18,7 +18,7 @@ from onnxfuzz.judge.attribution import known_if_documented
 from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.localize import exposures
 from onnxfuzz.judge.oracle import OracleConfig
-from onnxfuzz.judge.signature import blamed_op, family, root_signature
+from onnxfuzz.judge.signature import blamed_op, family, root_signature, same_fault
 from onnxfuzz.reduce.measure import value_bytes
 
 # A state-dependent finding's candidate runs in a fresh process of its own (after the
@@ -224,9 +224,12 @@ class Reproducer:
             return family(a.signature) == family(self.target.signature)
         if self.target.signature is None:
             return False
-        # One op's wrong value is "values" past the tolerance and "precision" inside it: a
-        # smaller model may move it across (an Add off by 1 was kept beside a Sigmoid that
-        # held its error inside the tolerance, where Add alone shows it past).
+        # One op's wrong output is "values" past the tolerance and "precision" inside it,
+        # and "shape" where its values decide its shape: a smaller model may move it
+        # across (an Add off by 1 was kept beside a Sigmoid that held its error inside the
+        # tolerance, where Add alone shows it past; a wrong NonZero kept a Slice after it).
+        if same_fault(a.signature, self.target.signature):
+            return True
         got, want = root_signature(a.signature), root_signature(self.target.signature)
         return got == want or self._from_body(got, want)
 

@@ -40,7 +40,7 @@ from onnxfuzz.judge.budget import repro_tolerance
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict
 from onnxfuzz.judge.second_opinion import needed, second_opinion
-from onnxfuzz.judge.signature import blamed_op, bug_id, family, kind_twin, root_signature
+from onnxfuzz.judge.signature import blamed_op, bug_id, family, kind_twins, root_signature
 from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import CONTAINERS, Reproducer, Target
@@ -1058,11 +1058,12 @@ class Campaign:
                 if key is None:  # no fresh run re-created it: counted, never filed
                     r.verdict = NOT_REPRODUCIBLE
                     continue
-                if key not in known and (twin := kind_twin(f.signature)) is not None:
-                    # the same op's wrong value, filed by another lane meanwhile on the other
-                    # side of the tolerance (its hit, not a second bundle: _own_key checks
-                    # before reducing, this after)
-                    key = next(iter(self.store.keys_of(twin)), key)
+                if key not in known:
+                    # the same op's wrong output of another kind, filed by another lane
+                    # meanwhile (its hit, not a second bundle: _own_key checks before
+                    # reducing, this after)
+                    twins = [k for t in kind_twins(f.signature) for k in self.store.keys_of(t)]
+                    key = next(iter(twins), key)
                 r.bug, r.pattern = key, key.rsplit("|", 1)[1]
                 if key not in known:
                     f.bug_id = bug_id(key, self.names)
@@ -1341,11 +1342,12 @@ class Campaign:
             prior = self.store.bug_of_signature(f.signature)
             keys = self.store.keys_of(f.signature)
             lost = self.store.not_reproducible_of(f.signature)
-            twin = kind_twin(f.signature)
-            twin_bug = self.store.bug_of_signature(twin) if twin and prior is None else None
+            twin_bug = None
+            for twin in kind_twins(f.signature) if prior is None else []:
+                twin_bug = twin_bug or self.store.bug_of_signature(twin)
         if twin_bug is not None and not self._reference_alone(f):
-            # One op's wrong value on the other side of the tolerance (values / precision,
-            # judge.signature.root_kind): a hit of the bug filed for it, not a new bundle
+            # One op's wrong output of another kind (values / precision / shape,
+            # judge.signature.kind_twins): a hit of the bug filed for it, not a new bundle
             # (an Add off by 1 was filed as "values" and twice as "precision")
             return twin_bug, None
         settled = (*SETTLED_PATTERNS, REFERENCE_ONLY)

@@ -15,7 +15,7 @@ from onnxfuzz.generate.corpus.testdata import DATA_SET, read_inputs
 from onnxfuzz.judge.attribution import is_reference_evaluator, reference_fault
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, OracleConfig, Verdict
-from onnxfuzz.judge.signature import earlier_forms, family
+from onnxfuzz.judge.signature import earlier_forms, family, same_fault
 
 
 class Replayed(StrEnum):
@@ -136,7 +136,7 @@ def _judge(
         # (a bundle written before a normalization rule changed holds the earlier form)
         sig = a.signature
         forms = set(earlier_forms(sig, a.judgement.message)) if sig is not None else set()
-        same = meta["signature"] in forms or (
+        same = any(same_fault(meta["signature"], s) for s in forms) or (
             flaky and family(meta["signature"]) in {family(s) for s in forms}
         )
         if same and fault is not None and a.judgement.verdict == Verdict.MISMATCH:

@@ -576,6 +576,42 @@ def test_reduce_unrolls_a_loop_around_a_wrong_slice(tmp_path, capsys) -> None:
     assert [n.op_type for n in reduced.graph.node if n.op_type != "Constant"] == ["Slice"]
 
 
+def test_reduce_keeps_one_ops_wrong_output_whichever_kind_it_shows(tmp_path, capsys) -> None:
+    """onnx2torch's NonZero is not transposed: [N, rank] for [rank, N]. After a Slice that
+    keeps the shape it is a wrong value ("values in NonZero output"); alone, a wrong shape.
+    The reduction kept the Slice to keep "values" (2 -> 2 nodes; a campaign filed this bug
+    four times, through Slice, GatherElements and ReduceSumSquare). One op's wrong output
+    is one fault whichever kind it shows: NonZero alone."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    i64 = TensorProto.INT64
+    inits = [
+        numpy_helper.from_array(np.array([1.0, 1.0], np.float32), "x"),
+        helper.make_tensor("starts", i64, [2], [0, 2]),
+        helper.make_tensor("ends", i64, [2], [1, -3]),
+        helper.make_tensor("steps", i64, [2], [1, -2]),
+    ]
+    nodes = [
+        helper.make_node("NonZero", ["x"], ["nz"]),
+        helper.make_node("Slice", ["nz", "starts", "ends", "", "steps"], ["y"]),
+    ]
+    y = helper.make_tensor_value_info("y", i64, [1, 1])
+    path = tmp_path / "nonzero.onnx"
+    path.write_bytes(_opset17(helper.make_graph(nodes, "g", [], [y], inits)))
+    out = tmp_path / "r"
+    argv = ["reduce", str(path), "--backend", "ort", "--backend", "torch", "--out", str(out)]
+    assert main(argv) == 0
+    assert "values in NonZero output" in capsys.readouterr().out
+    reduced = onnx.load(out / "model.onnx")
+    assert [n.op_type for n in reduced.graph.node] == ["NonZero"]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["signature"].endswith("in NonZero output"), meta["signature"]
+    r = subprocess.run(
+        [sys.executable, "repro.py"], cwd=out, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 1 and r.stdout.startswith("REPRODUCES"), r.stdout + r.stderr[-2000:]
+
+
 def _batched_model(path: Path) -> None:
     """x[batch, 8] -> Sigmoid -> MatMul(W) -> Relu -> y, and x -> Tanh -> ReduceSum -> z, at
     opset 11 without value_info: as exporters write models, the batch dim symbolic."""

@@ -463,19 +463,22 @@ def test_one_check_at_each_rank_is_one_family() -> None:
     )
 
 
-def test_a_wrong_values_kind_twin_is_the_other_side_of_the_tolerance() -> None:
-    from onnxfuzz.judge.signature import kind_twin
+def test_one_ops_wrong_output_of_another_kind_is_its_twin() -> None:
+    """values / precision (either side of the tolerance) and shape (where the values decide
+    it: onnx2torch's untransposed NonZero was four bundles, "values" where N is the rank
+    and "shape" otherwise) of one op's output are one fault; dtype and crashes are not."""
+    from onnxfuzz.judge.signature import kind_twins, same_fault
 
-    assert (
-        kind_twin("tvm|mismatch|run|precision in Add output")
-        == "tvm|mismatch|run|values in Add output"
-    )
-    assert (
-        kind_twin("tvm|mismatch|run|values in Add output")
-        == "tvm|mismatch|run|precision in Add output"
-    )
-    assert kind_twin("tvm|mismatch|run|shape in Add output") is None
-    assert kind_twin("tvm|crash|run|values in Add output") is None
+    sig = "tvm|mismatch|run|{} in Add output".format
+    assert kind_twins(sig("precision")) == [sig("values"), sig("shape")]
+    assert kind_twins(sig("values")) == [sig("precision"), sig("shape")]
+    assert kind_twins(sig("shape")) == [sig("values"), sig("precision")]
+    assert kind_twins(sig("dtype")) == []
+    assert kind_twins("tvm|crash|run|values in Add output") == []
+    assert same_fault(sig("values"), sig("shape")) and same_fault(sig("values"), sig("values"))
+    assert not same_fault(sig("values"), "tvm|mismatch|run|values in Mul output")
+    assert not same_fault(sig("values"), sig("dtype"))
+    assert not same_fault(sig("values"), "ort|mismatch|run|values in Add output")
 
 
 def test_a_crash_joins_a_filed_bug_of_its_family_reduced_to_some_of_its_ops() -> None:
