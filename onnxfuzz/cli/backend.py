@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from onnxfuzz.cli import exits
+from onnxfuzz.cli.options import Finite
 
 if TYPE_CHECKING:
     from onnxfuzz.run.campaign import Campaign
@@ -81,7 +82,7 @@ def _smoke_summary(campaign: Campaign) -> None:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=Finite(min=0.1),
     default=30.0,
     show_default=True,
     help="Seconds per test (compile + run) before the adapter is stopped and it counts as a "

@@ -12,6 +12,8 @@ import click
 
 from onnxfuzz.cli import exits
 from onnxfuzz.cli.options import (
+    MAX_TESTS,
+    Finite,
     duration,
     generator_fields,
     generator_options,
@@ -178,7 +180,9 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "end (a hang at its --timeout), and a new bug one of them finds is still confirmed "
     "and reduced (--reduce-budget), so the campaign may end that much later.",
 )
-@click.option("--tests", type=click.IntRange(min=1), default=None, help="Number of tests.")
+@click.option(
+    "--tests", type=click.IntRange(1, MAX_TESTS), default=None, help="Number of tests."
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -194,14 +198,14 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=Finite(min=0.1),
     default=30.0,
     show_default=True,
     help="Seconds per backend per test (compile + run).",
 )
 @click.option(
     "--memory-mb",
-    type=click.FloatRange(min=64),
+    type=Finite(min=64),
     default=8192.0,
     show_default=True,
     help="Resident memory cap of a backend worker.",
@@ -212,8 +216,12 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     default=None,
     help="TOML file: tolerances per dtype and per backend pair, known issues.",
 )
-@click.option("--atol", type=float, default=None, help="Absolute tolerance for every dtype.")
-@click.option("--rtol", type=float, default=None, help="Relative tolerance for every dtype.")
+@click.option(
+    "--atol", type=Finite(min=0), default=None, help="Absolute tolerance for every dtype."
+)
+@click.option(
+    "--rtol", type=Finite(min=0), default=None, help="Relative tolerance for every dtype."
+)
 @click.option("--resume", is_flag=True, help="Continue the campaign in --out.")
 @click.option(
     "--probe",
@@ -288,7 +296,7 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
 )
 @click.option(
     "--mutants",
-    type=click.FloatRange(0.0, 1.0),
+    type=Finite(0.0, 1.0),
     default=0.0,
     show_default=True,
     help="With --guide mcts: the share of tests that are mutants (GraphFuzzer's six "

@@ -29,7 +29,7 @@ from onnxfuzz.cli.options import duration
     help="Record cache, JSON lines (default: .onnxfuzz-cache/infer/DOMAIN.jsonl); a rerun "
     "resumes from it.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 def infer(
     domain: str,
     backend: str,

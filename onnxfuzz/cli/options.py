@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -21,6 +22,21 @@ from onnxfuzz.generate.lang.config import (
     opsets_problem,
 )
 
+
+class Finite(click.FloatRange):
+    """A ``click.FloatRange`` that refuses nan and inf: nan passes every bound (``--timeout
+    nan`` ran each test with no time at all and filed a timeout bug against ONNX Runtime)."""
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None):
+        got = super().convert(value, param, ctx)
+        if not math.isfinite(got):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return got
+
+
+# The most tests a campaign takes: far past any run's length (100 million at 40/s is a
+# month), and below what the scheduler could not count (10**10 ran no test, past --time).
+MAX_TESTS = 10**8
 
 def _nodes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int]:
     try:
@@ -68,7 +84,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
     opts = [
         click.option(
             "--seed",
-            type=int,
+            type=click.IntRange(min=0),
             default=0,
             show_default=True,
             help="Seed of the first case; case i uses SEED + i.",
@@ -97,7 +113,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
         ),
         click.option(
             "--picking-rate",
-            type=click.FloatRange(0, 1),
+            type=Finite(0, 1),
             default=0.97,
             show_default=True,
             help="Chance an input reuses an existing tensor.",
@@ -119,7 +135,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
         ),
         click.option(
             "--connectivity",
-            type=click.FloatRange(0, 1),
+            type=Finite(0, 1),
             default=0.9,
             show_default=True,
             help="How eagerly ops chain: the chance an input takes a node's output, adapted "
@@ -129,7 +145,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
         click.option(
             "--blocks",
             "block_rate",
-            type=click.FloatRange(0, 1),
+            type=Finite(0, 1),
             default=0.1,
             show_default=True,
             help="Chance a drawn op starts a real-model block instead (conv-bn-relu, "
@@ -149,7 +165,7 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
         ),
         click.option(
             "--wide-values",
-            type=click.FloatRange(0, 1),
+            type=Finite(0, 1),
             default=DEFAULT_WIDE_VALUES,
             show_default=True,
             help="Share of fresh inputs and weights whose values spread over their op's whole "

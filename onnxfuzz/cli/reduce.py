@@ -10,7 +10,7 @@ from typing import Any
 import click
 import numpy as np
 
-from onnxfuzz.cli.options import duration
+from onnxfuzz.cli.options import Finite, duration
 
 
 def _belonging(
@@ -326,12 +326,14 @@ def write_bundle_to(dest: Path, f: Any, follows: Any) -> None:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=Finite(min=0.1),
     default=30.0,
     show_default=True,
     help="Seconds per backend run (compile + run) of each candidate model.",
 )
-@click.option("--seed", type=int, default=0, help="Seed of generated input values.")
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, help="Seed of generated input values."
+)
 @click.option(
     "--dim",
     "dims",

@@ -8,13 +8,14 @@ from pathlib import Path
 import click
 
 from onnxfuzz.cli import exits
+from onnxfuzz.cli.options import Finite
 
 
 @click.command()
 @click.argument("bundle", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=Finite(min=0.1),
     default=None,
     help="Seconds per backend (compile + run) instead of the bundle's own timeout.",
 )

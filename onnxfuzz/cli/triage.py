@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 )
 def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
     """One table over a campaign's bugs, and a ready-to-file issue.md per bundle."""
-    from onnxfuzz.errors import UsageError
+    from onnxfuzz.errors import BundleDamaged, UsageError
     from onnxfuzz.run.culprit import annotate
+    from onnxfuzz.run.replay import load_bundle
     from onnxfuzz.store import triage as report
     from onnxfuzz.store.db import REFERENCE_BUGS, Store
     from onnxfuzz.store.issue import write_issue
@@ -86,14 +87,27 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
     finally:
         store.close()
     issues = 0
+    damaged: list[str] = []  # bundles that cannot be read: said, the rest triaged
     for r, where in [*((r, "bugs") for r in rows), *((r, REFERENCE_BUGS) for r in alone)]:
         bundle = campaign_dir / where / r["id"]
-        if (bundle / "meta.json").exists():
+        if not bundle.is_dir():
+            continue  # its bundle failed to write (the campaign said so)
+        try:
+            load_bundle(bundle)
+            if (bundle / "reduced").is_dir():
+                load_bundle(bundle / "reduced")
             # the culprit inside the backend, once per bundle (run.culprit); it writes
             # issue.md when it finds one
             if annotate(bundle) is None:
                 write_issue(bundle)
-            issues += 1
+        except BundleDamaged as e:
+            damaged.append(str(e))
+            continue
+        except (ValueError, AttributeError, KeyError, TypeError, OSError) as e:
+            # meta.json edited by hand into another shape: read, but not as a bundle's
+            damaged.append(f"bundle damaged: {bundle} ({type(e).__name__}: {e})")
+            continue
+        issues += 1
     if fmt == "md":
         if rows:
             console().print(family_table(rows, f"in {campaign_dir} ({n} tests)"))
@@ -117,6 +131,8 @@ def triage(campaign_dir: Path, fmt: str, export_known: Path | None) -> None:
     path = campaign_dir / f"triage.{fmt}"
     path.write_text(text)
     click.echo(f"written to {path}; {issues} bundles' issue.md ready to file", err=fmt != "md")
+    for line in damaged:
+        click.echo(f"{line}: its issue.md is not written; copy the bundle again", err=True)
     if export_known is not None and known_file is not None:
         try:
             known_file.write(export_known)

@@ -462,6 +462,18 @@ class Campaign:
                     f"--out: {out} already holds a campaign; pass --resume to "
                     "continue it or choose another --out"
                 )
+            held = [
+                folder
+                for folder in (out / "bugs", out / REFERENCE_BUGS)
+                if folder.is_dir() and any(not p.name.startswith(".") for p in folder.iterdir())
+            ]
+            if held and not db.exists():
+                # a new campaign's bundles would overwrite theirs under the same ids, and
+                # mix with the rest (triage then counted one bundle, replay three)
+                raise UsageError(
+                    f"--out: {held[0]} holds bug bundles of another campaign, whose "
+                    "campaign.db is gone; choose another --out, or move them away first"
+                )
             if opts is None:
                 raise UsageError("no campaign options")
             writable_folder(out, "--out")

@@ -119,6 +119,14 @@ def test_resume_without_a_campaign_and_reuse_of_a_campaign_folder(tmp_path, caps
     assert "already holds a campaign" in capsys.readouterr().err
     meta = json.loads(json.dumps(Store(tmp_path / "c" / "campaign.db").get_meta("options")))
     assert meta["tests"] == 3
+    # bundles whose campaign.db is gone: a new campaign overwrote them under the same ids
+    orphans = tmp_path / "orphans"
+    (orphans / "bugs" / "ort-crash-compile-0123abcd").mkdir(parents=True)
+    (orphans / "bugs" / "ort-crash-compile-0123abcd" / "meta.json").write_text("{}")
+    assert main([*args[:-1], str(orphans)]) == 2
+    assert "holds bug bundles of another campaign" in capsys.readouterr().err
+    assert not (orphans / "campaign.db").exists()
+    assert [p.name for p in (orphans / "bugs").iterdir()] == ["ort-crash-compile-0123abcd"]
 
 
 def test_an_empty_time_budget_is_refused_before_anything_is_written(tmp_path, capsys) -> None:
@@ -192,6 +200,26 @@ def test_ort_beside_itself_unoptimized_is_tested_against_it(tmp_path, capsys) ->
             assert store.get_meta("options")["reference"] == want
         finally:
             store.close()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--timeout", "nan"),
+        ("--atol", "-1"),
+        ("--rtol", "nan"),
+        ("--seed", "-1"),
+        ("--tests", "10000000000"),
+    ],
+)
+def test_values_no_campaign_can_use_are_refused(tmp_path, capsys, flag, value) -> None:
+    """--timeout nan passed FloatRange(min=0.1) (nan passes every bound) and filed a timeout
+    bug against ONNX Runtime; a negative seed was a generator error; 10**10 tests ran none,
+    past --time."""
+    out = tmp_path / "c"
+    assert _fuzz(out, flag, value) == 2
+    assert f"Invalid value for '{flag}'" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_a_refused_campaign_writes_nothing(tmp_path, capsys) -> None:

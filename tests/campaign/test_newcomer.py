@@ -106,6 +106,38 @@ def test_a_damaged_bundle_is_exit_2_naming_the_file(
     assert names in line
 
 
+@pytest.mark.parametrize(
+    ("damage", "names"),
+    [
+        ("truncate meta.json", "meta.json (JSONDecodeError"),
+        ("list meta.json", "meta.json (AttributeError"),
+        ("corrupt reduced/model.onnx", "reduced/model.onnx (DecodeError"),
+        ("rm meta.json", "meta.json (missing)"),
+    ],
+)
+def test_triage_says_which_bundle_is_damaged_and_triages_the_rest(
+    campaign: Path, tmp_path: Path, damage: str, names: str
+) -> None:
+    """triage raised JSONDecodeError, AttributeError or DecodeError on one bundle edited or
+    copied badly (replay said "bundle damaged"), and skipped one without meta.json unsaid."""
+    copy = Path(shutil.copytree(campaign, tmp_path / "camp"))
+    bundle = next((copy / "bugs").iterdir())
+    verb, _, what = damage.partition(" ")
+    target = bundle / what
+    if verb == "rm":
+        target.unlink()
+    elif verb == "truncate":
+        target.write_text(target.read_text()[:20])
+    elif verb == "list":
+        target.write_text("[1, 2]")
+    else:
+        target.write_bytes(b"\xff\xfe garbage \x00\x01" * 3)
+    r = onnxfuzz("triage", str(copy))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert f"bundle damaged: {bundle}/{names}" in r.stderr, r.stderr
+    assert "issue.md is not written" in r.stderr, r.stderr
+
+
 def test_replay_refuses_a_negative_timeout(campaign: Path) -> None:
     bundle = next((campaign / "bugs").iterdir())
     r = onnxfuzz("replay", str(bundle), "--timeout", "-5")
