@@ -927,6 +927,44 @@ def test_torch_culprit_does_not_call_a_node_the_evaluator_cannot_run_right(tmp_p
     assert "no part of onnx2torch or torch is shown wrong" not in culprit.note
 
 
+def test_torch_culprit_does_not_call_a_node_the_evaluator_is_known_wrong_on_right(
+    tmp_path,
+) -> None:
+    """A Slice with a negative step from INT64_MIN: onnx2torch and the ONNX reference
+    evaluator both give an empty tensor where ORT gives the element (a documented fault of
+    the evaluator, a campaign's real onnx2torch bug). The node check agreed with the
+    evaluator and said "no part of onnx2torch or torch is shown wrong", beside an issue.md
+    that called the evaluator known wrong on the model."""
+    i64 = TensorProto.INT64
+    params = [
+        helper.make_tensor("starts", i64, [1], [-(2**63)]),
+        helper.make_tensor("ends", i64, [1], [-2]),
+        helper.make_tensor("axes", i64, [1], [0]),
+        helper.make_tensor("steps", i64, [1], [-1]),
+    ]
+    node = helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", f32, [1])],
+        [helper.make_tensor_value_info("y", f32, [None])],
+        params,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.array([2.0], np.float32)
+    import onnxruntime as ort
+
+    got = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    assert got.shape == (1,)  # ORT keeps the element, as ONNX's clamping rules say
+    values = Judgement(Verdict.MISMATCH, Stage.RUN, "shape", "y", "shape differs")
+    bundle = _torch_vs_ort(tmp_path / "b", model, {"x": x}, values, {"ort": {"y": got}})
+    culprit = find_culprit(bundle)
+    assert culprit is not None, culprit
+    assert "no part of onnx2torch or torch is shown wrong" not in culprit.note, culprit.note
+    assert "could not check Slice" in culprit.note, culprit
+
+
 def test_torch_culprit_runs_einsum_in_torch_eager(tmp_path) -> None:
     """int32 Einsum 'ab,cda->cd': torch.einsum itself raises "expected scalar type Long but
     found Int" on the same tensors, so it is torch's fault (it was filed with onnx2torch,
