@@ -58,6 +58,9 @@ def _replay_folder(folder: Path, timeout: float | None, fmt: str) -> int:
         click.echo(as_json(rows))
     else:
         click.echo("", err=True)
+        if not rows:
+            click.echo(f"{folder}: a campaign with no bug bundles: nothing to replay")
+            return exits.CLEAN
         width = max(len(r.bundle) for r in rows)
         click.echo(f"{'bundle':<{width}}  {'status':<9}  {'backend':<8}  now")
         for r in rows:

@@ -125,6 +125,14 @@ def test_a_folder_without_bundles_is_a_one_line_error(tmp_path, capsys) -> None:
     (tmp_path / "empty").mkdir()
     assert main(["replay", str(tmp_path / "empty")]) == 2
     assert "no bug bundles here" in capsys.readouterr().err
+    # a campaign that found nothing replays nothing, cleanly (it was exit 2: a CI step
+    # replaying a clean campaign failed)
+    clean = tmp_path / "clean"
+    argv = ["fuzz", "--backend", "ort", "--backend", "ort:opt=none", "--ops", "Relu"]
+    assert main([*argv, "--tests", "2", "--probe", "off", "--out", str(clean)]) == 0
+    capsys.readouterr()
+    assert main(["replay", str(clean)]) == 0
+    assert "a campaign with no bug bundles: nothing to replay" in capsys.readouterr().out
 
 
 def test_old_signatures_are_read_under_todays_rules() -> None:
