@@ -393,6 +393,10 @@ def load_backend(ref: BackendRef | str) -> Any:
             ) from e
         # every option is one it takes: a value it refused, in its own words
         raise BackendError(f"--backend {ref.text}: {cls.__qualname__} refused it: {e}") from e
+    except Exception as e:  # noqa: BLE001 - the adapter's own start-up failing
+        raise BackendError(
+            f"adapter {ref.text}: {cls.__qualname__}() raised {type(e).__name__}: {e}"
+        ) from e
     if not isinstance(getattr(backend, "name", None), str):
         raise BackendError(f"adapter {ref.text}: instance has no str attribute 'name'")
     lo_hi = backend.supported_opsets()

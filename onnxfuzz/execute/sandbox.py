@@ -176,12 +176,21 @@ def load(text: str) -> tuple[Adapter, Ready]:
     tells its parent of it."""
     adapter = load_adapter(parse_backend(text))
     backend = adapter.backend
+
+    def ask(hook: str, call: Any) -> Any:
+        # a hook that raises is named with its adapter ("RuntimeError: device probe
+        # exploded" named neither)
+        try:
+            return call()
+        except Exception as e:  # noqa: BLE001 - any failure of the adapter's own code
+            raise BackendError(f"adapter {text}: {hook}() raised {type(e).__name__}: {e}") from e
+
     return adapter, Ready(
         backend.name,
-        str(backend.version()),
+        str(ask("version", backend.version)),
         tuple(backend.supported_opsets()),
-        adapter.available() if adapter.available else None,
-        adapter.preferred_opset() if adapter.preferred_opset else None,
+        ask("available", adapter.available) if adapter.available else None,
+        ask("preferred_opset", adapter.preferred_opset) if adapter.preferred_opset else None,
     )
 
 

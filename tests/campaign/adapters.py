@@ -806,6 +806,24 @@ class IsUnsupportedRaises(_OrtWrapper):
         raise TypeError("hook broken")
 
 
+class InitRaises(_OrtWrapper):
+    """Its start-up fails (a license server down)."""
+
+    name = "init-raises"
+
+    def __init__(self, op: str = "Add") -> None:
+        raise RuntimeError("license server unreachable")
+
+
+class AvailableRaises(_OrtWrapper):
+    """available() raises instead of saying why it is not available."""
+
+    name = "available-raises"
+
+    def available(self) -> str | None:
+        raise RuntimeError("device probe exploded")
+
+
 class AbsAsIdentity(_OrtWrapper):
     """A planted value-dependent bug: every Abs returns its input (wrong only where an input
     is negative)."""

@@ -170,6 +170,26 @@ def test_an_adapter_breaking_the_protocol_is_one_error_not_bugs(
     assert not (out / "bugs").exists() or not list((out / "bugs").iterdir())
 
 
+@pytest.mark.parametrize(
+    ("adapter", "says"),
+    [
+        ("InitRaises", "InitRaises() raised RuntimeError: license server unreachable"),
+        ("AvailableRaises", "available() raised RuntimeError: device probe exploded"),
+    ],
+)
+def test_an_adapter_failing_to_start_is_named_with_its_hook(
+    adapter: str, says: str, tmp_path: Path
+) -> None:
+    """It said "onnxfuzz: error: RuntimeError: license server unreachable", naming
+    neither the adapter nor where it failed."""
+    spec = f"{ADAPTERS}:{adapter}"
+    r = onnxfuzz(
+        "fuzz", "--backend", "ort", "--backend", spec, "--tests", "2", "--out", str(tmp_path / "c")
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert one_error_line(r) == f"onnxfuzz: error: adapter {spec}: {says}"
+
+
 def test_outputs_under_names_of_the_adapters_own_are_one_error_and_the_out_is_reusable(
     tmp_path: Path,
 ) -> None:
