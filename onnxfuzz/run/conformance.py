@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 
+from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Status
 
@@ -147,9 +148,17 @@ def node_tests(
 ) -> Conformance:
     """ONNX's node tests through backend ``name`` in the sandbox; ``progress(done, total)``
     after each test considered (run or skipped)."""
-    wanted = {o.strip() for o in ops.split(",")} if ops else None
+    wanted = {o.strip() for o in ops.split(",") if o.strip()} if ops else None
     report = Conformance()
     cases = load_node_tests()
+    if wanted is not None:
+        tested = {tc.model.graph.node[0].op_type for tc in cases if tc.model.graph.node}
+        unknown = sorted(wanted - tested)
+        if unknown:  # it ran nothing and passed (exit 0)
+            raise UsageError(
+                f"--ops: no ONNX node test is of {', '.join(unknown)} (op types are "
+                "case-sensitive, e.g. Relu,MatMul)"
+            )
     with BackendPool([name], timeout=timeout) as pool:
         lo, hi = pool.infos[name].opsets
         done = 0

@@ -48,6 +48,9 @@ def test_backend_check_runs_node_tests_and_a_smoke_fuzz(capsys) -> None:
     relu = next(line for line in out.splitlines() if line.startswith("Relu "))
     assert int(relu.split()[1]) >= 1  # passes
     assert "smoke fuzz: 5 tests" in out and "5 tests in" in out
+    # an op no node test is of ran nothing and passed (exit 0)
+    assert main(["backend", "check", "ort", "--ops", "NotAnOp,Relu", "--smoke", "0"]) == 2
+    assert "--ops: no ONNX node test is of NotAnOp" in capsys.readouterr().err
 
 
 def test_config_file_sets_tolerances_and_known_issues(tmp_path: Path) -> None:
