@@ -167,6 +167,15 @@ class Store:
     @classmethod
     def open_existing(cls, path: Path) -> Store:
         """An existing campaign.db; a clear error for one that is corrupt or locked."""
+        wal = path.with_name(path.name + "-wal")
+        logged = wal.is_file() and wal.stat().st_size > 0  # (WAL: the data may be there)
+        if path.is_file() and path.stat().st_size == 0 and not logged:
+            # SQLite takes an empty file for an empty database: triage said "0 bugs" beside
+            # the bundles in bugs/ (and opening it wrote a schema into it)
+            raise UsageError(
+                f"{path}: an empty file (0 bytes), not a campaign database; restore it or "
+                "start a new --out"
+            )
         try:
             store = cls(path)
             store.db.execute("SELECT COUNT(*) FROM tests").fetchone()

@@ -244,6 +244,17 @@ def test_a_corrupt_campaign_db_and_an_unwritable_out_are_one_line_errors(tmp_pat
     assert main(["triage", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("not a readable campaign database") == 2 and "Traceback" not in err
+    # an empty file: SQLite read it as an empty campaign, and triage said "0 bugs" beside
+    # the bundles in bugs/
+    (out / "campaign.db").write_bytes(b"")
+    for argv in (
+        ["triage", str(out)],
+        ["report", str(out)],
+        ["fuzz", "--resume", "--out", str(out)],
+    ):
+        assert main(argv) == 2
+        assert "an empty file (0 bytes), not a campaign database" in capsys.readouterr().err
+    assert (out / "campaign.db").stat().st_size == 0  # not written into
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     assert _fuzz(a_file / "c", "--tests", "1") == 2  # no folder can be made under a file
