@@ -41,9 +41,13 @@ def infer(
 ) -> None:
     """Infer input constraints and output-shape rules of DOMAIN's ops from records the
     backend labels valid or invalid; write those verified on held-out records."""
+    from onnxfuzz.errors import UsageError
     from onnxfuzz.infer.learn import run_inference
     from onnxfuzz.infer.rules import rules_dir
 
+    if not domain.strip():
+        # it ran ONNX's default domain as ".Abs", ".Acos", ...
+        raise UsageError("--domain: name a domain, e.g. ai.onnx or com.microsoft (got '')")
     out = out or rules_dir() / f"{domain}.json"
     cache = cache or Path(".onnxfuzz-cache") / "infer" / f"{domain}.jsonl"
     names = [o.strip() for o in ops.split(",") if o.strip()] if ops else None

@@ -755,12 +755,19 @@ def run_inference(
                     # kernel), and one whose kernel crashes on many probes needs more
                     share = SHARE_SLACK * left / (len(names) - k)
                     deadline = time.monotonic() + min(left, share)
-                    r = infer_op(rec, s, seed, deadline)
-                    runs += r.runs
-                    rule = _rule(s, r.variants) if r.variants else None
-                    done = {"rule": rule_to_json(rule) if rule else None, "reason": r.reason}
-                    if r.reason != "no verified variant (budget spent)":
-                        rec.put(key, done)  # a budget-cut op is tried again on resume
+                    try:
+                        r = infer_op(rec, s, seed, deadline)
+                    except (ValueError, TypeError, IndexError, KeyError) as e:
+                        # one op's draws failing leaves that op out; it ended the run, and
+                        # the rules verified before it were never written
+                        done = {"rule": None, "reason": f"draws failed: {type(e).__name__}: {e}"}
+                    else:
+                        runs += r.runs
+                        rule = _rule(s, r.variants) if r.variants else None
+                        reason = r.reason
+                        done = {"rule": rule_to_json(rule) if rule else None, "reason": reason}
+                        if r.reason != "no verified variant (budget spent)":
+                            rec.put(key, done)  # a budget-cut op is tried again on resume
                 if done["rule"]:
                     rules.append(rule_from_json(done["rule"]))
                 else:

@@ -923,3 +923,20 @@ def test_a_reduction_that_spent_its_budget_says_so_and_how_to_go_on(tmp_path, ca
     assert args[1] in [str(b / "reduced" / "model.onnx") for b in stopped], args
     assert main([*args[:-2], "--budget", "60s", "--out", str(tmp_path / "more")]) == 0
     assert "-> 1 nodes (Neg)" in capsys.readouterr().out
+
+
+def test_infer_leaves_out_an_op_whose_draws_fail_and_refuses_an_empty_domain(
+    tmp_path, capsys
+) -> None:
+    """Constant's draws raised ValueError (negative dimensions) and ended an `infer` run of
+    ai.onnx, whose verified rules were never written; `--domain ""` ran ONNX's default
+    domain as ".Abs", ".Acos", ..."""
+    out, cache = tmp_path / "rules.json", tmp_path / "cache.jsonl"
+    argv = ["infer", "--out", str(out), "--cache", str(cache), "--budget", "20s"]
+    assert main([*argv, "--domain", ""]) == 2
+    assert "--domain: name a domain" in capsys.readouterr().err
+    assert main([*argv, "--domain", "ai.onnx", "--ops", "Constant,Abs"]) == 0
+    said = capsys.readouterr().out
+    assert "left out ai.onnx.Constant: draws failed: ValueError" in said, said
+    written = json.loads(out.read_text())
+    assert "Constant" in written["left_out"] and "Abs" not in written["left_out"], written
