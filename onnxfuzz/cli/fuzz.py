@@ -388,6 +388,7 @@ def fuzz(
     if address is not None and executor != "ray":
         raise UsageError("--address: only with --executor ray")
     opts = changes = None
+    chosen = ""  # the default reference, where it is not the first --backend
     if resume:
         changes = _resumed(click.get_current_context(), tests, seconds)
     else:
@@ -400,10 +401,10 @@ def fuzz(
             reference = resolvable_backend(reference)
         elif labels and (twin := default_reference(labels)) != labels[0]:
             reference = twin  # stored as given: a resumed campaign keeps it
-            click.echo(
+            # said once the campaign has started (an error stays its one line)
+            chosen = (
                 f"reference: {twin}, the same backend with its optimizations off (--reference "
-                f"{labels[0]} to compare against {labels[0]} instead)",
-                err=True,
+                f"{labels[0]} to compare against {labels[0]} instead)"
             )
         opts = CampaignOptions(
             backends=labels,
@@ -439,6 +440,8 @@ def fuzz(
         campaign = Campaign(out, opts, resume, changes)
     try:
         campaign.start(on_probe=_probe_reporter())
+        if chosen:
+            click.echo(chosen, err=True)
         for line in campaign.seed_report:
             click.echo(f"--seed-models: {line}", err=True)
         for line in campaign.probe_notes + campaign.known_notes:
