@@ -182,6 +182,8 @@ def load(text: str) -> tuple[Adapter, Ready]:
         # exploded" named neither)
         try:
             return call()
+        except OnnxFuzzError:
+            raise  # ours already names the thing and the fix (openvino not installed)
         except Exception as e:  # noqa: BLE001 - any failure of the adapter's own code
             raise BackendError(f"adapter {text}: {hook}() raised {type(e).__name__}: {e}") from e
 

@@ -42,7 +42,7 @@ from onnxfuzz.generate.build.generator import Case
 from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs, write_test
 from onnxfuzz.judge.oracle import Judgement, Verdict, precision_dtypes
 from onnxfuzz.judge.second_opinion import sides_with_backend, undecided
-from onnxfuzz.judge.signature import RULES, WHERE_HINTS, WHERE_ONLY, normalize
+from onnxfuzz.judge.signature import RULES, WHERE_HINTS, WHERE_ONLY, normalize, same_fault
 from onnxfuzz.reduce.reducer import Reduced
 from onnxfuzz.store.issue import write_issue
 from onnxfuzz.store.plain_repro import PlainRepro, exit_note, supported, write_plain
@@ -155,6 +155,7 @@ def _write_repro(
     model: onnx.ModelProto,
     reference_outputs: str | None,
     earlier: list[str] | None = None,
+    judgement: Judgement | None = None,
 ) -> None:
     """``repro.py``: standalone, it says REPRODUCES only for the same normalized signature
     (see the template). ``reference_outputs``: the folder, relative to ``folder``, of the
@@ -168,7 +169,7 @@ def _write_repro(
     if sided_with:
         reference_outputs = None
     libraries = {label: adapter_libraries(a[0], a[1]) for label, a in adapters.items()}
-    j = f.judgement
+    j = judgement or f.judgement
     outputs = [o.name for o in model.graph.output]
     loosest = precision_dtypes(model)
     # A precision finding's blamed tensor inside the model (not one of its outputs): the
@@ -357,7 +358,14 @@ def write_bundle(
         for k, t in enumerate(f.earlier):
             model = onnx.load_from_string(t.model_bytes)
             write_test(tmp / "reduced" / "earlier" / str(k), model, t.inputs)
-        _write_repro(tmp / "reduced", f, reduced.model, None, earlier)
+        # a reduced model that shows the op's wrong output as another kind (a NonZero's
+        # wrong values after a Slice, its wrong shape alone): its repro.py expects that kind
+        last = reduced.final.judgement if reduced.final is not None else None
+        shown = reduced.signature or ""
+        twin = None
+        if last is not None and last.kind != f.judgement.kind and same_fault(f.signature, shown):
+            twin = last
+        _write_repro(tmp / "reduced", f, reduced.model, None, earlier, twin)
         _write_plain(tmp / "reduced", f, reduced.model, reduced.inputs, reduced.outcomes)
         meta.update(
             reduced_ops=reduced.ops,

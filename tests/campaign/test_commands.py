@@ -654,6 +654,66 @@ def test_reduce_keeps_one_ops_wrong_output_whichever_kind_it_shows(tmp_path, cap
     assert r.returncode == 1 and r.stdout.startswith("REPRODUCES"), r.stdout + r.stderr[-2000:]
 
 
+def test_a_campaign_bundle_reduced_to_another_kind_reproduces_from_reduced(tmp_path) -> None:
+    """A campaign's finding "values in NonZero output" reduced to NonZero alone, which
+    shows it as a wrong shape: reduced/repro.py expects the kind its own model shows (it
+    expected the finding's, and would have said DIFFERENT), and `replay reduced/` accepts
+    it; the bundle's own repro.py keeps the finding's kind."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnxfuzz.execute.pool import BackendPool
+    from onnxfuzz.judge.judge import Judge
+    from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE
+    from onnxfuzz.reduce.reducer import reduce_model
+    from onnxfuzz.reduce.reproduce import Reproducer, Target
+    from onnxfuzz.store.bundle import Finding, write_bundle
+
+    i64 = TensorProto.INT64
+    inits = [
+        numpy_helper.from_array(np.array([1.0, 1.0], np.float32), "x"),
+        helper.make_tensor("starts", i64, [2], [0, 2]),
+        helper.make_tensor("ends", i64, [2], [1, -3]),
+        helper.make_tensor("steps", i64, [2], [1, -2]),
+    ]
+    nodes = [
+        helper.make_node("NonZero", ["x"], ["nz"]),
+        helper.make_node("Slice", ["nz", "starts", "ends", "", "steps"], ["y"]),
+    ]
+    y = helper.make_tensor_value_info("y", i64, [1, 1])
+    model = onnx.load_from_string(_opset17(helper.make_graph(nodes, "g", [], [y], inits)))
+    with BackendPool(["ort", "torch"], timeout=60) as pool:
+        outcomes = pool.run_all(model.SerializeToString(), {})
+        a = Judge("ort", OracleConfig(), pool).assess(model, {}, outcomes)["torch"]
+        assert a.signature == "torch|mismatch|run|values in NonZero output", a.signature
+        rep = Reproducer(pool, Target("torch", "ort", a.signature))
+        reduced = reduce_model(model, {}, rep, 60)
+    assert reduced.ops == ["NonZero"] and reduced.final is not None
+    assert reduced.final.judgement.kind == "shape"
+    f = Finding(
+        signature=a.signature,
+        bug_id="nonzero",
+        judgement=a.judgement,
+        backend="torch",
+        reference="ort",
+        seed=0,
+        opset=17,
+        ops=["NonZero", "Slice"],
+        model=model,
+        inputs={},
+        outcomes=outcomes,
+        versions={},
+        tolerance=dict(DEFAULT_TOLERANCE),
+        timeout=60.0,
+    )
+    bundle = write_bundle(tmp_path, f, reduced)
+    for folder in (bundle, bundle / "reduced"):
+        r = subprocess.run(
+            [sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True, timeout=300
+        )
+        assert r.returncode == 1 and r.stdout.startswith("REPRODUCES"), r.stdout + r.stderr
+    assert main(["replay", str(bundle / "reduced")]) == 1
+
+
 def _batched_model(path: Path) -> None:
     """x[batch, 8] -> Sigmoid -> MatMul(W) -> Relu -> y, and x -> Tanh -> ReduceSum -> z, at
     opset 11 without value_info: as exporters write models, the batch dim symbolic."""
