@@ -100,14 +100,26 @@ def expose_all(model: onnx.ModelProto, rankless: bool = True) -> onnx.ModelProto
     it; only to matching one tensor's shape with another's). ``rankless``: those it gives
     an element type and no shape too (ONNX's inference leaves a Loop's outputs so: unexposed,
     a wrong Loop was blamed on the node that reads it, which is right)."""
+    return _exposed(model, inferred_types(model, static=False), rankless)
+
+
+def exposures(model: onnx.ModelProto) -> list[onnx.ModelProto]:
+    """The models to try in turn for every intermediate's value (``expose_all``): with the
+    tensors of no known shape exposed, then, where there are any, without them (for a
+    backend that wants a graph output's rank). Shape inference runs once for both."""
+    typed = inferred_types(model, static=False)
+    every = _exposed(model, typed, rankless=True)
+    ranked = _exposed(model, typed, rankless=False)
+    return [every] if len(ranked.graph.output) == len(every.graph.output) else [every, ranked]
+
+
+def _exposed(
+    model: onnx.ModelProto, inferred: list[onnx.ValueInfoProto], rankless: bool
+) -> onnx.ModelProto:
     m = onnx.ModelProto()
     m.CopyFrom(model)
     have = {o.name for o in m.graph.output}
-    typed = [
-        vi
-        for vi in inferred_types(m, static=False)
-        if rankless or vi.type.tensor_type.HasField("shape")
-    ]
+    typed = [vi for vi in inferred if rankless or vi.type.tensor_type.HasField("shape")]
     info = {vi.name: vi for vi in (*m.graph.value_info, *typed)}
     for n in m.graph.node:
         for t in n.output:
@@ -116,15 +128,6 @@ def expose_all(model: onnx.ModelProto, rankless: bool = True) -> onnx.ModelProto
                 m.graph.output.append(info[t])
                 have.add(t)
     return m
-
-
-def exposures(model: onnx.ModelProto) -> list[onnx.ModelProto]:
-    """The models to try in turn for every intermediate's value (``expose_all``): with the
-    tensors of no known shape exposed, then, where there are any, without them (for a
-    backend that wants a graph output's rank)."""
-    every = expose_all(model)
-    ranked = expose_all(model, rankless=False)
-    return [every] if len(ranked.graph.output) == len(every.graph.output) else [every, ranked]
 
 
 def single_node(model: onnx.ModelProto, node: onnx.NodeProto) -> onnx.ModelProto | None:

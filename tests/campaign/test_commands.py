@@ -618,12 +618,9 @@ def test_reduce_unrolls_a_loop_around_a_wrong_slice(tmp_path, capsys) -> None:
     assert [n.op_type for n in reduced.graph.node if n.op_type != "Constant"] == ["Slice"]
 
 
-def test_reduce_keeps_one_ops_wrong_output_whichever_kind_it_shows(tmp_path, capsys) -> None:
-    """onnx2torch's NonZero is not transposed: [N, rank] for [rank, N]. After a Slice that
-    keeps the shape it is a wrong value ("values in NonZero output"); alone, a wrong shape.
-    The reduction kept the Slice to keep "values" (2 -> 2 nodes; a campaign filed this bug
-    four times, through Slice, GatherElements and ReduceSumSquare). One op's wrong output
-    is one fault whichever kind it shows: NonZero alone."""
+def _nonzero_slice() -> bytes:
+    """NonZero of [1, 1] -> Slice keeping [1, 1]: onnx2torch's untransposed NonZero is a
+    wrong value here and a wrong shape alone."""
     from onnx import TensorProto, helper, numpy_helper
 
     i64 = TensorProto.INT64
@@ -638,8 +635,17 @@ def test_reduce_keeps_one_ops_wrong_output_whichever_kind_it_shows(tmp_path, cap
         helper.make_node("Slice", ["nz", "starts", "ends", "", "steps"], ["y"]),
     ]
     y = helper.make_tensor_value_info("y", i64, [1, 1])
+    return _opset17(helper.make_graph(nodes, "g", [], [y], inits))
+
+
+def test_reduce_keeps_one_ops_wrong_output_whichever_kind_it_shows(tmp_path, capsys) -> None:
+    """onnx2torch's NonZero is not transposed: [N, rank] for [rank, N]. After a Slice that
+    keeps the shape it is a wrong value ("values in NonZero output"); alone, a wrong shape.
+    The reduction kept the Slice to keep "values" (2 -> 2 nodes; a campaign filed this bug
+    four times, through Slice, GatherElements and ReduceSumSquare). One op's wrong output
+    is one fault whichever kind it shows: NonZero alone."""
     path = tmp_path / "nonzero.onnx"
-    path.write_bytes(_opset17(helper.make_graph(nodes, "g", [], [y], inits)))
+    path.write_bytes(_nonzero_slice())
     out = tmp_path / "r"
     argv = ["reduce", str(path), "--backend", "ort", "--backend", "torch", "--out", str(out)]
     assert main(argv) == 0
@@ -659,8 +665,6 @@ def test_a_campaign_bundle_reduced_to_another_kind_reproduces_from_reduced(tmp_p
     shows it as a wrong shape: reduced/repro.py expects the kind its own model shows (it
     expected the finding's, and would have said DIFFERENT), and `replay reduced/` accepts
     it; the bundle's own repro.py keeps the finding's kind."""
-    from onnx import TensorProto, helper, numpy_helper
-
     from onnxfuzz.execute.pool import BackendPool
     from onnxfuzz.judge.judge import Judge
     from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE
@@ -668,19 +672,7 @@ def test_a_campaign_bundle_reduced_to_another_kind_reproduces_from_reduced(tmp_p
     from onnxfuzz.reduce.reproduce import Reproducer, Target
     from onnxfuzz.store.bundle import Finding, write_bundle
 
-    i64 = TensorProto.INT64
-    inits = [
-        numpy_helper.from_array(np.array([1.0, 1.0], np.float32), "x"),
-        helper.make_tensor("starts", i64, [2], [0, 2]),
-        helper.make_tensor("ends", i64, [2], [1, -3]),
-        helper.make_tensor("steps", i64, [2], [1, -2]),
-    ]
-    nodes = [
-        helper.make_node("NonZero", ["x"], ["nz"]),
-        helper.make_node("Slice", ["nz", "starts", "ends", "", "steps"], ["y"]),
-    ]
-    y = helper.make_tensor_value_info("y", i64, [1, 1])
-    model = onnx.load_from_string(_opset17(helper.make_graph(nodes, "g", [], [y], inits)))
+    model = onnx.load_from_string(_nonzero_slice())
     with BackendPool(["ort", "torch"], timeout=60) as pool:
         outcomes = pool.run_all(model.SerializeToString(), {})
         a = Judge("ort", OracleConfig(), pool).assess(model, {}, outcomes)["torch"]
