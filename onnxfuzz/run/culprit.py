@@ -448,10 +448,12 @@ def show(v):
             x.ravel()[:6], precision=6))
     return ", ".join(parts)
 
-def unchecked(onnx_node):
+def unchecked(fx_node, onnx_node):
     # a node this check could not compare: "every node computes as the evaluator does"
-    # would not hold (a NonMaxSuppression the evaluator raised on was called right)
+    # would not hold (a NonMaxSuppression the evaluator raised on was called right); its
+    # module is where a fault no checked node shows must be
     out.setdefault("unchecked_nodes", []).append(onnx_node.op_type)
+    out.setdefault("unchecked_components", []).append(describe(w.module, fx_node))
 
 def node_check(fx_node, onnx_node, result):
     # the ONNX op alone, on the tensors the converted module saw: the reference
@@ -460,7 +462,7 @@ def node_check(fx_node, onnx_node, result):
     if onnx_node.op_type in faulty:
         # the evaluator is known wrong here: agreeing with it shows nothing (a Slice with a
         # negative step onnx2torch got wrong as it does was "no part of onnx2torch is wrong")
-        return unchecked(onnx_node)
+        return unchecked(fx_node, onnx_node)
     vals = []
     for name in onnx_node.input:
         if not name:
@@ -470,11 +472,11 @@ def node_check(fx_node, onnx_node, result):
         elif name in consts:
             vals.append(consts[name])
         else:
-            return unchecked(onnx_node)  # a value this check cannot see
+            return unchecked(fx_node, onnx_node)  # a value this check cannot see
     feeds = {n: v for n, v in zip(onnx_node.input, vals) if n and v is not None}
     if any(v is None for n, v in zip(onnx_node.input, vals) if n) or \
             any(getattr(v, "dtype", None) is None for v in feeds.values()):
-        return unchecked(onnx_node)
+        return unchecked(fx_node, onnx_node)
     try:
         info = [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(
             v.dtype), v.shape) for n, v in feeds.items()]
@@ -483,7 +485,7 @@ def node_check(fx_node, onnx_node, result):
                                      opset_imports=model.opset_import)
         want = ReferenceEvaluator(one).run(None, feeds)
     except Exception:
-        return unchecked(onnx_node)  # the evaluator cannot run it: not shown right
+        return unchecked(fx_node, onnx_node)  # the evaluator cannot run it: not shown right
     got = result if isinstance(result, str) else numpys(result)
     if isinstance(result, (tuple, list)) and len(onnx_node.output) == 1:
         got = f"a tuple of {len(result)} where the ONNX node has one output"  # wrong as such
@@ -503,6 +505,12 @@ def node_check(fx_node, onnx_node, result):
         with torch.no_grad():
             e = numpys(eager([torch.from_numpy(np.array(v)) if v is not None else None
                               for v in vals], attrs))
+    except ValueError as ex:
+        # torch's own argument check, there on purpose (InstanceNorm refuses one spatial
+        # element: pytorch#19250 asked for it, pytorch#45687 was closed): torch's op takes
+        # less than ONNX's, and mapping the ONNX op onto it is the conversion's fault
+        out["eager_gives"] = f"ValueError: {str(ex).splitlines()[0][:160]}"
+        out["verdict"], out["refused"] = "onnx2torch", True
     except Exception as ex:
         out["eager_gives"] = f"{type(ex).__name__}: {str(ex).splitlines()[0][:160]}"
         out["verdict"] = "torch"
@@ -590,6 +598,10 @@ else:
         out["project"] = out["verdict"]
         who = ("so the conversion is at fault" if out["verdict"] == "onnx2torch"
                else "so torch's own op is at fault")
+        if out.get("refused"):
+            who = ("an argument check torch makes on purpose: torch's op does not take what "
+                   "ONNX's op does, so the conversion, which maps one onto the other, is at "
+                   "fault")
         out["note"] = (f"{out['node']} on the same tensors: the converted module "
                        f"({comp}) gives {out['module_gives']}; the ONNX reference evaluator "
                        f"gives {out['reference_gives']}; torch eager {out['eager']} gives "
@@ -749,6 +761,19 @@ def find_culprit(bundle: Path, timeout: float = 120.0) -> Culprit | None:
         c.component, c.note = found.get("component", ""), found.get("note", "")
         c.unchecked = bool(found.get("unchecked")) and c.stage != "conversion"
         clean = c.stage == "run" and not found.get("node") and not c.note
+        if target == "torch" and clean and found.get("unchecked_nodes"):
+            # Every node checked is right: a fault of onnx2torch's model is in a node that
+            # was not, whose module is the converter's (a 1-node NonMaxSuppression, only
+            # onnx2torch's nms module, said "Stage: unknown" and named no project)
+            ops = ", ".join(dict.fromkeys(found["unchecked_nodes"]))
+            modules = list(dict.fromkeys(found.get("unchecked_components", [])))
+            c = Culprit("onnx2torch", "run", " or ".join(modules), unchecked=True)
+            c.note = (
+                "onnx2torch's model computes every node the ONNX reference evaluator could "
+                f"check as it does; it could not check {ops}: a fault of the converted model "
+                "is in one of those"
+            )
+            return c
         if clean and found.get("unchecked_nodes"):
             ops = ", ".join(dict.fromkeys(found["unchecked_nodes"]))
             return Culprit(

@@ -45,7 +45,13 @@ from onnxfuzz.judge.second_opinion import sides_with_backend, undecided
 from onnxfuzz.judge.signature import RULES, WHERE_HINTS, WHERE_ONLY, normalize, same_fault
 from onnxfuzz.reduce.reducer import Reduced
 from onnxfuzz.store.issue import write_issue
-from onnxfuzz.store.plain_repro import PlainRepro, exit_note, supported, write_plain
+from onnxfuzz.store.plain_repro import (
+    PlainRepro,
+    error_words,
+    exit_note,
+    supported,
+    write_plain,
+)
 from onnxfuzz.store.readable import what_went_wrong
 
 TEMPLATE = Path(__file__).parents[1] / "data" / "repro.py.tmpl"
@@ -282,12 +288,24 @@ def _write_plain(
             tolerance=dict(f.tolerance),
             exits=exit_note(str(j.verdict), f.signature),
             shows="input" if j.kind == "input" else ("rerun" if j.stage == Stage.RERUN else ""),
+            error=_raised(j, outcomes.get(culprit)),
         ),
         model,
         inputs,
         stored.outputs if stored is not None else None,
         f.name(against),
     )
+
+
+def _raised(j: Judgement, outcome: Outcome | None) -> list[str] | None:
+    """The words of the exception a crash finding's backend raised (``error_words``), for
+    its plain reproducer to tell the bug from another error; None for any other finding,
+    and for a process crash (no exception: any one is another failure)."""
+    if j.verdict != Verdict.CRASH or outcome is None or not outcome.message:
+        return None
+    if "killed by signal" in outcome.message or "worker exited" in outcome.message:
+        return None
+    return error_words(outcome.message)
 
 
 def _reduced_message(f: Finding, reduced: Reduced) -> str:

@@ -81,17 +81,18 @@ def issue_markdown(bundle: Path) -> str:
     # body nodes count: an If whose branches hold six nodes is no 1-node model
     nodes = max(len(ops), (meta.get("reduction") or {}).get("after", {}).get("nodes", 0))
     inner = f"{nodes - len(ops)} of them in subgraphs" if nodes > len(ops) else ""
-    title = (
-        f"{name} {what} on a {nodes}-node model: {' -> '.join(ops)}"
-        if nodes
-        else f"{name} {what} on a model of no nodes (its outputs are its inputs)"
-    )
-    title += f" ({inner})" if inner else ""
     culprit = meta.get("culprit") or {}
     # Nothing decided which side is wrong (``second_opinion.undecided``): the culprit's
     # stage is no claim (ORT's right NonMaxSuppression against TVM's was titled "[kernel]",
     # "File with ONNX Runtime", where a documented fault kept the evaluator from a say)
     neither = undecided(meta)
+    subject = _subject(name, meta, culprit) if blamed and not neither else name
+    title = (
+        f"{subject} {what} on a {nodes}-node model: {' -> '.join(ops)}"
+        if nodes
+        else f"{subject} {what} on a model of no nodes (its outputs are its inputs)"
+    )
+    title += f" ({inner})" if inner else ""
     if culprit.get("stage") not in (None, "", "unknown") and not neither:
         where = culprit["stage"] + (f": {culprit['component']}" if culprit.get("component") else "")
         title += f" [{where}]"
@@ -149,7 +150,7 @@ def issue_markdown(bundle: Path) -> str:
     reduced_here = folder != bundle or bool(meta.get("reduced_from"))
     found = _found_text(meta, folder != bundle, nodes, inner)
     sections = {
-        "summary": f"{name} {what} on this model ({found})."
+        "summary": f"{subject} {what} on this model ({found})."
         + (_stopped_text(meta, nodes) if reduced_here else "")
         + (
             ""
@@ -214,6 +215,16 @@ def write_issue(bundle: Path) -> Path:
 
 
 # --- parts -----------------------------------------------------------------------------
+def _subject(name: str, meta: dict[str, Any], culprit: dict[str, Any]) -> str:
+    """Who fails, as the project filed with sees it: a torch bundle whose culprit is
+    onnx2torch's conversion is about the model onnx2torch made ("torch returns ..." was
+    the title of onnx2torch issues, 23 of an audit's 25 torch root causes)."""
+    if culprit.get("project") == "onnx2torch" and tracker(meta["backend"]) == "onnx2torch":
+        made = "onnx2torch's converted model"
+        return made if name == "torch" else f"{made} ({name})"
+    return name
+
+
 def _found_text(meta: dict[str, Any], reduced: bool, nodes: int, inner: str) -> str:
     """How the model shown came to be: reduced, or not and why (a report that said
     "reduced to 8 nodes" of a model nothing reduced would send its reader looking for a
@@ -283,7 +294,7 @@ def _reproducibility(meta: dict[str, Any]) -> str:
 
 
 def _plain_text(plain: Path, reduced: bool, meta: dict[str, Any]) -> list[str]:
-    """The plain reproducer, shown whole (it is at most 45 lines)."""
+    """The plain reproducer, shown whole (it is at most ``MAX_LINES`` lines)."""
     if not plain.exists():
         return []
     where = "cd reduced && " if reduced else ""

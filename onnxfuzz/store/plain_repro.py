@@ -7,8 +7,11 @@ backend's public API (ONNX Runtime's ``InferenceSession``; TVM's ``from_onnx`` -
 ``Core().read_model`` -> ``compile_model`` with the adapter's config; the ONNX reference
 evaluator), loads ``model.onnx`` and ``test_data_set_0/input_*.pb`` beside it,
 prints actual vs expected and exits 1 while the bug is there (0 once fixed). An exception
-in the backend propagates: Python prints it and exits 1. A process crash kills the
-script (a signal exit, not 1): the backend's own crash is the evidence.
+in the backend prints its traceback; it is the bug (exit 1) where it is the bug's own
+error, its type and words as the bundle recorded them, and another failure (exit 4)
+otherwise: a wrong result that now raises, or a crash that now raises something else. A
+process crash kills the script (a signal exit, not 1): the backend's own crash is the
+evidence.
 
 Expected values come from the ONNX reference evaluator, run by the script, when it runs
 the model and agrees with the comparison's reference backend; otherwise from that
@@ -18,6 +21,7 @@ onnxfuzz's full ``repro.py`` (signature matching, sandboxing) stays beside it.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +35,7 @@ from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs
 from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE
 
 NAME = "repro_plain.py"
-MAX_LINES = 45
+MAX_LINES = 50
 MAX_EVALUATOR_NODES = 40
 _ORT_LEVELS = {
     "none": "ORT_DISABLE_ALL",
@@ -54,7 +58,23 @@ def exit_note(verdict: str, signature: str) -> str:
         )
     if verdict == "timeout":
         return "it hangs while the bug is there (Ctrl-C to stop it), exit 0 once it is fixed"
-    return "exit 1 while the bug is there, 0 once it is fixed"
+    if verdict == "crash":
+        return (
+            "exit 1 while the bug is there (the same error), 4 where it raises another, "
+            "0 once it is fixed"
+        )
+    return "exit 1 while the bug is there, 4 where the backend raises instead, 0 once it is fixed"
+
+
+def error_words(message: str) -> list[str]:
+    """The words a plain reproducer looks for in the backend's exception to call it the
+    bug's: its error type and the words of the first line of the recorded message, less
+    what another machine or run may say otherwise (quoted names, paths, addresses)."""
+    lines = message.strip().splitlines()
+    line = lines[0] if lines else ""
+    line = re.sub(r"'[^']*'|\"[^\"]*\"", " ", line)
+    line = re.sub(r"0x[0-9a-fA-F]+|(/[\w.\-+]+)+", " ", line)
+    return list(dict.fromkeys(re.findall(r"[A-Za-z]{3,}", line)))[:12]
 
 
 # No expected values: the evaluator cannot run the model and no backend's outputs were
@@ -79,6 +99,9 @@ class PlainRepro:
     # where the bug shows: "rerun" (the same compiled model's second run) or "input" (the
     # run writes into the caller's input arrays); "": one run's outputs
     shows: str = ""
+    # the bug's own exception (``error_words``); None where the bug is no exception, so
+    # that any exception is another failure
+    error: list[str] | None = None
 
 
 # The lines of each backend's script that run the compiled model (the rest compile it): a
@@ -221,10 +244,30 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
             "bug = bug or bool(written)",
         ]
     evaluator = by_evaluator or ref.target == "onnx-reference"
+    if p.error is not None:
+        raised = [
+            f"    sys.exit(1 if all(w in said for w in {p.error!r}) else 4)  # 4: not the bug's"
+        ]
+    else:
+        raised = ["    sys.exit(4)  # another failure than this bug's"]
+    # the whole chain, as printed: an adapter may raise the error inside (the evaluator's
+    # of a node in an If body is the wrapper's cause)
+    said = [
+        "    said = ''.join(traceback.format_exception(e))",
+        "    print(said, file=sys.stderr)",
+    ]
+    run = [
+        "try:",
+        *[f"    {line}" for line in run],
+        "except Exception as e:  # the backend raised",
+        *(said if p.error is not None else ["    traceback.print_exc()"]),
+        *raised,
+    ]
     lines = [
         f'"""{p.title}',
         f'{p.exits[0].upper()}{p.exits[1:]}."""',
         "import sys",
+        "import traceback",
         "from pathlib import Path",
         "",
         "import numpy as np",

@@ -73,7 +73,8 @@ def matches(
     ops, types = _model_facts(model)
     found = []
     for row in rows:
-        if row.get("backend") and row["backend"] != target:
+        backends = row.get("backend") or []  # one target, or a list of them
+        if backends and target not in ([backends] if isinstance(backends, str) else backends):
             continue
         if row.get("verdict") and row["verdict"] != meta.get("verdict"):
             continue

@@ -1,4 +1,4 @@
-"""A bundle's ``repro_plain.py`` is the backend's own test: at most 45 lines, importing only
+"""A bundle's ``repro_plain.py`` is the backend's own test: at most 50 lines, importing only
 onnx, numpy and the culprit backend's public API, run from a copy of the script with its
 model and inputs alone, by an interpreter that cannot import onnxfuzz. Exit 1 while the
 bug is there, 0 once it is not, for every shipped adapter, on real bugs of the real
@@ -27,6 +27,7 @@ from onnxfuzz.execute.sandbox import Outcome, Stage, Status
 from onnxfuzz.judge.oracle import DEFAULT_TOLERANCE, Judgement, Verdict
 from onnxfuzz.run.culprit import annotate, find_culprit
 from onnxfuzz.store.bundle import Finding, write_bundle
+from onnxfuzz.store.issue import write_issue
 from onnxfuzz.store.plain_repro import MAX_LINES, NAME
 
 REFERENCE = "ort:opt=none"
@@ -132,6 +133,8 @@ def _bundle(
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         providers = ["CPUExecutionProvider"]
         y = ort.InferenceSession(model.SerializeToString(), options, providers).run(None, inputs)[0]
+    if judgement is CRASH:  # the backend's own error, as the campaign records it
+        judgement = Judgement(Verdict.CRASH, Stage.COMPILE, message=_raised(backend, model))
     f = Finding(
         signature=signature or f"{backend}|{judgement.verdict}|test",
         bug_id="bug",
@@ -152,6 +155,20 @@ def _bundle(
         timeout=60.0,
     )
     return write_bundle(root, f)
+
+
+def _raised(backend: str, model: onnx.ModelProto) -> str:
+    """What the backend raises on ``model`` (compiling it, then running it on the test's
+    inputs) as the sandbox words it; "the backend threw" where it raises nothing here (a
+    backend this machine lacks)."""
+    from onnxfuzz.backend import load_backend
+
+    try:
+        adapter = load_backend(backend)
+        adapter.run(adapter.compile(model), _inputs(model))
+    except Exception as e:  # noqa: BLE001 - the error the finding is about
+        return f"{type(e).__name__}: {e}"
+    return "the backend threw"
 
 
 def _run(python: Path, bundle: Path, tmp: Path, edit: tuple[str, str] | None = None):
@@ -216,6 +233,25 @@ def test_ort_fusion_crash_exits_1_and_the_workaround_passes(python, tmp_path) ->
     r = _run(python, bundle, tmp_path, ("disabled = []", "disabled = ['FuseReluClip']"))
     assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
     assert "y: actual   int32 [4] [0 0 0 0]" in r.stdout, r.stdout
+
+
+def test_another_error_than_the_bugs_exits_4_not_1(python, tmp_path) -> None:
+    """A crash bundle's script exited 1 on any exception (a traceback), so a bug that now
+    fails another way read as still there, and so did a wrong result that now raises:
+    both exit 4 now, with the traceback; the bug's own error still exits 1."""
+    crash = _bundle(tmp_path / "b", "ort", _relu_clip(TensorProto.INT32), CRASH)
+    assert "'FuseReluClip'" in (crash / NAME).read_text()  # among the bug's error's words
+    assert _run(python, crash, tmp_path).returncode == 1
+    # the session made of a file that is not there: an error of ORT's own, not the bug's
+    other = ('InferenceSession(HERE / "model.onnx"', 'InferenceSession(HERE / "gone.onnx"')
+    r = _run(python, crash, tmp_path, other)
+    assert r.returncode == 4 and "gone.onnx" in r.stderr, (r.stdout, r.stderr)
+    # the wrong int32 Clip of onnx2torch, now raising: another failure than its wrong type
+    wrong = _bundle(tmp_path / "c", "torch", _clip(TensorProto.INT32), DTYPE)
+    assert _run(python, wrong, tmp_path).returncode == 1
+    raises = ("for a in args])", "for a in args], None)")  # an input the module lacks
+    r = _run(python, wrong, tmp_path, raises)
+    assert r.returncode == 4 and "Traceback" in r.stderr, (r.returncode, r.stderr[-2000:])
 
 
 def test_an_ort_process_crash_kills_the_script_and_both_say_so(python, tmp_path) -> None:
@@ -509,7 +545,8 @@ def test_ort_culprit_names_the_transformers_that_each_make_the_bug(python, tmp_p
         helper.make_node("Transpose", ["d"], ["y"]),
     ]
     model = _model(nodes, (TensorProto.INT32, []), (TensorProto.FLOAT, []), [scale, zero])
-    crash = Judgement(Verdict.CRASH, Stage.COMPILE, "", "", "InvalidGraph: int32 zero point")
+    crash = Judgement(Verdict.CRASH, Stage.COMPILE, "", "", _raised("ort", model))
+    assert crash.message.startswith("InvalidGraph: "), crash.message
     bundle = _bundle(tmp_path / "b", "ort", model, crash)
     culprit = annotate(bundle)
     assert culprit is not None and culprit.stage == "optimizer", culprit
@@ -921,10 +958,16 @@ def test_torch_culprit_does_not_call_a_node_the_evaluator_cannot_run_right(tmp_p
     inputs = {"boxes": boxes, "scores": scores}
     outcomes = {"ort": {"y": np.zeros((0, 3), np.int64)}}
     bundle = _torch_vs_ort(tmp_path / "b", model, inputs, values, outcomes)
-    culprit = find_culprit(bundle)
-    assert culprit is not None and culprit.project == "", culprit
+    culprit = annotate(bundle)
+    assert culprit is not None, culprit
     assert "could not check NonMaxSuppression" in culprit.note, culprit.note
     assert "no part of onnx2torch or torch is shown wrong" not in culprit.note
+    # the one node's module is onnx2torch's: the project is named, first and unchecked (a
+    # 1-node NonMaxSuppression said "Stage: unknown" and named none)
+    assert (culprit.project, culprit.stage, culprit.unchecked) == ("onnx2torch", "run", True)
+    assert culprit.component == "onnx2torch.node_converters.nms.OnnxNonMaxSuppression"
+    issue = (bundle / "issue.md").read_text()
+    assert "File with onnx2torch (github.com/ENOT-AutoDL/onnx2torch) first" in issue, issue
 
 
 def test_torch_culprit_does_not_call_a_node_the_evaluator_is_known_wrong_on_right(
@@ -975,6 +1018,67 @@ def test_torch_culprit_runs_einsum_in_torch_eager(tmp_path) -> None:
     culprit = find_culprit(_bundle(tmp_path / "b", "torch", model, CRASH))
     assert culprit is not None and culprit.project == "torch" and not culprit.unchecked, culprit
     assert "torch eager torch.einsum gives RuntimeError" in culprit.note, culprit.note
+
+
+def test_torch_culprit_files_a_refusal_torch_makes_on_purpose_with_onnx2torch(tmp_path) -> None:
+    """InstanceNormalization over one spatial element: ONNX defines it (B), torch's
+    instance_norm refuses it with a ValueError on purpose (pytorch#19250 asked for the
+    check, pytorch#45687 was closed). It was filed with PyTorch, "torch's own op is at
+    fault"; the conversion, which maps the ONNX op onto torch's, is."""
+    f32 = TensorProto.FLOAT
+    inits = [
+        helper.make_tensor("scale", f32, [1], [1.0]),
+        helper.make_tensor("b", f32, [1], [0.5]),
+    ]
+    nodes = [helper.make_node("InstanceNormalization", ["x", "scale", "b"], ["y"])]
+    model = _model(nodes, (f32, [1, 1, 1]), (f32, [1, 1, 1]), inits)
+    run_crash = Judgement(Verdict.CRASH, Stage.RUN, message="ValueError: Expected more than 1")
+    bundle = _bundle(tmp_path / "b", "torch", model, run_crash)
+    culprit = annotate(bundle)
+    assert culprit is not None and culprit.project == "onnx2torch", culprit
+    assert not culprit.unchecked and "ValueError" in culprit.note, culprit
+    assert "an argument check torch makes on purpose" in culprit.note, culprit.note
+    issue = (bundle / "issue.md").read_text()
+    assert "File with onnx2torch" in issue and "File with PyTorch" not in issue, issue
+    # titled by what fails, onnx2torch's converted model (it read "torch raises ...")
+    assert issue.startswith("# onnx2torch's converted model raises"), issue[:200]
+
+
+def test_a_conv_weight_onnx2torch_cannot_read_links_its_upstream_issues(tmp_path) -> None:
+    """onnx2torch's Conv converter reads W and B from the initializers only: a weight a
+    node computes raises KeyError while converting, as onnx2torch#156 and #243 report."""
+    f32 = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Identity", ["c"], ["w"]),
+        helper.make_node("Conv", ["x", "w"], ["y"]),
+    ]
+    c = [helper.make_tensor("c", f32, [1, 1, 1, 1], [2.0])]
+    model = _model(nodes, (f32, [1, 1, 3, 3]), (f32, [1, 1, 3, 3]), c)
+    import onnx2torch
+
+    with pytest.raises(KeyError):  # the fault this test needs is still in onnx2torch
+        onnx2torch.convert(model)
+    key_error = Judgement(Verdict.CRASH, Stage.COMPILE, message="KeyError: 'w'")
+    bundle = _bundle(
+        tmp_path / "b",
+        "torch",
+        model,
+        key_error,
+        np.zeros((1, 1, 3, 3)),
+        signature="torch|crash|compile|KeyError: S",
+    )
+    issue = write_issue(bundle).read_text()
+    assert "Probably known upstream: onnx2torch's Conv/ConvTranspose converter" in issue
+    assert "github.com/ENOT-AutoDL/onnx2torch/issues/156" in issue, issue
+    ort_bundle = _bundle(
+        tmp_path / "o",
+        "ort",
+        model,
+        key_error,
+        np.zeros((1, 1, 3, 3)),
+        signature="ort|crash|compile|KeyError: S",
+    )
+    assert "onnx2torch/issues/156" not in write_issue(ort_bundle).read_text()
 
 
 def numpy_helper_from(a: np.ndarray, name: str) -> onnx.TensorProto:
