@@ -40,7 +40,14 @@ from onnxfuzz.judge.budget import repro_tolerance
 from onnxfuzz.judge.judge import Judge
 from onnxfuzz.judge.oracle import Judgement, OracleConfig, Verdict
 from onnxfuzz.judge.second_opinion import needed, second_opinion
-from onnxfuzz.judge.signature import blamed_op, bug_id, family, kind_twins, root_signature
+from onnxfuzz.judge.signature import (
+    blamed_op,
+    bug_id,
+    family,
+    kind_twins,
+    root_signature,
+    same_fault,
+)
 from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import CONTAINERS, Reproducer, Target
@@ -1132,6 +1139,10 @@ class Campaign:
                 for old in self._supersedes(key):
                     shutil.rmtree(self.out / "bugs" / self.store.merge_bug(old, key), True)
                     known.discard(old)
+                for old in self._followers(key):  # and those of crashes its result caused
+                    gone = self.store.merge_bug(old, key, why="follows")
+                    shutil.rmtree(self.out / "bugs" / gone, True)
+                    known.discard(old)
             if guide is not None and self.steering is not None:
                 self.steering.report(t.index, guide[1])
             if self.avoidance is not None:
@@ -1294,7 +1305,8 @@ class Campaign:
         """A finding's bug (``_own_key``), or a filed bug of its root cause: one cause, one
         bundle. A reduced crash joins the bug whose wrong result it is shown to follow
         (``reduce.precursor``; one that follows a wrong result no bundle holds yet is filed,
-        the only report of that cause), or a crash bug of its family reduced to the same
+        the only report of that cause, until that result is: ``_followers``), or a crash
+        bug of its family reduced to the same
         ops (the same error in other words: InstanceNormalization's input of rank 3 or 5,
         LayerNormalization's "found Float" after Double or Half). ``FOLLOW_UPS`` keeps
         what joined, for the bug's bundle."""
@@ -1306,8 +1318,9 @@ class Campaign:
             if key in self.store.bug_keys():  # a bundle of its own already
                 return key, reduced
             roots, why = [], "follows"
-            if follows:
-                roots = self.store.keys_of(follows["signature"])
+            if follows:  # the wrong result, of whichever kind it showed as filed
+                sig = follows["signature"]
+                roots = [k for s in [sig, *kind_twins(sig)] for k in self.store.keys_of(s)]
             if not roots and f.judgement.verdict in (Verdict.CRASH, Verdict.TIMEOUT):
                 roots = same_crash(
                     self.store.crash_keys(f.backend, f.judgement.verdict),
@@ -1339,6 +1352,24 @@ class Campaign:
         signature, backend, verdict, pattern = row
         filed = [f for f in self.store.crash_keys(backend, verdict) if f[0] not in follows]
         return wider_crashes(filed, signature, pattern)
+
+    def _followers(self, key: str) -> list[str]:
+        """The filed crash bugs shown to follow the wrong result just filed as ``key``
+        (``reduce.precursor``). Each was filed as the only report of its cause while no
+        bundle held that result; now one does, and they join it: one root cause, one
+        bundle (an audit's NonMaxSuppression -> MatMul -> Add crash, filed at test 67,
+        stayed a bundle beside NonMaxSuppression's wrong shape alone, filed at test 497)."""
+        row = self.store.db.execute(
+            "SELECT signature, verdict FROM bugs WHERE key=?", (key,)
+        ).fetchone()
+        if row is None or row[1] != Verdict.MISMATCH:
+            return []
+        crashes = self.store.db.execute("SELECT key FROM bugs WHERE verdict=?", (Verdict.CRASH,))
+        filed = {k for (k,) in crashes}
+        follows = self.store.get_meta(FOLLOWS) or {}
+        return [
+            k for k, sig in follows.items() if k != key and k in filed and same_fault(sig, row[0])
+        ]
 
     def _own_key(
         self, f: Finding, lane: BackendPool | None, gen: Generator | None = None

@@ -232,11 +232,12 @@ class Store:
         )
         return [(k, s, p) for k, s, p in rows]
 
-    def merge_bug(self, old: str, into: str) -> str:
-        """Bug ``old`` made part of bug ``into`` (the same crash, reduced further there): its
-        tests count for ``into``, its signature, where another, becomes one of ``into``'s
-        joined crashes (``FOLLOW_UPS``, "same crash"), with those joined to ``old``; its row
-        goes. Returns ``old``'s bundle id (its folder is the caller's to remove)."""
+    def merge_bug(self, old: str, into: str, why: str = "same crash") -> str:
+        """Bug ``old`` made part of bug ``into`` (the same crash, reduced further there; or,
+        ``why="follows"``, a crash shown to follow ``into``'s wrong result): its tests
+        count for ``into``, its signature, where another, becomes one of ``into``'s joined
+        crashes (``FOLLOW_UPS``, ``why``), with those joined to ``old``; its row goes.
+        Returns ``old``'s bundle id (its folder is the caller's to remove)."""
         cols = "id, signature, pattern, first_test, first_seen, hits, seeds"
         was = self.db.execute(f"SELECT {cols} FROM bugs WHERE key=?", (old,)).fetchone()
         now = self.db.execute(f"SELECT {cols} FROM bugs WHERE key=?", (into,)).fetchone()
@@ -258,7 +259,7 @@ class Store:
         if old_sig != into_sig:
             seed = their_seeds[0] if their_seeds else None
             mine.setdefault(
-                old_sig, {"ops": old_pattern.split("+"), "seed": seed, "why": "same crash"}
+                old_sig, {"ops": old_pattern.split("+"), "seed": seed, "why": why}
             )
         for sig, entry in theirs.items():
             if sig != into_sig:

@@ -1,8 +1,8 @@
 """A crash that follows another node's wrong result is shown to (the model cut after that
 node is wrong, the rest runs on the right values) and is of that result's family, joined
-to its bug once that is filed; the same crash in other words joins the crash filed
-first: one root cause, one bundle, however many consumers it crashed and however it was
-worded, on real ONNX Runtime workers."""
+to its bug once that is filed (filed before, its bundle joins it then); the same crash in
+other words joins the crash filed first: one root cause, one bundle, however many
+consumers it crashed and however it was worded, on real ONNX Runtime workers."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Stage
 from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reproduce import Reproducer, Target
-from onnxfuzz.run.campaign import MAX_REDUCED, Campaign, CampaignOptions
+from onnxfuzz.run.campaign import MAX_REDUCED, Campaign, CampaignOptions, Resumed
 from onnxfuzz.store.db import Store
 from onnxfuzz.store.known import KnownFile
 from onnxfuzz.store.report import families_title, family_rows, summary_rows
@@ -45,26 +45,39 @@ def _campaign(
     return finished(tmp_path / "camp", opts)
 
 
-def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
+def _resumed(out: Path, more: int) -> None:
+    c = Campaign(out, None, resume=True, changes=Resumed(more_tests=more))
+    c.start()
+    try:
+        c.run()
+    finally:
+        c.close()
+
+
+def _rows(out: Path) -> list[dict]:
+    store = Store(out / "campaign.db")
+    try:
+        return summary_rows(store)
+    finally:
+        store.close()
+
+
+def test_crashes_that_follow_one_wrong_result_are_one_bundle(tmp_path) -> None:
     # Abs comes back float64: alone, a dtype mismatch; read by Add, Mul or Relu, a compile
     # failure naming that consumer (Add, Mul, Relu or Abs: a signature each). A crash found
     # before the mismatch is filed is the only report of the cause: a bundle, of the
-    # mismatch's family. One found after joins the mismatch's bug: no bundle of its own.
-    c = _campaign(tmp_path, WIDENS, 40, (2, 5), ["Abs", "Add", "Mul", "Relu"], ["float32"])
-    store = Store(c.out / "campaign.db")
-    try:
-        rows = summary_rows(store)
-        keys = {b["id"]: b["key"] for b in store.bugs()}
-        results = store.db.execute(
-            "SELECT test_id, verdict, signature, bug FROM results WHERE bug IS NOT NULL"
-        ).fetchall()
-    finally:
-        store.close()
-    (root,) = [r for r in rows if r["verdict"] == "mismatch"]
-    assert root["pattern"] == "Abs", root
+    # mismatch's family. Once the mismatch is filed, those bundles join its bug, and later
+    # crashes join it at once: one root cause, one bundle.
+    c = _campaign(tmp_path, WIDENS, 1, (2, 5), ["Abs", "Add", "Mul", "Relu"], ["float32"])
+    for _ in range(20):  # test by test, until a crash is filed
+        if any(r["verdict"] == "crash" for r in _rows(c.out)):
+            break
+        _resumed(c.out, 1)
+    rows = _rows(c.out)
     crashes = [r for r in rows if r["verdict"] == "crash"]
-    for r in crashes:
-        assert r["first_test"] < root["first_test"], (r, root)  # filed before the cause
+    assert crashes and not [r for r in rows if r["verdict"] == "mismatch"], rows
+    early = {}
+    for r in crashes:  # filed before the cause: worded as following it
         bundle = c.out / "bugs" / r["id"]
         meta = json.loads((bundle / "meta.json").read_text())
         assert meta["reduced_ops"][0] == "Abs" and len(meta["reduced_ops"]) == 2, meta
@@ -76,33 +89,47 @@ def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
         # the title says it too: a title naming the crashing pass alone misled
         assert issue.splitlines()[0].endswith(", after Abs's wrong element type"), issue
         assert "dtype float64, the model declares float32" in issue
-    # the crashes after it: stored as tests of the Abs bug, each signature named once
+        early[meta["signature"]] = r["id"]
+    _resumed(c.out, 40)
+    store = Store(c.out / "campaign.db")
+    try:
+        rows = summary_rows(store)
+        keys = {b["id"]: b["key"] for b in store.bugs()}
+        results = store.db.execute(
+            "SELECT test_id, verdict, signature, bug FROM results WHERE bug IS NOT NULL"
+        ).fetchall()
+    finally:
+        store.close()
+    # the mismatch alone is the bug; the crash bundles filed before it are gone, joined
+    (root,) = rows
+    assert (root["verdict"], root["pattern"]) == ("mismatch", "Abs"), root
+    for bundle_id in early.values():
+        assert not (c.out / "bugs" / bundle_id).exists(), bundle_id
+    found = min(t for t, v, _, bug in results if bug == keys[root["id"]] and v == "mismatch")
+    # every crash stored as tests of the Abs bug, each signature named once
     joined = [(t, sig) for t, v, sig, bug in results if bug == keys[root["id"]] and v == "crash"]
-    assert joined and all(t > root["first_test"] for t, _ in joined), joined
+    assert [t for t, _ in joined if t < found] and [t for t, _ in joined if t > found], joined
     meta = json.loads((c.out / "bugs" / root["id"] / "meta.json").read_text())
     follow_ups = {u["signature"]: u for u in meta["follow_ups"]}
     assert set(follow_ups) == {sig for _, sig in joined}, (follow_ups, joined)
+    assert set(early) <= set(follow_ups), (early, follow_ups)
     for sig, u in follow_ups.items():
         assert u["hits"] == sum(1 for _, s in joined if s == sig), (u, joined)
         assert u["ops"][0] == "Abs" and len(u["ops"]) == 2, u
     # hits past the reduced ones join too (not filed unreduced)
     assert max(u["hits"] for u in follow_ups.values()) > MAX_REDUCED, follow_ups
-    assert all(r["pattern"] != "unreduced" for r in rows), rows
     issue = (c.out / "bugs" / root["id"] / "issue.md").read_text()
     said = "This wrong result also made widens-then-fails:op=Abs crash in the ops that read it"
     assert said in issue, issue
     assert f": {len(follow_ups)} crash signatures in {len(joined)} test" in issue, issue
-    # one root cause, one family: the crashes are the Abs mismatch's
     families = family_rows(rows)
-    assert len(families) == 1, families
-    assert len(families[0]["bundles"]) == len(rows) == len(crashes) + 1
+    assert len(families) == 1 and len(families[0]["bundles"]) == 1, families
     n = len(follow_ups)
     assert families_title(rows) == (
-        f"1 family, {len(rows)} bundles (and {n} crash signatures joined to a bundle of "
-        "their cause, not filed)"
+        f"1 family, 1 bundle (and {n} crash signatures joined to a bundle of their cause, "
+        "not filed)"
     )
-    # triage writes each issue.md again from meta.json, and its JSON says what each follows;
-    # its known file holds the joined crashes in the Abs family: known, not filed again
+    # triage's known file holds the joined crashes in the Abs family: known, not filed again
     known = tmp_path / "known.json"
     assert main(["triage", str(c.out), "--format", "json", "--export-known", str(known)]) == 0
     entries = KnownFile.load(known)
@@ -114,14 +141,9 @@ def test_crashes_that_follow_one_wrong_result_are_one_family(tmp_path) -> None:
         assert entries.match(WIDENS, sig) is not None, sig
     doc = json.loads((c.out / "triage.json").read_text())
     assert len(doc["families"]) == 1
-    for bug in doc["bugs"]:
-        text = (c.out / "bugs" / bug["id"] / "issue.md").read_text()
-        if bug["verdict"] == "crash":
-            assert bug["follows"].endswith("|mismatch|run|dtype in Abs output"), bug
-            assert "The crash follows a wrong result of Abs" in text
-        else:
-            assert bug["follows"] is None
-            assert "This wrong result also made" in text
+    (bug,) = doc["bugs"]
+    assert bug["follows"] is None and bug["verdict"] == "mismatch", bug
+    assert "This wrong result also made" in (c.out / "bugs" / bug["id"] / "issue.md").read_text()
 
 
 def test_a_crash_of_its_own_follows_nothing_and_a_compile_reads_no_values() -> None:
