@@ -21,7 +21,7 @@ from onnxfuzz.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from onnxfuzz.run.campaign import Resumed
+    from onnxfuzz.run.campaign import Campaign, Resumed
 
 
 def _clock(seconds: float) -> str:
@@ -470,9 +470,24 @@ def fuzz(
             for line in campaign.avoidance.describe():
                 click.echo(line)
         found = bool(campaign.store is not None and campaign.store.bugs())
+    except KeyboardInterrupt:
+        # outside run(), which stops on its own: the backends starting, the probe, the summary
+        campaign.progress.interrupted = True
+        found = False
     finally:
         campaign.close()
     if campaign.progress.interrupted:
-        click.echo(f"interrupted: continue with  onnxfuzz fuzz --resume --out {out}", err=True)
+        click.echo(_how_to_go_on(campaign, out), err=True)
         raise click.exceptions.Exit(exits.INTERRUPTED)
     raise click.exceptions.Exit(exits.FINDINGS if found else exits.CLEAN)
+
+
+def _how_to_go_on(campaign: Campaign, out: Path) -> str:
+    """After a Ctrl-C: --resume where campaign.db was written (from the probe on), else
+    the same command again (the backends were starting: nothing was stored)."""
+    if campaign.store is None:
+        return (
+            "interrupted before the campaign started (its backends were starting): nothing "
+            "to resume; run the same command again"
+        )
+    return f"interrupted: continue with  onnxfuzz fuzz --resume --out {out}"

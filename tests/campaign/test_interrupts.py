@@ -141,3 +141,35 @@ def test_ctrl_c_before_reduce_finds_anything_smaller_writes_nothing(tmp_path) ->
     assert code == 3, err
     assert "interrupted: no smaller model has failed yet (6 nodes): nothing written" in err, err
     assert not out.exists()
+
+
+def test_ctrl_c_while_the_backends_start_says_there_is_nothing_to_resume(tmp_path) -> None:
+    """Ctrl-C before campaign.db was written exited 3, whose line promised `--resume`,
+    which then said the folder "holds no campaign". It says there is nothing to resume."""
+    out = tmp_path / "c"
+    hangs = f"{ADAPTERS}:InitHangs"
+    argv = ["fuzz", "--backend", "ort", "--backend", hangs, "--tests", "2", "--out", str(out)]
+    with _Running(*argv, env={"ONNXFUZZ_START_TIMEOUT": "8"}) as p:  # said at 4 s
+        p.wait_for(f"starting backend {re.escape(hangs)} has taken", "stderr", 120)
+        code, err = p.stop(signal.SIGINT)
+    assert code == 3, err
+    assert err.strip().splitlines()[-1] == (
+        "interrupted before the campaign started (its backends were starting): nothing to "
+        "resume; run the same command again"
+    ), err
+    assert not (out / "campaign.db").exists()
+
+
+def test_ctrl_c_during_the_probe_says_how_to_resume(tmp_path) -> None:
+    """campaign.db is written before the probe: stopped there, --resume continues it (it
+    said "onnxfuzz: interrupted" and no more)."""
+    out = tmp_path / "c"
+    stuck = f"{ADAPTERS}:Stuck"  # every probe run hangs to its --timeout
+    argv = ["fuzz", "--backend", "ort", "--backend", stuck, "--ops", "Relu", "--tests", "2"]
+    argv += ["--timeout", "60", "--out", str(out)]
+    with _Running(*argv, env={"ONNXFUZZ_CACHE": str(tmp_path / "cache")}) as p:
+        p.wait_for(r"probing stuck: 0/", "stderr", 240)
+        code, err = p.stop(signal.SIGINT)
+    assert code == 3, err
+    assert f"interrupted: continue with  onnxfuzz fuzz --resume --out {out}" in err, err
+    assert (out / "campaign.db").exists()

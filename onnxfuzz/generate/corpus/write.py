@@ -313,6 +313,10 @@ def export_corpus(
             shutil.rmtree(stale)
     summary = Summary()
     encoded: EncodedCases = {}
+    # The options are recorded before the first case: the journal holds none, and a run
+    # stopped before its first index write (Ctrl-C, a kill) let a rerun with other
+    # options go on into the same corpus.
+    _write_index(out, options, cases, encoded)
     start = time.perf_counter()
     last_index = start
     with open(out / JOURNAL, "a") as journal:
