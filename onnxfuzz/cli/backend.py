@@ -29,7 +29,7 @@ def backend_list() -> None:
 
     rows = []
     for name in sorted(entry_points()):
-        w = Worker(parse_backend(name), startup_timeout=300)
+        w = Worker(parse_backend(name))
         try:
             info = w.start()
             state = "available" if not info.available else f"unavailable: {info.available}"

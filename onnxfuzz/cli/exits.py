@@ -3,11 +3,14 @@
 CLEAN = 0  # nothing found; a bug that no longer reproduces (fixed); every check passed
 FINDINGS = 1  # bugs found; a bug that still reproduces; a check that failed
 USAGE = 2  # a bad flag or input, or a set-up error (backend, file, database)
-INTERRUPTED = 3  # stopped by Ctrl-C or a signal: `onnxfuzz fuzz --resume` continues it
+# stopped by Ctrl-C or SIGTERM; the line before says how to go on: `onnxfuzz fuzz --resume`
+# (a campaign), the same command again (generate, or fuzz stopped before its campaign was
+# stored), the kept model (reduce)
+INTERRUPTED = 3
 DIFFERENT = 4  # a bug bundle that now fails in another way
 
 TABLE = (
     "Exit codes: 0 clean (nothing found, fixed, all checks pass); 1 findings (bugs found, "
-    "still reproduces, a check failed); 2 usage or set-up error; 3 interrupted (resume "
-    "with fuzz --resume); 4 fails differently (replay)."
+    "still reproduces, a check failed); 2 usage or set-up error; 3 interrupted (its last "
+    "line says how to go on, e.g. fuzz --resume); 4 fails differently (replay)."
 )

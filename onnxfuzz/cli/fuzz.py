@@ -21,7 +21,7 @@ from onnxfuzz.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from onnxfuzz.run.campaign import Resumed
+    from onnxfuzz.run.campaign import Campaign, Resumed
 
 
 def _clock(seconds: float) -> str:
@@ -389,6 +389,7 @@ def fuzz(
         raise UsageError("--address: only with --executor ray")
     opts = changes = None
     chosen = ""  # the default reference, where it is not the first --backend
+    third = ""  # a --reference beside the --backend flags
     if resume:
         changes = _resumed(click.get_current_context(), tests, seconds)
     else:
@@ -399,6 +400,14 @@ def fuzz(
         labels = [resolvable_backend(b) for b in backends]
         if reference is not None:
             reference = resolvable_backend(reference)
+            if len(set(labels)) >= 2 and reference not in labels:
+                # documented (one --backend and a --reference make a pair), yet easy to
+                # miss beside two: a third backend's start and probe can take minutes
+                third = (
+                    f"--reference {reference} is not among the --backend flags: it is run "
+                    "as a third backend (started, probed and compared like them); to "
+                    "compare the two alone, name one of them as --reference"
+                )
         elif labels and (twin := default_reference(labels)) != labels[0]:
             reference = twin  # stored as given: a resumed campaign keeps it
             # said once the campaign has started (an error stays its one line)
@@ -438,6 +447,8 @@ def fuzz(
         campaign: Campaign = RayCampaign(out, opts, resume, changes, address=address)
     else:
         campaign = Campaign(out, opts, resume, changes)
+    if third:  # before the backends start: it is why a third one does
+        click.echo(third, err=True)
     try:
         campaign.start(on_probe=_probe_reporter())
         if chosen:
@@ -470,9 +481,24 @@ def fuzz(
             for line in campaign.avoidance.describe():
                 click.echo(line)
         found = bool(campaign.store is not None and campaign.store.bugs())
+    except KeyboardInterrupt:
+        # outside run(), which stops on its own: the backends starting, the probe, the summary
+        campaign.progress.interrupted = True
+        found = False
     finally:
         campaign.close()
     if campaign.progress.interrupted:
-        click.echo(f"interrupted: continue with  onnxfuzz fuzz --resume --out {out}", err=True)
+        click.echo(_how_to_go_on(campaign, out), err=True)
         raise click.exceptions.Exit(exits.INTERRUPTED)
     raise click.exceptions.Exit(exits.FINDINGS if found else exits.CLEAN)
+
+
+def _how_to_go_on(campaign: Campaign, out: Path) -> str:
+    """After a Ctrl-C: --resume where campaign.db was written (from the probe on), else
+    the same command again (the backends were starting: nothing was stored)."""
+    if campaign.store is None:
+        return (
+            "interrupted before the campaign started (its backends were starting): nothing "
+            "to resume; run the same command again"
+        )
+    return f"interrupted: continue with  onnxfuzz fuzz --resume --out {out}"

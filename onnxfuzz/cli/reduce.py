@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
 
+from onnxfuzz.cli import exits
 from onnxfuzz.cli.options import Finite, duration
 
 
@@ -287,6 +293,67 @@ def write_bundle_to(dest: Path, f: Any, follows: Any) -> None:
         shutil.move(str(folder), str(dest))
 
 
+PROGRESS_AFTER_S = 5.0  # a reduction that ends sooner says nothing while it runs
+PROGRESS_EVERY_S = 10.0  # at most one progress line this often
+
+
+@dataclass
+class _Smallest:
+    """The smallest model that has shown the failure so far and its inputs, and where it
+    goes if the reduction is interrupted: a Ctrl-C (or SIGTERM) after minutes of
+    reduction keeps what they found (before, it wrote nothing)."""
+
+    dest: Path | None = None  # --out, once it is known to be free
+    nodes: int = 0  # of the model the reduction starts from
+    again: str = ""  # the command that goes on from the kept model
+    model: Any = None  # None: nothing smaller has failed yet
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    started: float | None = None  # time.monotonic() when the passes began
+    said: float = float("-inf")  # when progress was last said
+
+    def kept(self, model: Any, inputs: dict[str, np.ndarray]) -> None:
+        """A smaller model that still fails: remembered, and said now and then (a long
+        reduction is not silent, and the user sees a Ctrl-C would keep something)."""
+        self.model, self.inputs = model, inputs
+        now = time.monotonic()
+        begun = self.started if self.started is not None else now
+        if now - begun >= PROGRESS_AFTER_S and now - self.said >= PROGRESS_EVERY_S:
+            self.said = now
+            click.echo(
+                f"reduced so far: {self.nodes} -> {len(model.graph.node)} nodes "
+                "(Ctrl-C keeps the smallest)",
+                err=True,
+            )
+
+    def keep(self) -> bool:
+        """On an interrupt: the smallest model into --out (as a reduction that did not
+        fail again at its end writes one: model.onnx and test_data_set_0/), and one line
+        saying where, or that nothing smaller has failed yet; False where there was
+        nothing to say (not begun, or its result written already)."""
+        if self.dest is None or self.dest.exists():
+            return False
+        if self.model is None:
+            click.echo(
+                f"interrupted: no smaller model has failed yet ({self.nodes} nodes): "
+                "nothing written",
+                err=True,
+            )
+            return True
+        from onnxfuzz.generate.corpus.testdata import write_test
+
+        self.dest.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.dest.parent, prefix=".reducing-") as tmp:
+            write_test(Path(tmp) / "model", self.model, self.inputs)
+            shutil.move(str(Path(tmp) / "model"), str(self.dest))  # whole, or not at all
+        click.echo(
+            f"interrupted: the smallest failing model so far ({len(self.model.graph.node)} "
+            f"of {self.nodes} nodes, reduction not finished) is at {self.dest}/model.onnx, "
+            f"its inputs in {self.dest}/test_data_set_0; `{self.again}` goes on from it",
+            err=True,
+        )
+        return True
+
+
 @click.command()
 @click.argument("model_path", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option(
@@ -359,7 +426,30 @@ def reduce(
     outputs, repro.py, repro_plain.py (for a shipped backend), meta.json and issue.md
     (`onnxfuzz replay OUT` checks it again). Exit 0 once it is written (its repro.py
     exits 1 while the backend fails so); 2 when the model does not fail on the backend,
-    the reference cannot judge it, or a flag or file is wrong."""
+    the reference cannot judge it, or a flag or file is wrong; 3 when interrupted (Ctrl-C),
+    after writing to --out the smallest model that has failed so far, with its inputs."""
+    smallest = _Smallest()
+    try:
+        _reduce(smallest, model_path, backends, match, inputs, out, budget, timeout, seed, dims)
+    except KeyboardInterrupt:
+        if not smallest.keep():
+            raise
+        raise click.exceptions.Exit(exits.INTERRUPTED) from None
+
+
+def _reduce(
+    smallest: _Smallest,
+    model_path: Path,
+    backends: tuple[str, ...],
+    match: str | None,
+    inputs: Path | None,
+    out: Path | None,
+    budget: float,
+    timeout: float,
+    seed: int,
+    dims: tuple[str, ...],
+) -> None:
+    """``reduce``'s work; ``smallest`` follows the reduction (kept on an interrupt)."""
     import onnx
 
     from onnxfuzz.errors import ModelError, UsageError
@@ -412,6 +502,9 @@ def reduce(
         said = ", ".join(f"{k}={v}" for k, v in chosen.items())
         click.echo(f"inputs drawn with {said} (choose with --dim NAME=N)", err=True)
     reference, backend = backends
+    again = ["onnxfuzz", "reduce", str(dest / "model.onnx"), "--backend", reference]
+    again += ["--backend", backend] + (["--match", match] if match is not None else [])
+    smallest.dest, smallest.nodes, smallest.again = dest, len(model.graph.node), shlex.join(again)
     with BackendPool(backends, timeout=timeout) as pool:
         rep = Reproducer(pool, Target(backend, reference, match=pattern))
         first, outcomes = rep.run(model, feeds)
@@ -492,7 +585,8 @@ def reduce(
                     "sizes does not fail the same way)"
                 )
         click.echo(f"reducing: {first.signature}")
-        r = reduce_model(model, feeds, rep, budget)
+        smallest.started = time.monotonic()
+        r = reduce_model(model, feeds, rep, budget, smallest.kept)
         follows = None
         if first.judgement.verdict == Verdict.CRASH and len(r.model.graph.node) > 1:
             follows = find_precursor(r.model, r.inputs, rep, first.judgement.stage)

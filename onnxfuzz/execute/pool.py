@@ -24,7 +24,7 @@ import numpy as np
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.execute.messages import Test
-from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Worker, pack
+from onnxfuzz.execute.sandbox import BackendInfo, Outcome, Worker, pack, start_limit
 from onnxfuzz.execute.zygote import Zygote
 
 Inputs = dict[str, np.ndarray]
@@ -111,11 +111,14 @@ class BackendPool:
         labels: Iterable[str],
         timeout: float = 30.0,
         memory_mb: float = 8192.0,
-        startup_timeout: float = 300.0,
+        startup_timeout: float | None = None,
         spares: Spares | None = None,
     ) -> None:
+        """``startup_timeout``: seconds a worker may take to load its backend (None:
+        ``sandbox.start_limit()``, $ONNXFUZZ_START_TIMEOUT or 300)."""
+        limit = start_limit() if startup_timeout is None else startup_timeout
         self.workers = {
-            label: Worker(parse_backend(label), timeout, memory_mb, startup_timeout)
+            label: Worker(parse_backend(label), timeout, memory_mb, limit)
             for label in dict.fromkeys(labels)
         }
         self.infos: dict[str, BackendInfo] = {}

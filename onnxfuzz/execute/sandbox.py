@@ -56,7 +56,7 @@ from onnxfuzz.backend import (
     load_adapter,
     parse_backend,
 )
-from onnxfuzz.errors import AdapterProtocolError, BackendError, OnnxFuzzError
+from onnxfuzz.errors import AdapterProtocolError, BackendError, OnnxFuzzError, UsageError
 from onnxfuzz.execute import crashdump
 from onnxfuzz.execute.messages import Done, Failed, LoadError, Ready, Test
 from onnxfuzz.execute.zygote import ForkedProcess, Zygote
@@ -83,6 +83,14 @@ HISTORY_BYTES = 64 * 2**20
 FIRST_PER_INPUTS = 4
 FIRST_BYTES = 32 * 2**20
 EARLIER_MAX = 32  # the most recent earlier models of a process a confirmation replays
+# How long a worker may take to load its adapter (the import, __init__, version(),
+# available()): TVM's import takes several seconds, a CUDA start about 30 s, either more on
+# a loaded machine; a hung start-up is one error at the limit, not a silent wait.
+START_LIMIT_S = 300.0
+START_LIMIT_ENV = "ONNXFUZZ_START_TIMEOUT"  # seconds, to set another limit
+SLOW_START_S = 10.0  # a start-up this long is said on stderr (or at half the limit)...
+SLOW_START_EVERY_S = 30.0  # ...and again this often
+HUNG_FRAMES = 3  # of a hung start-up's Python stack, innermost first, in its error
 
 
 class Status(StrEnum):
@@ -157,6 +165,24 @@ class BackendInfo:
 # not timed (nor blamed for a crash) until the worker is on it.
 _CLOCK = struct.Struct("=B7xQddQ")
 CLOCK_BYTES = _CLOCK.size
+
+
+def start_limit() -> float:
+    """Seconds a backend worker may take to start: ``$ONNXFUZZ_START_TIMEOUT``, else
+    ``START_LIMIT_S``."""
+    text = os.environ.get(START_LIMIT_ENV, "").strip()
+    if not text:
+        return START_LIMIT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise UsageError(
+            f"{START_LIMIT_ENV}={text}: give the seconds a backend may take to start, "
+            f"e.g. {START_LIMIT_ENV}=600 (default {START_LIMIT_S:.0f})"
+        )
+    return seconds
 
 
 def _mark(clock: Any, stage: int, seq: int, began: float, run_began: float, err_at: int) -> None:
@@ -579,7 +605,7 @@ class Worker:
     ref: BackendRef
     timeout: float = 30.0
     memory_mb: float = 8192.0
-    startup_timeout: float = 300.0
+    startup_timeout: float = field(default_factory=start_limit)
     info: BackendInfo | None = None
     _proc: Any = field(default=None, repr=False)
     _conn: Any = field(default=None, repr=False)
@@ -657,10 +683,14 @@ class Worker:
         assert self._loading is not None, "launch() first"
         proc, conn = self._loading
         self._loading = None
-        if not conn.poll(self.startup_timeout):
-            proc.kill()
+        if not self._answered(conn):
+            where = self._hung_at(proc)
             raise BackendError(
-                f"backend {self.ref.text}: worker did not start within {self.startup_timeout:.0f} s"
+                f"backend {self.ref.text}: its start-up (the adapter's import, __init__, "
+                f"version(), available()) hung: no answer within {self.startup_timeout:g} s"
+                + (f", stuck in {where}" if where else "")
+                + f"; fix the adapter, or give a slow start more time with "
+                f"{START_LIMIT_ENV}=SECONDS"
             )
         try:
             msg = conn.recv()
@@ -679,6 +709,43 @@ class Worker:
             self.ref.text, msg.name, msg.version, tuple(msg.opsets), msg.unavailable, msg.preferred
         )
         return self.info
+
+    def _answered(self, conn: Connection) -> bool:
+        """Whether the loading process answered (or died) within ``startup_timeout``; a
+        start-up past ``SLOW_START_S`` (or half the limit) is said on stderr, then every
+        ``SLOW_START_EVERY_S``: a hung adapter's start was silent for the whole limit."""
+        began = time.monotonic()
+        say = min(SLOW_START_S, self.startup_timeout / 2)
+        while True:
+            waited = time.monotonic() - began
+            if waited >= self.startup_timeout:
+                return False
+            if conn.poll(max(0.0, min(say, self.startup_timeout) - waited)):
+                return True
+            waited = time.monotonic() - began
+            if say <= waited < self.startup_timeout:
+                print(
+                    f"starting backend {self.ref.text} has taken {waited:.0f} s (its "
+                    f"adapter's import, __init__, version(), available()); it is given "
+                    f"{self.startup_timeout:g} s ({START_LIMIT_ENV} sets it)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                say += SLOW_START_EVERY_S
+
+    def _hung_at(self, proc: Any) -> str:
+        """Where a process that never finished loading its adapter is stuck: the
+        innermost frames of the Python stack faulthandler dumps on SIGABRT ("" where none
+        comes); the process is gone afterwards."""
+        if isinstance(proc, subprocess.Popen):  # spawned: faulthandler armed (``serve``)
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                proc.send_signal(signal.SIGABRT)
+                proc.wait(5)
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+        frames = crashdump.read_dump(self.stderr_tail(crashdump.DUMP_BYTES)).python
+        return " < ".join(frames[:HUNG_FRAMES])
 
     def stderr_tail(self, limit: int = 2000, since: int = 0) -> str:
         """The last ``limit`` bytes the worker wrote to stderr after byte ``since``."""

@@ -350,10 +350,11 @@ def reduce_graph(
     reference_values: Callable[[State], dict[str, np.ndarray] | None],
     deadline: float,
     message: Callable[[State], str] = lambda s: "",
+    on_kept: Callable[[State], None] | None = None,
 ) -> tuple[State, list[Pass], bool]:
     """``state`` reduced by the passes below to their fixed point or ``deadline``;
     ``message(state)``: what the failure of a state that still fails said (the node it
-    names is tried alone first)."""
+    names is tried alone first); ``on_kept``: each smaller state that still fails."""
     cache: dict[bytes, dict[str, np.ndarray] | None] = {}
 
     def values(s: State) -> dict[str, np.ndarray] | None:
@@ -421,5 +422,5 @@ def reduce_graph(
             lambda s: (_pruned(s, m) for m in control.shrink_bodies(s.model, s.unneeded)),
         ),
     ]
-    final, complete = fixed_point(state, passes, keep, deadline)
+    final, complete = fixed_point(state, passes, keep, deadline, on_kept)
     return final, passes, complete

@@ -39,12 +39,16 @@ class Pass(Generic[S]):
 
 
 def fixed_point(
-    state: S, passes: list[Pass[S]], keep: Callable[[S, S], S | None], deadline: float
+    state: S,
+    passes: list[Pass[S]],
+    keep: Callable[[S, S], S | None],
+    deadline: float,
+    on_kept: Callable[[S], None] | None = None,
 ) -> tuple[S, bool]:
     """Apply passes until none makes progress or the deadline passes. ``keep(old, new)``
     returns the (normalized) new state when the candidate is smaller and still shows the
-    failure, else None. Returns the final state and whether the fixed point was reached
-    (False: out of time)."""
+    failure, else None; ``on_kept`` gets each state kept (what a Ctrl-C leaves). Returns
+    the final state and whether the fixed point was reached (False: out of time)."""
     while True:
         progress = False
         for p in sorted(passes, key=lambda p: -p.stats.kept):
@@ -64,6 +68,8 @@ def fixed_point(
                     if kept is not None:
                         p.stats.kept += 1
                         state = kept
+                        if on_kept is not None:
+                            on_kept(state)
                         progress = restart = True
                         skip = 0 if EARLIER or not p.resumes else i
                         break

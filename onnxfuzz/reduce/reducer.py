@@ -6,6 +6,7 @@ drops a node)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -80,25 +81,38 @@ class Reduced:
         }
 
 
-def _graph_passes(state: State, rep: Reproducer, deadline: float) -> tuple[State, list[Pass], bool]:
+# what a reduction says of each smaller model that still fails: the model and its inputs
+OnSmaller = Callable[[onnx.ModelProto, dict[str, np.ndarray]], None]
+
+
+def _graph_passes(
+    state: State, rep: Reproducer, deadline: float, on_smaller: OnSmaller | None = None
+) -> tuple[State, list[Pass], bool]:
     return reduce_graph(
         state,
         lambda s: rep(s.model, s.inputs),
         lambda s: rep.reference_values(s.model, s.inputs),
         deadline,
         lambda s: rep.message(s.model, s.inputs),
+        None if on_smaller is None else lambda s: on_smaller(s.model, s.inputs),
     )
 
 
 def reduce_model(
-    model: onnx.ModelProto, inputs: dict[str, np.ndarray], rep: Reproducer, budget_s: float
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    rep: Reproducer,
+    budget_s: float,
+    on_smaller: OnSmaller | None = None,
 ) -> Reduced:
-    """Graph passes only: for any model, ours or a user's."""
+    """Graph passes only: for any model, ours or a user's. ``on_smaller`` gets each
+    smaller model that still fails, as it is kept (``onnxfuzz reduce`` keeps the last
+    one when it is interrupted)."""
     t0, runs0 = time.perf_counter(), rep.runs
     state = State(model, inputs)
     rep.learn_bodies(model)
     rep.check_at_import(model, inputs)
-    final, passes, complete = _graph_passes(state, rep, t0 + budget_s)
+    final, passes, complete = _graph_passes(state, rep, t0 + budget_s, on_smaller)
     last, outcomes = _final_run(rep, final)
     return Reduced(
         final.model,

@@ -33,6 +33,7 @@ from onnxfuzz.generate.build.generator import Case, Generator
 from onnxfuzz.generate.build.guide import Decision, Guided
 from onnxfuzz.generate.build.seeds import blocks_from_record, blocks_to_record, lift_folder
 from onnxfuzz.generate.build.single_op import single_op_pairs
+from onnxfuzz.generate.corpus.write import corpus_mark
 from onnxfuzz.generate.lang.config import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Config
 from onnxfuzz.generate.measure.metrics import Diversity, Features, features
 from onnxfuzz.judge.attribution import blame
@@ -468,6 +469,12 @@ class Campaign:
                 raise UsageError(
                     f"--out: {out} already holds a campaign; pass --resume to "
                     "continue it or choose another --out"
+                )
+            if (mark := corpus_mark(out)) is not None:
+                # a campaign's bundles and database beside its cases: neither reads the mix
+                raise UsageError(
+                    f"--out: {out} holds a corpus of onnxfuzz generate ({mark.name}); a "
+                    "campaign goes in a folder of its own: choose another --out"
                 )
             held = [
                 folder

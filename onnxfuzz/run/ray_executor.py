@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from onnxfuzz.errors import BackendError, UsageError
-from onnxfuzz.execute.sandbox import Outcome
+from onnxfuzz.execute.sandbox import Outcome, start_limit
 from onnxfuzz.run.campaign import Campaign, CampaignOptions, Progress, Resumed
 from onnxfuzz.run.shard import Ready, ShardRunner, ShardSetup, Tested, clock_offset, code_digest
 
@@ -64,7 +64,6 @@ CONNECT_TIMEOUT = 5.0  # seconds to reach --address before calling it unreachabl
 # has not ended: its backends' --timeout each (they run at once), a crashed backend's
 # worker started again (up to the pool's start-up limit), the judging's probe runs. Past
 # this much more, the actor is taken as hung.
-WORKER_RESTART_S = 300.0  # BackendPool's startup_timeout, which the shards keep
 SILENCE_SLACK_S = 120.0
 
 
@@ -171,7 +170,7 @@ class RayCampaign(Campaign):
         super().__init__(out, opts, resume, changes)
         # seconds a shard's stream may send nothing before its actor is taken as hung
         self.silence_limit = silence_limit or (
-            WORKER_RESTART_S + 3 * self.opts.timeout + SILENCE_SLACK_S
+            start_limit() + 3 * self.opts.timeout + SILENCE_SLACK_S
         )
         self.hung = 0  # actors killed for their silence
         self.progress = ClusterProgress()

@@ -815,6 +815,17 @@ class InitRaises(_OrtWrapper):
         raise RuntimeError("license server unreachable")
 
 
+class InitHangs(_OrtWrapper):
+    """Its start-up does not end (a license server that never answers): ``__init__``
+    sleeps ``seconds``."""
+
+    name = "init-hangs"
+
+    def __init__(self, op: str = "Add", seconds: str = "3600") -> None:
+        super().__init__(op)
+        time.sleep(float(seconds))
+
+
 class AvailableRaises(_OrtWrapper):
     """available() raises instead of saying why it is not available."""
 

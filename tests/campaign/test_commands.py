@@ -132,6 +132,46 @@ def test_resume_without_a_campaign_and_reuse_of_a_campaign_folder(tmp_path, caps
     assert [p.name for p in (orphans / "bugs").iterdir()] == ["ort-crash-compile-0123abcd"]
 
 
+def test_a_corpus_and_a_campaign_do_not_share_a_folder(tmp_path, capsys) -> None:
+    """`generate --out` into a campaign's folder wrote its cases beside campaign.db, and
+    `fuzz --out` into a corpus's folder wrote campaign.db beside its cases: each is one
+    line naming the folder and what it holds, exit 2, nothing written."""
+    campaign, corpus = tmp_path / "campaign", tmp_path / "corpus"
+    assert _fuzz(campaign, "--tests", "1") == 0
+    assert main(["generate", "--count", "2", "--nodes", "2:4", "--out", str(corpus)]) == 0
+    capsys.readouterr()
+    assert main(["generate", "--count", "2", "--out", str(campaign)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"onnxfuzz: error: --out: {campaign} holds a fuzz campaign (campaign.db); a corpus "
+        "goes in a folder of its own: choose another --out\n"
+    ), err
+    assert _fuzz(corpus, "--tests", "1") == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"onnxfuzz: error: --out: {corpus} holds a corpus of onnxfuzz generate (index.json); "
+        "a campaign goes in a folder of its own: choose another --out\n"
+    ), err
+    assert not list(campaign.glob("test_*")) and not (campaign / "index.json").exists()
+    assert not (corpus / "campaign.db").exists()
+
+
+def test_a_reference_that_is_not_among_the_backends_is_said_to_be_a_third(tmp_path, capsys) -> None:
+    """`--reference X` beside two --backend flags that do not name X runs X as a third
+    backend (its start and probe can take minutes): it was done without a word."""
+    assert _fuzz(tmp_path / "a", "--tests", "1", "--reference", "onnx-reference") in (0, 1)
+    err = capsys.readouterr().err
+    third = "--reference onnx-reference is not among the --backend flags: it is run as a third"
+    assert err.count(third) == 1, err
+    store = Store(tmp_path / "a" / "campaign.db")
+    try:
+        assert set(store.get_meta("names")) == {"ort", "ort:opt=none", "onnx-reference"}
+    finally:
+        store.close()
+    assert _fuzz(tmp_path / "b", "--tests", "1", "--reference", "ort") in (0, 1)
+    assert "is not among the --backend flags" not in capsys.readouterr().err
+
+
 def test_an_empty_time_budget_is_refused_before_anything_is_written(tmp_path, capsys) -> None:
     out = tmp_path / "c"
     argv = ["fuzz", "--backend", "ort", "--backend", "ort:opt=none", "--out", str(out)]

@@ -15,12 +15,16 @@ import pytest
 ADAPTERS = Path(__file__).resolve().parent / "adapters.py"
 
 
-def onnxfuzz(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def onnxfuzz(
+    *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The command line in a subprocess (``env``: variables set for it)."""
     return subprocess.run(
         [sys.executable, "-m", "onnxfuzz", *argv],
         capture_output=True,
         text=True,
         cwd=cwd,
+        env={**os.environ, **(env or {})},
         timeout=600,
     )
 
@@ -188,6 +192,29 @@ def test_an_adapter_failing_to_start_is_named_with_its_hook(
     )
     assert r.returncode == 2, r.stdout + r.stderr
     assert one_error_line(r) == f"onnxfuzz: error: adapter {spec}: {says}"
+
+
+def test_an_adapter_whose_start_up_hangs_is_said_then_one_error_naming_where(
+    tmp_path: Path,
+) -> None:
+    """An adapter whose __init__ never returns held `fuzz` silent for the worker's 300 s
+    start-up limit. Its start is said on stderr while it lasts, and at the limit
+    ($ONNXFUZZ_START_TIMEOUT, small here) it is one error naming the adapter and where it
+    hung, exit 2, nothing written."""
+    spec = f"{ADAPTERS}:InitHangs"
+    out = tmp_path / "c"
+    argv = ["fuzz", "--backend", "ort", "--backend", spec, "--tests", "2", "--out", str(out)]
+    r = onnxfuzz(*argv, env={"ONNXFUZZ_START_TIMEOUT": "4"})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"starting backend {spec} has taken 2 s (its adapter's import, __init__" in r.stderr
+    line = one_error_line(r)
+    assert line.startswith(f"onnxfuzz: error: backend {spec}: its start-up "), line
+    assert "hung: no answer within 4 s, stuck in __init__ (adapters.py)" in line, line
+    assert "ONNXFUZZ_START_TIMEOUT=SECONDS" in line, line
+    assert not out.exists()
+    r = onnxfuzz(*argv, env={"ONNXFUZZ_START_TIMEOUT": "soon"})
+    assert r.returncode == 2
+    assert one_error_line(r).startswith("onnxfuzz: error: ONNXFUZZ_START_TIMEOUT=soon: give ")
 
 
 def test_outputs_under_names_of_the_adapters_own_are_one_error_and_the_out_is_reusable(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -172,6 +174,49 @@ def test_a_killed_run_is_finished_by_the_next(tmp_path: Path) -> None:
         name = f"test_{i:06d}/model.onnx"
         assert (out / name).read_bytes() == (fresh / name).read_bytes()
     shutil.rmtree(fresh)
+
+
+def test_ctrl_c_says_how_to_continue_and_the_same_command_does(tmp_path: Path) -> None:
+    """Ctrl-C exited 3, whose meaning was "fuzz --resume continues it". It says to run
+    the same command again, which continues the corpus; the options are in index.json from
+    the first case on (a run stopped before its first index write let a rerun with
+    another --seed go on into the same corpus)."""
+    out = tmp_path / "corpus"
+    cmd = [sys.executable, "-m", "onnxfuzz", *ARGS[:2], "400", *ARGS[3:], "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    journal = out / ".journal.jsonl"
+    for _ in range(600):  # wait until some cases are written, then Ctrl-C
+        if journal.exists() and journal.read_text().count("\n") >= 5:
+            break
+        subprocess.run(["sleep", "0.05"])
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    said = err.strip().splitlines()[-1]
+    assert re.fullmatch(
+        rf"interrupted: \d+ of 400 cases are in {re.escape(str(out))}; run the same command "
+        "again to continue it",
+        said,
+    ), err
+    assert _run(*ARGS[:4], "8", *ARGS[5:], "--out", str(out)) == 2  # --seed 8: refused
+    assert _run(*ARGS, "--out", str(out)) == 0
+    fresh = tmp_path / "fresh"
+    assert _run(*ARGS, "--out", str(fresh)) == 0
+    for i in range(12):
+        name = f"test_{i:06d}/model.onnx"
+        assert (out / name).read_bytes() == (fresh / name).read_bytes()
+
+
+def test_a_corpus_holding_more_than_count_says_so(tmp_path: Path, capsys) -> None:
+    """It read "12 cases in DIR (0 new, 5 already there)": 5 of what?"""
+    out = tmp_path / "corpus"
+    assert _run(*ARGS, "--out", str(out)) == 0
+    capsys.readouterr()
+    assert _run(*ARGS[:2], "5", *ARGS[3:], "--out", str(out)) == 0
+    said = capsys.readouterr().out
+    assert f"12 cases in {out} (0 new; 12 were already there, more than --count 5; " in said
+    assert _run(*ARGS, "--out", str(out)) == 0
+    assert f"12 cases in {out} (0 new, 12 already there; " in capsys.readouterr().out
 
 
 def test_changed_options_are_refused_naming_the_flag(tmp_path: Path, capsys) -> None:

@@ -48,6 +48,7 @@ INDEX = "index.json"
 PREFIX = "test_"  # what onnx.backend.test.runner requires of a case's folder name
 LEGACY_PREFIX = "case_"  # corpora written before: continued under their own names
 TOLERANCE_FILE = "data.json"  # per-case rtol/atol, read by onnx.backend.test.loader
+CAMPAIGN_DB = "campaign.db"  # what a folder of `onnxfuzz fuzz` holds (onnxfuzz.run.campaign)
 # atol, rtol for a model that computes in float16: judge.oracle's float16 default, the
 # field notes' 1e-2..2e-2 (CPU runtimes compute some float16 ops in float32, ORT #22866)
 FLOAT16_TOLERANCE = {"atol": 1e-2, "rtol": 2e-2}
@@ -294,6 +295,20 @@ def _write_index(
     os.replace(tmp, out / INDEX)
 
 
+def corpus_mark(folder: Path) -> Path | None:
+    """The file that shows ``folder`` holds a corpus of ``onnxfuzz generate``: its index,
+    or the journal of a run stopped before writing one; None where neither is there."""
+    journal = folder / JOURNAL
+    if journal.is_file():
+        return journal
+    index = folder / INDEX
+    try:
+        data = json.loads(index.read_text())
+    except (OSError, ValueError):  # none, or not JSON: not our index
+        return None
+    return index if isinstance(data, dict) and {"options", "cases"} <= data.keys() else None
+
+
 def export_corpus(
     out: Path,
     cfg: Config,
@@ -302,6 +317,12 @@ def export_corpus(
     reference: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> Summary:
+    if (out / CAMPAIGN_DB).exists():
+        # cases beside a campaign's bundles and database: neither tool reads the mix
+        raise UsageError(
+            f"--out: {out} holds a fuzz campaign ({CAMPAIGN_DB}); a corpus goes in a "
+            "folder of its own: choose another --out"
+        )
     out.mkdir(parents=True, exist_ok=True)
     options = options_record(cfg, seed, reference)
     cases, writing = _load_state(out, options)
@@ -313,6 +334,10 @@ def export_corpus(
             shutil.rmtree(stale)
     summary = Summary()
     encoded: EncodedCases = {}
+    # The options are recorded before the first case: the journal holds none, and a run
+    # stopped before its first index write (Ctrl-C, a kill) let a rerun with other
+    # options go on into the same corpus.
+    _write_index(out, options, cases, encoded)
     start = time.perf_counter()
     last_index = start
     with open(out / JOURNAL, "a") as journal:
