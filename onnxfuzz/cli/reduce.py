@@ -503,6 +503,7 @@ def _reduce(
         click.echo(f"inputs drawn with {said} (choose with --dim NAME=N)", err=True)
     reference, backend = backends
     again = ["onnxfuzz", "reduce", str(dest / "model.onnx"), "--backend", reference]
+    again += ["--inputs", str(dest / "test_data_set_0")]  # the values it failed on
     again += ["--backend", backend] + (["--match", match] if match is not None else [])
     smallest.dest, smallest.nodes, smallest.again = dest, len(model.graph.node), shlex.join(again)
     with BackendPool(backends, timeout=timeout) as pool:

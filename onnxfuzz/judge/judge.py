@@ -21,6 +21,7 @@ from onnxfuzz.judge.budget import beyond_screen, lone_op_error, over_budget
 from onnxfuzz.judge.checks import NOT_A_BUG, Check, Mismatch
 from onnxfuzz.judge.declared import declared_outputs, departures
 from onnxfuzz.judge.localize import (
+    cut_divergence,
     first_divergence,
     first_rerun_divergence,
     off_path_note,
@@ -320,6 +321,17 @@ class Judge:
                 return Judgement(
                     Verdict.UNSTABLE, v.stage, v.kind, culprit, v.message + "\n" + why
                 ), culprit
+        if div is not None and div.node is None and v.kind in ("values", "precision"):
+            # exposing every intermediate undid it (a fusion): the model cut after one
+            # node at a time, back from the output (after the checks: a cut costs a run)
+            cut = cut_divergence(model, v.output, base, label, probe, self.config, tol_dtypes)
+            if cut is not None:
+                culprit = cut.output[0]
+                v.message += (
+                    f"\nfirst diverging node: {cut.name} ({cut.op_type}), in the model cut "
+                    "after it (with every intermediate exposed, none differs: a rewrite "
+                    "across nodes, such as a fusion, that exposing them undoes)"
+                )
         return v, culprit
 
 

@@ -3,8 +3,11 @@
 The model is run again on both backends with every node output exposed as a graph output
 (as ``polygraphy --onnx-outputs mark all`` does); walking the nodes in topological order,
 the first whose output is outside tolerance is blamed. Exposing outputs can disable the
-fusion that caused the bug: then the mismatch is not localized and the caller falls back
-to the producer of the first mismatching graph output.
+fusion that caused the bug: then the model is cut instead, after one node at a time, from
+the mismatching output back along the path while a cut still mismatches (a fusion stays
+whole where its output is the cut's output: a wrong MatMul -> Add fusion was blamed on
+whichever op followed the Add, Gelu, Tanh, Split, and filed as 19 bugs); without a cut
+that mismatches, the caller falls back to the producer of the mismatching graph output.
 
 The first diverging node's inputs agree within tolerance. If the *reference* backend, fed
 the other backend's values of those inputs, reproduces the other backend's output, the
@@ -53,6 +56,10 @@ class Divergence:
 # Diverging nodes tried for one that is wrong alone, past the first that is right alone:
 # each costs a run of either backend on the node alone.
 GUILTY_TRIES = 6
+
+# Cuts of a model tried where exposing its intermediates undoes the mismatch: each costs a
+# run of both backends (a TVM compile each).
+MAX_CUTS = 8
 
 # A node's float32 outputs beyond its op's error budget: why, or None (``budget.over_budget``,
 # passed in: the budgets build on this module).
@@ -254,6 +261,75 @@ def first_divergence(
     if right is not None:
         return Divergence(right, False, have, want, right_alone=True)
     return Divergence(None, False, have, want)
+
+
+def cut_model(model: onnx.ModelProto, outputs: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
+    """``model`` cut after the nodes that make ``outputs``: those the graph's outputs, the
+    nodes they do not depend on dropped (its inputs and initializers stay, so the same
+    feeds run it)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    keep: set[int] = set()
+    for vi in outputs:
+        keep |= ancestors(g, vi.name) or set()
+    nodes = [n for k, n in enumerate(g.node) if k in keep]
+    del g.node[:]
+    g.node.extend(nodes)
+    del g.output[:]
+    g.output.extend(outputs)
+    return m
+
+
+def cut_divergence(
+    model: onnx.ModelProto,
+    output: str,
+    reference: str,
+    backend: str,
+    run: Callable[[bytes], dict[str, Outcome]],
+    cfg: OracleConfig,
+    tol_dtypes: dict[str, str] | None,
+) -> onnx.NodeProto | None:
+    """The first node, going back from the one that makes ``output``, whose outputs differ
+    between the backends in ``model`` cut after it (``cut_model``): from each node so
+    found, the makers of what it reads are cut after in turn; None where the maker of
+    ``output`` is as far back as it goes (or no cut ran), ``MAX_CUTS`` cuts at most. For
+    a mismatch no exposed intermediate shows (``first_divergence``'s node None)."""
+    g = model.graph
+    made = {t: n for n in g.node for t in n.output if t}
+    typed = {vi.name: vi for vi in expose_all(model).graph.output}
+
+    def makers(n: onnx.NodeProto, seen: set[int]) -> list[onnx.NodeProto]:
+        # the makers of what it reads (its inputs, then what its bodies read outside);
+        # through one of no tensor output (a sequence, an optional: no graph output), the
+        # makers of what that one reads
+        ms: list[onnx.NodeProto] = []
+        for t in dict.fromkeys([*n.input, *sorted(reads(n) - set(n.input))]):
+            m = made.get(t)
+            if m is None or id(m) in seen:
+                continue
+            seen.add(id(m))
+            ms += [m] if any(o in typed for o in m.output) else makers(m, seen)
+        return ms
+
+    node, found, cuts = made.get(output), None, 0
+    while node is not None:
+        back = None
+        for maker in makers(node, set()):
+            outs = [typed[o] for o in maker.output if o in typed]
+            if cuts >= MAX_CUTS:
+                break
+            cuts += 1
+            ran = run(cut_model(model, outs).SerializeToString())
+            ref, got = ran.get(reference), ran.get(backend)
+            if ref is None or got is None or not ref.status == got.status == Status.OK:
+                continue
+            want, have = ref.outputs or {}, got.outputs or {}
+            if _differs(maker, reference, want, backend, have, cfg, tol_dtypes, None):
+                back = found = maker
+                break
+        node = back
+    return found
 
 
 def off_path_note(node: onnx.NodeProto, backend: str, output: str) -> str:

@@ -10,6 +10,7 @@ the reference and runs under the adapter.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -235,3 +236,109 @@ def test_a_lone_precision_error_is_quoted_from_the_node_run_alone() -> None:
     assert "Sigmoid (sigmoid0) alone, on the same input values, is off by up to 0.002" in (
         v.message
     ), v.message
+
+
+FUSED = "tests/campaign/adapters.py:WrongFusion:first=MatMul,then=Add,dtype=float32"
+
+
+def _matmul_add_tail(tail: list[str]) -> tuple[object, dict]:
+    """MatMul -> Add (a bias) -> ``tail`` ops, each elementwise on the last's output."""
+    f32 = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul0"),
+        helper.make_node("Add", ["m", "b"], ["a"], name="add0"),
+    ]
+    last = "a"
+    for k, op in enumerate(tail):
+        nodes.append(helper.make_node(op, [last], [f"t{k}"], name=f"{op.lower()}{k}"))
+        last = f"t{k}"
+    nodes[-1].output[0] = "y"
+    inits = [
+        numpy_helper.from_array(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), "w"),
+        numpy_helper.from_array(np.full(4, 0.25, np.float32), "b"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "fused",
+        [helper.make_tensor_value_info("x", f32, [2, 3])],
+        [helper.make_tensor_value_info("y", f32, [2, 4])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model, {"x": np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)}
+
+
+def test_a_fusion_that_exposing_undoes_is_blamed_on_its_last_node_by_cutting() -> None:
+    """A MatMul -> Add fusion wrong only while MatMul's output stays inside (as a compiler
+    fuses): with every intermediate exposed nothing differs, and the mismatch was blamed
+    on whichever op came after the Add (an audit's one planted fusion bug was filed as 19
+    bundles, "values in Gelu output", "... Tanh output", ..., 18 of them not minimal). The
+    model cut after the Add still fuses and is wrong; cut after the MatMul it is right."""
+    for tail in (["Tanh", "Neg"], ["Sigmoid"]):
+        model, inputs = _matmul_add_tail(tail)
+        got = _assess(FUSED, model, inputs)
+        v = got.judgement
+        assert v.verdict == Verdict.MISMATCH, v.message
+        assert got.signature.endswith("|values in Add output"), (tail, got.signature)
+        assert "first diverging node: add0 (Add), in the model cut after it" in v.message
+
+
+def test_a_fusion_bug_reduces_to_the_fused_pair(tmp_path) -> None:
+    """``onnxfuzz reduce`` of the fused pair with ops after it: 4 -> 4 nodes before (the
+    signature named the last op, so no op after the Add could go), the pair now."""
+    import onnx
+
+    from onnxfuzz.cli.main import main
+
+    model, inputs = _matmul_add_tail(["Tanh", "Neg"])
+    path = tmp_path / "fused.onnx"
+    onnx.save(model, path)
+    out = tmp_path / "reduced"
+    argv = ["reduce", str(path), "--backend", "ort", "--backend", FUSED, "--out", str(out)]
+    assert main(argv) == 0
+    reduced = onnx.load(out / "model.onnx")
+    assert [n.op_type for n in reduced.graph.node] == ["MatMul", "Add"], reduced.graph.node
+
+
+def test_a_cut_goes_back_through_a_sequence_to_the_fusion() -> None:
+    """MatMul -> Add -> SplitToSequence -> SequenceAt: a sequence is no graph output, so
+    no cut can end at SplitToSequence; the walk goes through it to the Add (an audit's
+    fusion bug kept three bundles so: SequenceAt, and OptionalGetElement twice)."""
+    model, inputs = _matmul_add_tail([])
+    g = model.graph
+    g.node[-1].output[0] = "a"
+    pos = numpy_helper.from_array(np.array(0, np.int64), "pos")
+    g.initializer.append(pos)
+    g.node.extend(
+        [
+            helper.make_node("SplitToSequence", ["a"], ["q"], axis=0, name="split0"),
+            helper.make_node("SequenceAt", ["q", "pos"], ["y"], name="at0"),
+        ]
+    )
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4]))
+    got = _assess(FUSED, model, inputs)
+    assert got.signature.endswith("|values in Add output"), got.signature
+
+
+def test_a_cut_goes_back_to_the_fusion_an_if_branch_reads() -> None:
+    """MatMul -> Add, read inside an If's branches (not an input of the If node): the walk
+    follows what the bodies read (the audit's fusion bug kept a MatMul -> Add -> If)."""
+    model, inputs = _matmul_add_tail([])
+    g = model.graph
+    g.node[-1].output[0] = "a"
+    f32 = TensorProto.FLOAT
+
+    def branch(op: str) -> onnx.GraphProto:
+        out = helper.make_tensor_value_info(f"b_{op}", f32, [2, 4])  # names are model-wide
+        node = helper.make_node(op, ["a"], [out.name])
+        return helper.make_graph([node], op.lower(), [], [out])
+
+    g.initializer.append(numpy_helper.from_array(np.array(True), "c"))
+    g.node.append(
+        helper.make_node(
+            "If", ["c"], ["y"], then_branch=branch("Neg"), else_branch=branch("Abs"), name="if0"
+        )
+    )
+    got = _assess(FUSED, model, inputs)
+    assert got.signature.endswith("|values in Add output"), got.signature
