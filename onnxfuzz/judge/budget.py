@@ -257,9 +257,14 @@ def over_budget(
         worst = float(np.nan_to_num(rel, nan=np.inf).max())
         ulps = float(np.nan_to_num(err[bad] / np.spacing(np.abs(w[bad])), nan=np.inf).max())
         nudged = f", and beyond what {NUDGE_ULPS}-ulp nudges of its inputs move" if reach else ""
+        # the values too: "off by 0.00317 relative" alone read as rounding noise where
+        # every element was off by exactly 1 (-314.124 for -315.124)
+        at = np.unravel_index(int(np.argmax(np.where(bad, err, -1.0))), w.shape)
         return (
             f"{node.op_type} ({node.name or name}) alone, on the same input values, is off by up "
-            f"to {worst:.3g} relative ({ulps:.3g} float32 ulps) in {int(bad.sum())}/{w.size} "
+            f"to {worst:.3g} relative ({ulps:.3g} float32 ulps; max abs error "
+            f"{float(err[bad].max()):.6g}, {float(g[at]):.7g} for {float(w[at]):.7g} at "
+            f"{list(map(int, at))}) in {int(bad.sum())}/{w.size} "
             f"elements of {name}: beyond its {b.name} budget (rel {b.rel:.3g}, atol "
             f"{b.atol:.3g}{nudged}; see onnxfuzz.judge.budget)"
         )

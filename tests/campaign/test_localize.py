@@ -9,6 +9,8 @@ the reference and runs under the adapter.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -236,6 +238,12 @@ def test_a_lone_precision_error_is_quoted_from_the_node_run_alone() -> None:
     assert "Sigmoid (sigmoid0) alone, on the same input values, is off by up to 0.002" in (
         v.message
     ), v.message
+    # and by how much in its own units, at which element (a +1 bug read as noise without)
+    number = r"([0-9.e-]+)"
+    said = re.search(rf"max abs error {number}, {number} for {number} at \[\d+\]", v.message)
+    assert said is not None, v.message
+    err, got_at, want_at = map(float, said.groups())
+    assert abs(abs(got_at - want_at) - err) <= 1e-6 and got_at > want_at > 0, v.message
 
 
 FUSED = "tests/campaign/adapters.py:WrongFusion:first=MatMul,then=Add,dtype=float32"

@@ -40,7 +40,7 @@ from onnxfuzz import __version__
 from onnxfuzz.errors import UsageError
 from onnxfuzz.generate.build.generator import Case, Generator
 from onnxfuzz.generate.corpus.testdata import write_outputs, write_test
-from onnxfuzz.generate.corpus.validate import all_finite, run_reference
+from onnxfuzz.generate.corpus.validate import all_finite, half_step_doubt, run_reference
 from onnxfuzz.generate.lang.config import OMITTED, Config
 
 JOURNAL = ".journal.jsonl"
@@ -148,7 +148,8 @@ def write_case(folder: Path, case: Case, reference: bool) -> dict[str, Any]:
     feeds = case.make_inputs(case.seed)
     folder.mkdir()  # here, so write_test makes its data folder with one call
     data = write_test(folder, case.model, feeds, [name for name, _, _ in case.inputs])
-    if computes_in_float16(case.model):
+    half = computes_in_float16(case.model)
+    if half:
         (folder / TOLERANCE_FILE).write_text(json.dumps(FLOAT16_TOLERANCE))
     entry: dict[str, Any] = {
         "seed": case.seed,
@@ -163,6 +164,12 @@ def write_case(folder: Path, case: Case, reference: bool) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001 - recorded, never fatal to the corpus
             entry["reference_error"] = str(e).splitlines()[0][:300]
             return entry
+        if half:  # a flipped comparison no tolerance absorbs: none rather than wrong ones
+            tol = (FLOAT16_TOLERANCE["atol"], FLOAT16_TOLERANCE["rtol"])
+            doubt = half_step_doubt(case.model, feeds, outs, tol)
+            if doubt is not None:
+                entry["reference_error"] = doubt
+                return entry
         write_outputs(data, case.model, outs)
         entry["finite"] = all_finite(outs)
     return entry
