@@ -4,6 +4,7 @@ below --opset, and the specs follow the op versions of 27 and 28."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -111,3 +112,35 @@ def test_mixed_models_above_ort_are_valid_and_finite(opset: int) -> None:
             bad.append((seed, case.ops, v.problems[:1] or ["non-finite output"]))
     assert not bad, bad[:3]
     assert unchecked < 80 // 4, unchecked
+
+
+def test_averagepools_ceil_mode_fault_is_listed_exactly_where_the_evaluator_errs() -> None:
+    """AveragePool with ceil_mode: the evaluator averages a last window that reaches two
+    or more elements past the input wrong (an opset-28 corpus stored its 0.646 where the
+    average is 0.093). The listed fault applies exactly where it disagrees with ONNX
+    Runtime, over 1-D and 2-D windows of several lengths, kernels and strides."""
+    import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
+
+    from onnxfuzz.generate.corpus.reference_limits import reference_limits
+
+    rng = np.random.default_rng(0)
+    cases = [([1, 1, n], [k], [s]) for n in range(4, 10) for k in (2, 3, 4) for s in (2, 3, 4)]
+    cases += [([3, 1, 4, 4], [3, 2], [3, 2]), ([1, 1, 5, 5], [3, 3], [3, 3])]
+    listed = 0
+    for shape, k, s in cases:
+        node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=k, strides=s)
+        node.attribute.append(helper.make_attribute("ceil_mode", 1))
+        x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+        y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        graph = helper.make_graph([node], "g", [x_info], [y_info])
+        opset = [helper.make_opsetid("", 21)]
+        model = helper.make_model(graph, opset_imports=opset, ir_version=10)
+        x = rng.standard_normal(shape).astype(np.float32)
+        want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+        got = ReferenceEvaluator(model).run(None, {"x": x})[0]
+        errs = got.shape != want.shape or not np.allclose(got, want, 1e-4, 1e-5)
+        faulted = any(lim.op == "AveragePool" for lim in reference_limits(model))
+        assert faulted == errs, (shape, k, s, got, want)
+        listed += faulted
+    assert listed > 0 and listed < len(cases), listed  # both kinds were tried
