@@ -4,6 +4,7 @@
     DIR/test_<i>/test_data_set_0/input_<k>.pb, output_<k>.pb   (outputs: ONNX Runtime CPU)
     DIR/test_<i>/data.json       (only where a float16 tensor is computed: its tolerance)
     DIR/index.json                                             (case -> seed, ops, dtypes, ...)
+    DIR/README.md        (how to run it: the reference, the tolerances, the cases without outputs)
 
 Case folders are named ``test_*`` because ONNX's ``onnx.backend.test.runner.Runner`` loads
 only those (``load_model_tests(data_dir=PARENT, kind=DIR's name)``), at rtol 1e-3 and
@@ -39,6 +40,8 @@ import onnx
 from onnxfuzz import __version__
 from onnxfuzz.errors import UsageError
 from onnxfuzz.generate.build.generator import Case, Generator
+from onnxfuzz.generate.corpus.readme import NAME as README
+from onnxfuzz.generate.corpus.readme import corpus_readme
 from onnxfuzz.generate.corpus.testdata import write_outputs, write_test
 from onnxfuzz.generate.corpus.validate import all_finite, half_step_doubt, run_reference
 from onnxfuzz.generate.lang.config import OMITTED, Config
@@ -374,6 +377,8 @@ def export_corpus(
                 _write_index(out, options, cases, encoded)
                 last_index = now
     _write_index(out, options, cases, encoded)
+    halves = sum((out / name / TOLERANCE_FILE).exists() for name in cases)
+    (out / README).write_text(corpus_readme(options, cases, halves))
     (out / JOURNAL).unlink(missing_ok=True)
     summary.seconds = time.perf_counter() - start
     summary.total = len(cases)

@@ -1,0 +1,102 @@
+"""``DIR/README.md`` of an exported corpus: what a compiler engineer needs to run it
+without reading onnxfuzz's own README (an audit found the folder documented nothing: no
+tolerance, no reference producer, no word on the cases without expected outputs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+
+from onnxfuzz import __version__
+from onnxfuzz.generate.lang.config import ORT_MAX_OPSET
+
+NAME = "README.md"
+
+
+def _ort_version() -> str:
+    try:
+        import onnxruntime
+
+        return str(onnxruntime.__version__)
+    except ImportError:  # --no-reference on a machine without it
+        return "not installed"
+
+
+def corpus_readme(options: dict[str, Any], cases: dict[str, dict[str, Any]], float16: int) -> str:
+    """The README's text for a corpus of ``cases`` (index entries) made with ``options``;
+    ``float16``: how many cases have a float16 ``data.json``."""
+    missing = sorted(name for name, e in cases.items() if "reference_error" in e)
+    with_outputs = options.get("reference", True)
+    opsets = sorted({int(e.get("opset", 0)) for e in cases.values()})
+    beyond = [o for o in opsets if o > ORT_MAX_OPSET]
+    lines = [
+        "# ONNX test corpus (onnxfuzz generate)",
+        "",
+        f"{len(cases)} cases in ONNX's backend-test layout: `test_<i>/model.onnx` and "
+        "`test_<i>/test_data_set_0/input_<k>.pb`"
+        + (", `output_<k>.pb`" if with_outputs else "")
+        + f". Case i is seed {options.get('seed', 0)} + i; `index.json` gives each case's "
+        "seed, ops, element types and opset, and the options the corpus was made with "
+        "(rerun the same `onnxfuzz generate` command to continue it, byte for byte).",
+        "",
+        f"Made with onnxfuzz {__version__}, onnx {onnx.__version__}.",
+    ]
+    if with_outputs:
+        producer = (
+            f"ONNX Runtime {_ort_version()} CPU, graph optimizations off, one thread"
+            + (
+                f"; at opset {', '.join(map(str, beyond))} (past what ONNX Runtime runs) "
+                "the ONNX reference evaluator"
+                if beyond
+                else ""
+            )
+        )
+        lines += [
+            "",
+            "## Expected outputs",
+            "",
+            f"From {producer}. Compare with ONNX's own runner, which loads folders named "
+            "`test_*` (your backend: an `onnx.backend.base.Backend`):",
+            "",
+            "```python",
+            "import unittest",
+            "from onnx.backend.test.loader import load_model_tests",
+            "from onnx.backend.test.runner import Runner",
+            "",
+            "runner = Runner(YourBackend, __name__)",
+            "runner._test_items.clear()  # this corpus only, not ONNX's own tests",
+            'for case in load_model_tests(data_dir="PARENT_OF_THIS_FOLDER", kind="THIS_FOLDER"):',
+            '    runner._add_model_test(case, "Corpus")',
+            "unittest.TextTestRunner().run(runner.test_suite)",
+            "```",
+            "",
+            "Tolerance: the runner's defaults (rtol 1e-3, atol 1e-7), except in the "
+            f"{float16} cases with a `data.json`: their model computes in float16 or "
+            "bfloat16, and two right runtimes differ there by more (atol 1e-2, rtol 2e-2). "
+            "The runner applies one tolerance to every output of a case, integer ones too, "
+            "and atol 1e-7 is tight for a float32 result that cancels to near zero: judge "
+            "such a failure by its size before filing it.",
+        ]
+        if missing:
+            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            shown = ", ".join(missing[:10]) + more
+            lines += [
+                "",
+                f"{len(missing)} cases have no expected outputs ({shown}): `index.json` says "
+                "why in their `reference_error` (a documented fault of the reference "
+                "evaluator, a float16 comparison ONNX Runtime computes on values it kept in "
+                "float32, an error of the reference). ONNX's runner fails them "
+                "(\"ACTUAL: n DESIRED: 0\"): skip them, or use them to check that your "
+                "backend compiles and runs the model.",
+            ]
+    else:
+        lines += ["", "No expected outputs (`--no-reference`): the models and their inputs only."]
+    lines += [
+        "",
+        "Every model passes `onnx.checker.check_model(full_check=True)` and strict shape "
+        "inference. A converter that builds a training-mode module (onnx2torch: call "
+        "`.eval()`) makes Dropout and BatchNormalization differ.",
+        "",
+    ]
+    return "\n".join(lines)
