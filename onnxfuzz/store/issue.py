@@ -198,6 +198,7 @@ def issue_markdown(bundle: Path) -> str:
             else ""
         )
         + f"```\n{actual}\n```"
+        + _names_said(actual, renamed)
         + _value_errors(bundle, meta),
         "triage": _tvm_triage(culprit),
         "versions": _versions(meta),
@@ -358,6 +359,23 @@ _PROJECTS = {
 
 
 _KIND_WORDS = {"dtype": "element type", "shape": "shape", "values": "values", "missing": "outputs"}
+
+
+def _names_said(said: str, renamed: dict[str, str]) -> str:
+    """Which tensor of the renamed model text each name in ``said`` (a run's own words,
+    model.onnx's names, as the reproducers print them) is: "output conv0_out" under a
+    model text that calls it y read as two naming schemes."""
+    found = [
+        f"{old} is `{new}`"
+        for old, new in renamed.items()
+        if re.search(rf"(?<![\w.]){re.escape(old)}(?![\w.])", said)
+    ]
+    if not found:
+        return ""
+    return (
+        "\n\n(Names as model.onnx and the reproducers say them; in the model text above, "
+        f"{', '.join(found)}.)"
+    )
 
 
 def _follows_text(meta: dict[str, Any], renamed: dict[str, str]) -> str:

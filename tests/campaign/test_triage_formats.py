@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,13 @@ def test_issue_md_says_what_the_reduced_model_does(tmp_path: Path) -> None:
         assert meta["reduced_nodes"] < meta["nodes"]
         actual = (b / "issue.md").read_text().split("### Actual behavior")[1]
         assert said.splitlines()[0] in actual
+        # the run's words keep model.onnx's names: which the model text renamed is said
+        from onnxfuzz.store.readable import model_text
+
+        _, names = model_text(onnx.load(str(b / "reduced" / "model.onnx")))
+        shown = [t for t in names if re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", said)]
+        assert shown, (said, names)
+        assert all(f"{t} is `{names[t]}`" in actual for t in shown), actual
         original = (b / "log.txt").read_text().splitlines()[2]
         if original != said.splitlines()[0]:
             assert original not in actual
