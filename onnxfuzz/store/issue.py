@@ -604,8 +604,10 @@ def _opinion(meta: dict[str, Any], name: str) -> str:
 
 def _actual(log: list[str], message_text: str | None = None) -> str:
     """log.txt's message (after its title line; ``message_text`` in its place where
-    given), and the crash site's frames where the evidence has them; not the adapter's
-    Python traceback (onnxfuzz's own code)."""
+    given), and the crash site's frames where the evidence has them: a native crash's, or
+    the Python traceback's last frames outside onnxfuzz's own code (a user adapter's
+    compile that raised was shown by its message alone, its file and line only in
+    log.txt)."""
     if message_text:
         message = [*message_text.splitlines(), ""]
     else:
@@ -618,7 +620,49 @@ def _actual(log: list[str], message_text: str | None = None) -> str:
                     break
                 site.append(frame)
             break
+    if not site:
+        site = _raised_at(log)
     return "\n".join((message + ([""] if site else []) + site)[:MAX_LOG_LINES]).strip()
+
+
+PYTHON_FRAMES = 4  # a traceback's last frames outside onnxfuzz shown in issue.md
+
+
+def _own_code() -> tuple[str, ...]:
+    """Where onnxfuzz's code lives, as a traceback names it: the package and its shipped
+    adapters (``onnxfuzz.backends``, a folder of its own in a source checkout)."""
+    import importlib.util
+
+    places = {str(Path(__file__).resolve().parents[1]) + "/", "/site-packages/onnxfuzz/"}
+    spec = importlib.util.find_spec("onnxfuzz.backends")
+    for where in (spec.submodule_search_locations or []) if spec else []:
+        places.add(str(Path(where).resolve()) + "/")
+    return tuple(sorted(places))
+
+
+def _raised_at(log: list[str]) -> list[str]:
+    """The last ``PYTHON_FRAMES`` frames (file line and its code) of log.txt's first
+    Python traceback that are not onnxfuzz's own code, under a heading; none without."""
+    start = next((i for i, line in enumerate(log) if line.startswith("Traceback (")), None)
+    if start is None:
+        return []
+    frames: list[list[str]] = []
+    for line in log[start + 1 :]:
+        if line.startswith('  File "'):
+            frames.append([line])
+        elif line.startswith("    ") and frames and len(frames[-1]) == 1:
+            if line.strip().strip("^~ "):  # the code, not the carets under it
+                frames[-1].append(line)
+        elif not line.startswith(" "):
+            break  # the exception's own line: the traceback ends
+    theirs = [f for f in frames if not any(part in f[0] for part in _own_code())]
+    if not theirs:
+        return []
+    # a file by its name: a path is this machine's (and a user's home folder)
+    shown = [[re.sub(r'File "[^"]*/([^"/]+)"', r'File "\1"', f[0]), *f[1:]] for f in theirs]
+    return ["Raised at (Python traceback, onnxfuzz's own frames left out):"] + [
+        line for f in shown[-PYTHON_FRAMES:] for line in f
+    ]
 
 
 def _inputs_table(folder: Path, names: dict[str, str] | None = None) -> str:

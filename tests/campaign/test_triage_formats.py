@@ -38,6 +38,10 @@ def test_every_bundle_has_an_issue_to_file(campaign: Path) -> None:
         assert "| input | type | shape | values |" in text
         assert "### Expected behavior" in text and "as it does in ort" in text
         assert "InternalError: lowering of Mul failed" in text  # what happened
+        # and where, in the adapter's own code (it was in log.txt alone), by file name
+        actual = text.split("### Actual behavior")[1].split("###")[0]
+        assert 'File "adapters.py", line ' in actual and "in compile" in actual, actual
+        assert "sandbox.py" not in actual, actual
         assert "onnxfuzz.inputs" not in text  # no onnxfuzz-internal metadata
         assert str(ADAPTERS) not in text.split("### Versions")[0]
 
