@@ -91,7 +91,7 @@ def _render(campaign, p) -> object:
     )
     t.add_row("tests", _progress(p, elapsed))
     t.add_row("backend results", _results(p, len(campaign.labels)))
-    t.add_row("distinct bugs", str(p.bugs))
+    t.add_row("bundles", str(p.bugs))
     fired = campaign.optcov.summary() if campaign.optcov is not None else ""
     if fired:
         t.add_row("optimizations fired", fired)

@@ -485,7 +485,8 @@ def print_summary(
         out_console.print(known_table(known))
     for line in documented_fault_lines(store):
         out_console.print(line, soft_wrap=True, markup=False)
-    out_console.print(bug_table(rows, f"distinct bugs (bundles in {out / 'bugs'})"))
+    # bundles, not "distinct bugs": a family above may hold several of one root cause
+    out_console.print(bug_table(rows, f"bundles, one per signature (in {out / 'bugs'})"))
     for line in reduction_lines(rows, out):
         out_console.print(line, soft_wrap=True, markup=False)
     alone = summary_rows(store, reference_alone=True)
