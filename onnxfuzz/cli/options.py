@@ -109,7 +109,10 @@ def generator_options(f=None, *, opset_default: int | None = DEFAULT_OPSET):
         click.option(
             "--dtypes",
             default=None,
-            help="Element types, e.g. float32,int64 (default: all but bfloat16).",
+            help="Element types, e.g. float32,int64 (default: all but bfloat16). An input "
+            "the schema gives one type only keeps it (Xor's bool, Celu's float32, "
+            "NonMaxSuppression's boxes), as do index inputs: --exclude-ops leaves such "
+            "ops out.",
         ),
         click.option(
             "--picking-rate",
