@@ -409,17 +409,7 @@ class _Smallest:
     help=f"The size of a symbolic input dim (batch=4) in generated inputs; "
     f"default {FREE_DIM}. Repeat it.",
 )
-def reduce(
-    model_path: Path,
-    backends: tuple[str, ...],
-    match: str | None,
-    inputs: Path | None,
-    out: Path | None,
-    budget: float,
-    timeout: float,
-    seed: int,
-    dims: tuple[str, ...],
-) -> None:
+def reduce(**options: Any) -> None:
     """Reduce a model that fails on a backend to a small model that fails the same way.
 
     --out gets the reduced model as a bundle: model.onnx and its inputs, the reference's
@@ -430,7 +420,7 @@ def reduce(
     after writing to --out the smallest model that has failed so far, with its inputs."""
     smallest = _Smallest()
     try:
-        _reduce(smallest, model_path, backends, match, inputs, out, budget, timeout, seed, dims)
+        _reduce(smallest, **options)  # the options, typed there
     except KeyboardInterrupt:
         if not smallest.keep():
             raise

@@ -8,6 +8,8 @@ inputs), so ``onnxfuzz triage`` can write it again for any bundle, old ones incl
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import itertools
 import json
 import platform
@@ -628,11 +630,10 @@ def _actual(log: list[str], message_text: str | None = None) -> str:
 PYTHON_FRAMES = 4  # a traceback's last frames outside onnxfuzz shown in issue.md
 
 
+@functools.cache
 def _own_code() -> tuple[str, ...]:
     """Where onnxfuzz's code lives, as a traceback names it: the package and its shipped
     adapters (``onnxfuzz.backends``, a folder of its own in a source checkout)."""
-    import importlib.util
-
     places = {str(Path(__file__).resolve().parents[1]) + "/", "/site-packages/onnxfuzz/"}
     spec = importlib.util.find_spec("onnxfuzz.backends")
     for where in (spec.submodule_search_locations or []) if spec else []:

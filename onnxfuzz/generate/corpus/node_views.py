@@ -40,12 +40,13 @@ def _shapes(g: onnx.GraphProto, out: dict[str, tuple[Shape, int]] | None = None)
         tt = vi.type.tensor_type
         out[vi.name] = (tuple(d.dim_value for d in tt.shape.dim), tt.elem_type)
     out.update({t.name: (tuple(t.dims), t.data_type) for t in g.initializer})
-    for sub in _subgraphs(g):
+    for sub in subgraphs(g):
         _shapes(sub, out)
     return out
 
 
-def _subgraphs(g: onnx.GraphProto) -> list[onnx.GraphProto]:
+def subgraphs(g: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """The subgraphs of ``g``'s nodes (If branches, Loop and Scan bodies), one level down."""
     subs: list[onnx.GraphProto] = []
     for node in g.node:
         for a in node.attribute:
@@ -75,7 +76,7 @@ def node_views(model: onnx.ModelProto, bodies: bool = False) -> list[NodeView]:
     if bodies:
         k = 0
         while k < len(graphs):
-            graphs += _subgraphs(graphs[k])
+            graphs += subgraphs(graphs[k])
             k += 1
     inits = {t.name: t for g in graphs for t in g.initializer}
     opset = _opset(model)

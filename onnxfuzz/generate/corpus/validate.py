@@ -16,6 +16,7 @@ import onnx
 from onnx import helper, shape_inference
 
 from onnxfuzz import dtypes as dt
+from onnxfuzz.generate.corpus.node_views import subgraphs
 from onnxfuzz.generate.corpus.reference_limits import reference_limits
 from onnxfuzz.generate.lang.config import ORT_MAX_OPSET
 from onnxfuzz.generate.lang.spec import op_info
@@ -231,12 +232,8 @@ STEP_OPS = frozenset(_NUMPY_STEPS)
 
 
 def _ops_in(g: onnx.GraphProto) -> set[str]:
-    found = {n.op_type for n in g.node}
-    for n in g.node:
-        for a in n.attribute:
-            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
-                found |= _ops_in(sub)
-    return found
+    """The op types of ``g`` and of every subgraph in it."""
+    return {n.op_type for n in g.node}.union(*(_ops_in(sub) for sub in subgraphs(g)))
 
 
 def half_step_doubt(
