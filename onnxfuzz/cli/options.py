@@ -22,6 +22,10 @@ from onnxfuzz.generate.lang.config import (
     opsets_problem,
 )
 
+# --neighbours' default: ``onnxfuzz.reduce.neighbours.MAX_VARIANTS`` (the command line does
+# not import the reducer to read it; tests/unit/test_neighbours.py holds the two equal)
+NEIGHBOURS = 12
+
 
 class Finite(click.FloatRange):
     """A ``click.FloatRange`` that refuses nan and inf: nan passes every bound (``--timeout

@@ -45,7 +45,8 @@ class CaseOutcome:
     reason: str = ""
 
 
-def _attr(a: onnx.AttributeProto) -> Any:
+def attr_value(a: onnx.AttributeProto) -> Any:
+    """An attribute's value as a spec names it: strings decoded, tensors as arrays."""
     v = helper.get_attribute_value(a)
     if isinstance(v, bytes):
         return v.decode()
@@ -96,7 +97,7 @@ def node_cases() -> list[NodeCase]:
                 if isinstance(data, np.ndarray):
                     shape = tuple(data.shape)
             outputs.append((tt.elem_type, shape))
-        attrs = {a.name: _attr(a) for a in node.attribute}
+        attrs = {a.name: attr_value(a) for a in node.attribute}
         typed = all(vi.type.HasField("tensor_type") for vi in list(g.input) + list(g.output))
         out.append(NodeCase(tc.name, node.op_type, opset, attrs, inputs, outputs, typed))
     return out

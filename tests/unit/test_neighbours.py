@@ -1,0 +1,77 @@
+"""One-change variants (``reduce.variants``) and their trial (``reduce.neighbours``), without
+a backend: which variants are made, that they are valid and the same every time, and that
+a finding that does not fail on every run gets none."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxfuzz.cli.options import NEIGHBOURS
+from onnxfuzz.generate.corpus.validate import check_static
+from onnxfuzz.reduce.neighbours import MAX_VARIANTS, try_neighbours
+from onnxfuzz.reduce.variants import variants
+
+
+def _model(node: onnx.NodeProto, x: list[int], y: list[int], inits=()) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
+        list(inits),
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    return m
+
+
+def _group_conv() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    w = numpy_helper.from_array(np.ones([4, 2, 1], np.float32), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], group=2)
+    return _model(node, [1, 4, 3], [1, 4, 3], [w]), {"x": np.ones([1, 4, 3], np.float32)}
+
+
+def test_an_attribute_takes_the_values_its_spec_allows_with_its_inputs_refit() -> None:
+    model, inputs = _group_conv()
+    made = list(variants(model, inputs, 0))
+    groups = {v.value: v for v in made if v.subject == "group"}
+    assert set(groups) == {1, 4}  # divisors of C=4 near 2 (3 is none)
+    assert groups[1].refit == (("w", (4, 4, 1)),) and groups[4].refit == (("w", (4, 1, 1)),)
+    for v in made:
+        assert not check_static(v.model), v.change
+    # same model, same variants, in the same order
+    again = [(v.change, v.model.SerializeToString()) for v in variants(model, inputs, 0)]
+    assert again == [(v.change, v.model.SerializeToString()) for v in made]
+
+
+def test_an_input_shrinks_one_axis_at_a_time() -> None:
+    node = helper.make_node("ReduceSum", ["x"], ["y"])
+    model = _model(node, [2, 5, 7], [1, 1, 1])
+    made = [v for v in variants(model, {"x": np.ones([2, 5, 7], np.float32)}, 0)]
+    shapes = [v.value for v in made if v.kind == "shape"]
+    assert shapes[:3] == [[1, 5, 7], [2, 4, 7], [2, 5, 6]]  # one less on each axis first
+    assert [2, 2, 7] in shapes and [2, 5, 3] in shapes  # then halved
+
+
+@dataclass
+class _Flaky:
+    """A finding that does not fail on every run: its variants would say nothing."""
+
+    deterministic: bool = False
+
+    def run(self, model, inputs):  # pragma: no cover - must not be called
+        raise AssertionError("a variant of a flaky finding was run")
+
+    def matches(self, a) -> bool:  # pragma: no cover
+        return False
+
+
+def test_a_flaky_finding_gets_no_variants_and_the_default_bound_is_one() -> None:
+    model, inputs = _group_conv()
+    n = try_neighbours(model, inputs, _Flaky())
+    assert n.tried == [] and "every run" in n.skipped
+    assert NEIGHBOURS == MAX_VARIANTS
