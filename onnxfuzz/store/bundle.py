@@ -12,6 +12,8 @@ earlier/<k>/{model.onnx,test_data_set_0/}    a bug that depends on an earlier mo
                                              models to run first, in order, in one process
 reduced/{model.onnx,test_data_set_0/,repro.py[,earlier/<k>/]}   the reduced model (with the
                                              earlier models again, for a state-dependent one)
+[reduced/]passing/{model.onnx,test_data_set_0/}   the nearest one-change variant of the
+                                             reduced model that passes (``reduce.neighbours``)
 
 An intermittent bundle's repro.py runs the model ``confirmed.attempts`` times in one process
 and reports the rate; a state-dependent one runs the earlier models first.
@@ -43,6 +45,7 @@ from onnxfuzz.generate.corpus.testdata import DATA_SET, write_outputs, write_tes
 from onnxfuzz.judge.oracle import Judgement, Verdict, precision_dtypes
 from onnxfuzz.judge.second_opinion import sides_with_backend, undecided
 from onnxfuzz.judge.signature import RULES, WHERE_HINTS, WHERE_ONLY, normalize, same_fault
+from onnxfuzz.reduce.neighbours import PASSING, Neighbours
 from onnxfuzz.reduce.reducer import Reduced
 from onnxfuzz.store.issue import write_issue
 from onnxfuzz.store.plain_repro import (
@@ -85,6 +88,8 @@ class Finding:
     # them); after confirmation, of a state-dependent finding: the fewest that re-create it
     earlier: list[Test] = field(default_factory=list)
     runs: int = 1  # runs repro.py makes: an intermittent finding's attempts
+    # the one-change variants of the reduced model tried (``reduce.neighbours``), if any
+    neighbours: Neighbours | None = None
 
     def name(self, label: str) -> str:
         return self.names.get(label, label)
@@ -392,6 +397,12 @@ def write_bundle(
             pattern=reduced.pattern,
             reduction=reduced.record(),
         )
+    if f.neighbours is not None:
+        meta["neighbours"] = f.neighbours.as_meta()
+        best = f.neighbours.passing()
+        if best is not None:  # beside the model the variants were made from
+            beside = tmp / "reduced" if reduced is not None else tmp
+            write_test(beside / PASSING, best.variant.model, best.variant.inputs)
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     log = [
         f"{f.judgement.verdict} in {f.name(f.backend)} at {f.judgement.stage} stage",

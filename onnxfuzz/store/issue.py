@@ -38,6 +38,7 @@ from onnxfuzz.store.readable import (
     value_errors,
     what_went_wrong,
 )
+from onnxfuzz.store.trigger import neighbours_text
 from onnxfuzz.store.upstream import load_rows, markdown, matches
 
 MAX_MODEL_TEXT = 6000  # characters of the model as text; a larger one is attached as a file
@@ -190,6 +191,7 @@ def issue_markdown(bundle: Path) -> str:
                 "Inputs (`test_data_set_0/input_*.pb`):",
                 "",
                 _inputs_table(folder, renamed),
+                *_neighbours(meta, renamed, f"{reference} and {name}"),
             ]
         ),
         "expected": expected,
@@ -683,6 +685,12 @@ def _inputs_table(folder: Path, names: dict[str, str] | None = None) -> str:
         name = (names or {}).get(t.name, t.name)
         rows.append(f"| {name} | {a.dtype} | {list(a.shape)} | {values} |")
     return "\n".join(rows) if len(rows) > 2 else "(none)"
+
+
+def _neighbours(meta: dict[str, Any], renamed: dict[str, str], backends: str) -> list[str]:
+    """The one-change variants tried and what they say of the trigger (``store.trigger``)."""
+    text = neighbours_text(meta, renamed, backends)
+    return ["", text] if text else []
 
 
 def _versions(meta: dict[str, Any]) -> str:

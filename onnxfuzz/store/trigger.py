@@ -1,0 +1,121 @@
+"""issue.md's account of the passing neighbours (``reduce.neighbours``): which one-change
+variants of the reduced model still fail, which pass, and the trigger that follows.
+
+Only what was run is said: "of the N variants tried". A variant that failed another way,
+or that no backend judged, is neither a pass nor a fail and is counted apart; where no
+variant passes, no trigger is named.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FAILS, PASSES, OTHER = "fails", "passes", "other"  # ``reduce.neighbours``' results
+
+
+def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str) -> str:
+    """The paragraph; "" where no variant was tried. ``renamed``: model.onnx's tensor
+    names -> the model text's; ``backends``: "ort and planted"."""
+    n = meta.get("neighbours") or {}
+    tried = n.get("tried") or []
+    if not tried:
+        return ""
+
+    def name(t: str) -> str:
+        return f"`{renamed.get(t, t)}`"
+
+    subjects: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    others = []
+    for t in tried:
+        if t["result"] == OTHER:
+            others.append(t)
+        else:
+            subjects.setdefault((t["kind"], t["subject"]), []).append(t)
+    lines = [
+        f"**What the failure depends on.** Of {len(tried)} one-change variants of this model "
+        f"around {n.get('node', 'the blamed node')}, each run once on {backends} "
+        '("fails": the same failure as above):',
+        "",
+    ]
+    triggers = 0
+    for (kind, subject), ts in subjects.items():
+        was = _value(kind, ts[0]["was"])
+        was = f"{subject}={was}" if kind == "attribute" else was
+        # the nearest first: a shape's with the most elements
+        ts = sorted(ts, key=lambda t: -_elements(t["value"]) if kind == "shape" else 0)
+        fails = [_shown(t, name) for t in ts if t["result"] == FAILS]
+        passes = [_shown(t, name) for t in ts if t["result"] == PASSES]
+        what = {"attribute": f"`{subject}`", "shape": f"input {name(subject)}"}.get(
+            kind, "element type"
+        )
+        if passes:
+            triggers += 1
+            also = f" (and {', '.join(fails)})" if fails else ""
+            lines.append(
+                f"- Trigger, {what}: fails with {was} (this model){also}; passes with "
+                f"{', '.join(passes)}."
+            )
+        else:
+            lines.append(
+                f"- {what}: {was} here; still fails with {', '.join(fails)} (this change "
+                "does not make it pass)."
+            )
+    if others:
+        said = "; ".join(f"{_shown(t, name)}: {t.get('said') or 'no verdict'}" for t in others)
+        lines.append(
+            f"- {len(others)} variant{'s' if len(others) > 1 else ''} failed another way or "
+            f"gave no verdict, so say{'' if len(others) > 1 else 's'} nothing either way: "
+            f"{said}."
+        )
+    lines.append("")
+    if not triggers:
+        lines.append(
+            "No variant tried passes: the failure does not hinge on any one of these changes."
+        )
+    left = n.get("not_tried") or 0
+    if left:
+        lines.append(
+            f"{left} more valid variant{'s were' if left > 1 else ' was'} not tried (at most "
+            f"{n.get('bound', '?')} runs, `--neighbours`)."
+        )
+    best = n.get("passing")
+    if best:
+        at = best.get("tried")
+        change = _shown(tried[at], name, True) if isinstance(at, int) else best["change"]
+        lines.append(
+            f"`{best['folder']}/` holds the nearest passing variant, {change}: its "
+            "`model.onnx` and `test_data_set_0/`, which both backends ran and agree on."
+        )
+    return "\n".join(lines).rstrip()
+
+
+def _value(kind: str, v: Any) -> str:
+    if kind == "attribute":
+        return repr(v) if isinstance(v, str) else str(v)
+    if kind == "shape":
+        return f"{v} ({_elements(v)} elements)"
+    return str(v)
+
+
+def _shown(t: dict[str, Any], name: Any, alone: bool = False) -> str:
+    """A variant's value, with the inputs resized to fit it; ``alone``: said where its
+    subject is not (an input's name, "element type")."""
+    said = _value(t["kind"], t["value"])
+    if t["kind"] == "attribute":
+        said = f"{t['subject']}={said}"
+    elif alone:
+        said = (
+            f"input {name(t['subject'])} {said}" if t["kind"] == "shape" else f"element type {said}"
+        )
+    refit = t.get("refit") or []
+    if refit:
+        said += " (" + ", ".join(f"{name(r['input'])} resized to {r['shape']}" for r in refit)
+        said += " to fit)"
+    return said
+
+
+def _elements(shape: list[int]) -> int:
+    out = 1
+    for d in shape:
+        out *= int(d)
+    return out
