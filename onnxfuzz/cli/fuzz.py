@@ -13,6 +13,7 @@ import click
 from onnxfuzz.cli import exits
 from onnxfuzz.cli.options import (
     MAX_TESTS,
+    NEIGHBOURS,
     Finite,
     duration,
     generator_fields,
@@ -142,8 +143,8 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
         raise UsageError(
             f"{', '.join(refused)}: --resume continues the stored campaign as it was made; "
             "only --tests, --time (more budget), --workers, --timeout, --memory-mb, "
-            "--no-reduce, --reduce-budget, --executor and --address may be given. Start a new "
-            "--out to change it."
+            "--no-reduce, --reduce-budget, --neighbours, --executor and --address may be "
+            "given. Start a new --out to change it."
         )
     names = {p.name for p in given}
     settings = {name: ctx.params[name] for name in RESUMABLE_SETTINGS if name in names}
@@ -266,6 +267,16 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     help="Reduction time per new bug, e.g. 30s, 2m.",
 )
 @click.option(
+    "--neighbours",
+    type=click.IntRange(min=0),
+    default=NEIGHBOURS,
+    show_default=True,
+    metavar="N",
+    help="One-change variants of each new bug's reduced model (an attribute's other "
+    "value, a smaller input, another element type) run to tell what the failure depends "
+    "on; issue.md says which pass. At most N runs (and 20 s) per bug; 0: none.",
+)
+@click.option(
     "--pregen",
     type=click.Choice(["auto", "on", "off"]),
     default="auto",
@@ -367,6 +378,7 @@ def fuzz(
     confirm_runs,
     reduce_reference,
     reduce_budget,
+    neighbours,
     pregen,
     guide,
     mutants,
@@ -434,6 +446,7 @@ def fuzz(
             confirm=confirm_runs,
             reduce_reference=reduce_reference,
             reduce_budget=reduce_budget,
+            neighbours=neighbours,
             pregen={"auto": None, "on": True, "off": False}[pregen],
             guide=guide,
             mutants=mutants,

@@ -16,7 +16,7 @@ import click
 import numpy as np
 
 from onnxfuzz.cli import exits
-from onnxfuzz.cli.options import Finite, duration
+from onnxfuzz.cli.options import NEIGHBOURS, Finite, duration
 
 
 def _belonging(
@@ -293,6 +293,22 @@ def write_bundle_to(dest: Path, f: Any, follows: Any) -> None:
         shutil.move(str(folder), str(dest))
 
 
+def _neighbours(r: Any, rep: Any, bound: int) -> Any:
+    """The reduced model's one-change variants, each run once (``reduce.neighbours``);
+    None where none is wanted, or where trying them failed: the bundle stands without."""
+    import traceback
+
+    from onnxfuzz.reduce.neighbours import try_neighbours
+
+    if bound <= 0 or r.final is None:
+        return None
+    try:
+        return try_neighbours(r.model, r.inputs, rep, r.final.culprit, r.message, bound)
+    except Exception:  # noqa: BLE001 - an onnxfuzz bug: said, and the bundle is written
+        click.echo(f"onnxfuzz: trying neighbours failed:\n{traceback.format_exc()}", err=True)
+        return None
+
+
 PROGRESS_AFTER_S = 5.0  # a reduction that ends sooner says nothing while it runs
 PROGRESS_EVERY_S = 10.0  # at most one progress line this often
 
@@ -409,6 +425,16 @@ class _Smallest:
     help=f"The size of a symbolic input dim (batch=4) in generated inputs; "
     f"default {FREE_DIM}. Repeat it.",
 )
+@click.option(
+    "--neighbours",
+    type=click.IntRange(min=0),
+    default=NEIGHBOURS,
+    show_default=True,
+    metavar="N",
+    help="One-change variants of the reduced model (an attribute's other value, a smaller "
+    "input, another element type) run to tell what the failure depends on; issue.md says "
+    "which pass. At most N runs (and 20 s); 0: none.",
+)
 def reduce(**options: Any) -> None:
     """Reduce a model that fails on a backend to a small model that fails the same way.
 
@@ -438,6 +464,7 @@ def _reduce(
     timeout: float,
     seed: int,
     dims: tuple[str, ...],
+    neighbours: int,
 ) -> None:
     """``reduce``'s work; ``smallest`` follows the reduction (kept on an interrupt)."""
     import onnx
@@ -586,6 +613,7 @@ def _reduce(
         bundle = None
         if r.final is not None:
             bundle = _bundle(model_path, model, r, pair, pool, rep, timeout)
+            bundle.neighbours = _neighbours(r, rep, neighbours)
     if bundle is not None:
         if bundle.judgement.verdict == Verdict.MISMATCH and needed(list(backends), r.model):
             # two backends disagree: the ONNX reference evaluator's opinion, as a campaign
@@ -614,6 +642,15 @@ def _reduce(
             f"its bundle: {dest}/issue.md to file, `python {dest}/repro.py` (exit 1 while "
             "it fails the same way)"
             + (f", `python {plain}` (the backend's own API)" if plain.exists() else "")
+        )
+    if bundle is not None and bundle.neighbours is not None and bundle.neighbours.tried:
+        n = bundle.neighbours
+        best = n.passing()
+        click.echo(
+            f"neighbours: {len(n.tried)} one-change variants run, "
+            f"{sum(t.result == 'passes' for t in n.tried)} pass"
+            + (f" (nearest: {best.variant.change}, in {dest}/passing)" if best else "")
+            + f"; what the failure depends on: {dest}/issue.md"
         )
     if follows is not None:
         node = f" (node {follows.node})" if follows.node else ""

@@ -49,6 +49,7 @@ from onnxfuzz.judge.signature import (
     root_signature,
     same_fault,
 )
+from onnxfuzz.reduce.neighbours import MAX_VARIANTS, try_neighbours
 from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
 from onnxfuzz.reduce.reproduce import CONTAINERS, Reproducer, Target
@@ -232,6 +233,9 @@ class CampaignOptions:
     confirm: int = CONFIRM_RUNS
     # with one reference and one target, reduce failures of the reference alone too
     reduce_reference: bool = False
+    # one-change variants of each new bug's reduced model run to say what its failure
+    # depends on (onnxfuzz.reduce.neighbours; 0: none)
+    neighbours: int = MAX_VARIANTS
 
     @property
     def reference_label(self) -> str:
@@ -239,7 +243,14 @@ class CampaignOptions:
 
 
 # Flags a resumed campaign may change: its budget and how it runs, never what it tests.
-RESUMABLE_SETTINGS = ("workers", "timeout", "memory_mb", "reduce", "reduce_budget")
+RESUMABLE_SETTINGS = (
+    "workers",
+    "timeout",
+    "memory_mb",
+    "reduce",
+    "reduce_budget",
+    "neighbours",
+)
 
 
 @dataclass
@@ -1309,6 +1320,19 @@ class Campaign:
     def bug_key(
         self, f: Finding, lane: BackendPool | None, gen: Generator | None = None
     ) -> tuple[str | None, Reduced | None]:
+        """A finding's bug (``_root_key``); a new bug's reduced model gets its passing
+        neighbours (``_neighbours``: its bundle only, not every reduced hit)."""
+        key, reduced = self._root_key(f, lane, gen)
+        if key is not None and reduced is not None and lane is not None:
+            with self._lock:
+                new = key not in self.store.bug_keys()
+            if new:
+                self._neighbours(f, reduced, lane)
+        return key, reduced
+
+    def _root_key(
+        self, f: Finding, lane: BackendPool | None, gen: Generator | None = None
+    ) -> tuple[str | None, Reduced | None]:
         """A finding's bug (``_own_key``), or a filed bug of its root cause: one cause, one
         bundle. A reduced crash joins the bug whose wrong result it is shown to follow
         (``reduce.precursor``; one that follows a wrong result no bundle holds yet is filed,
@@ -1618,6 +1642,34 @@ class Campaign:
             follows = self.store.get_meta(FOLLOWS) or {}
             follows.setdefault(f"{filed_as(f, reduced)}|{reduced.pattern}", found.signature)
             self.store.set_meta(FOLLOWS, follows)
+
+    def _neighbours(self, f: Finding, reduced: Reduced, lane: BackendPool) -> None:
+        """One-change variants of the reduced model, each run once against the finding
+        (``reduce.neighbours``): what its failure depends on, for the bundle. None for a
+        finding that does not fail on every run (``try_neighbours`` says so); a variant,
+        or the whole step, that fails is left out: the bundle stands without it."""
+        if self.opts.neighbours <= 0 or reduced.final is None:
+            return
+        # as the finding was confirmed: an intermittent one's attempts, a state-dependent
+        # one's earlier models (either makes the reproducer not deterministic: no variant)
+        flaky = f.extra.get("reproducibility") not in (None, str(Reproducibility.DETERMINISTIC))
+        attempts = max(2, f.runs) if flaky or f.runs > 1 else 1
+        target = Target(f.backend, f.reference, f.signature, attempts=attempts, earlier=f.earlier)
+        rep = Reproducer(lane, target, self.oracle)
+        lane.settle()
+        try:
+            with lane.time_limit(candidate_timeout(f)):
+                f.neighbours = try_neighbours(
+                    reduced.model,
+                    reduced.inputs,
+                    rep,
+                    reduced.final.culprit,
+                    reduced.message,
+                    self.opts.neighbours,
+                )
+        except Exception:  # noqa: BLE001 - the finding stands without it
+            with self._lock, open(self.out / REDUCER_LOG, "a") as log:
+                log.write(f"neighbours, seed {f.seed}:\n{traceback.format_exc()}\n")
 
     def _second_opinion(self, f: Finding, reduced: Reduced) -> None:
         """A mismatch no majority decided: the ONNX reference evaluator's opinion on the

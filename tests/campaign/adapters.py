@@ -299,15 +299,20 @@ class Unsupported(_OrtWrapper):
 
 class WrongOp(_OrtWrapper):
     """A planted miscompilation: every ``op`` node whose output is ``dtype`` (float32 unless
-    told) computes ``op`` + 0.5."""
+    told; "float": any float type) computes ``op`` + 0.5."""
 
     name = "wrong-op"
     SHIFT = 0.5  # what the planted bug adds
 
     def __init__(self, op: str = "Add", dtype: str = "float32") -> None:
         super().__init__(op)
-        self.dtype = np.dtype(dtype)
+        floats = (np.float32, np.float16, np.float64)
+        self.dtype = np.dtype(np.float32 if dtype == "float" else dtype)
         self.elem_type = onnx.helper.np_dtype_to_tensor_dtype(self.dtype)
+        self.elem_types = {
+            onnx.helper.np_dtype_to_tensor_dtype(np.dtype(t))
+            for t in (floats if dtype == "float" else (self.dtype,))
+        }
 
     def wrong_nodes(self, g: onnx.GraphProto) -> set[int]:
         """Positions in ``g.node`` of the nodes the planted bug computes wrong."""
@@ -327,11 +332,12 @@ class WrongOp(_OrtWrapper):
         }
         for k, n in enumerate(nodes):
             out = n.output[0]
-            if k in wrong and producers_dtype.get(out) == self.elem_type:
+            elem = producers_dtype.get(out)
+            if k in wrong and elem in self.elem_types:
                 bad = f"{out}__planted"
                 n.output[0] = bad
                 half = f"{out}__half"
-                shift = self.dtype.type(self.SHIFT)
+                shift = onnx.helper.tensor_dtype_to_np_dtype(elem).type(self.SHIFT)
                 g.initializer.append(onnx.numpy_helper.from_array(shift, half))
                 g.node.extend([n, onnx.helper.make_node("Add", [bad, half], [out])])
             else:
@@ -399,6 +405,63 @@ class WrongOpAtRunTime(WrongOp):
             for k, n in enumerate(g.node)
             if n.op_type == self.op and not all(t in constant for t in n.input)
         }
+
+
+class GroupConv(WrongOp):
+    """A planted bug that an attribute triggers (audit13's): a float Conv with group > 1
+    computes Conv + 0.5; with group 1 it is right."""
+
+    name = "group-conv"
+
+    def __init__(self) -> None:
+        super().__init__("Conv", "float")
+
+    def wrong_nodes(self, g: onnx.GraphProto) -> set[int]:
+        return {
+            k
+            for k, n in enumerate(g.node)
+            if n.op_type == "Conv" and any(a.name == "group" and a.i > 1 for a in n.attribute)
+        }
+
+
+class BigReduce(WrongOp):
+    """A planted bug that a size triggers (audit13's): a float ReduceSum or ReduceMean
+    that reduces more than ``limit`` input elements into each output element computes its
+    value + 0.5. Axes come from the ``axes`` attribute or a constant input; none: all."""
+
+    name = "big-reduce"
+
+    def __init__(self, limit: str = "64") -> None:
+        super().__init__("ReduceSum", "float")
+        self.limit = int(limit)
+        self.opsets: list[onnx.OperatorSetIdProto] = []
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        self.opsets = list(model.opset_import)  # the shapes below are inferred at them
+        return super().compile(model)
+
+    def wrong_nodes(self, g: onnx.GraphProto) -> set[int]:
+        m = onnx.helper.make_model(g, opset_imports=self.opsets)
+        shapes = {
+            vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+            for vi in [*g.input, *onnx.shape_inference.infer_shapes(m).graph.value_info]
+        }
+        consts = {i.name: onnx.numpy_helper.to_array(i) for i in g.initializer}
+        out = set()
+        for k, n in enumerate(g.node):
+            if n.op_type not in ("ReduceSum", "ReduceMean") or n.input[0] not in shapes:
+                continue
+            shape = shapes[n.input[0]]
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+            axes = list(attrs.get("axes", []))
+            if len(n.input) > 1 and n.input[1]:
+                axes = [int(a) for a in consts.get(n.input[1], np.zeros(0)).reshape(-1)]
+            if not axes and attrs.get("noop_with_empty_axes", 0):
+                continue
+            reduced = {a % len(shape) for a in axes} if axes else set(range(len(shape)))
+            if int(np.prod([shape[a] for a in reduced])) > self.limit:
+                out.add(k)
+        return out
 
 
 class NoRun:
