@@ -23,7 +23,7 @@ from onnxfuzz.generate.lang.config import (
 )
 
 # --neighbours' default: ``onnxfuzz.reduce.neighbours.MAX_VARIANTS`` (the command line does
-# not import the reducer to read it; tests/unit/test_neighbours.py holds the two equal)
+# not import the reducer to read it; tests/unit/test_variants.py holds the two equal)
 NEIGHBOURS = 12
 
 

@@ -70,6 +70,8 @@ class Tried:
         }
         if v.refit:
             out["refit"] = [{"input": t, "shape": list(shape)} for t, shape in v.refit]
+        if not v.same_outputs:
+            out["outputs_change"] = True  # a pass then may be the op doing something else
         if self.said:
             out["said"] = self.said
         return out

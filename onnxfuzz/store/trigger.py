@@ -107,6 +107,8 @@ def _shown(t: dict[str, Any], name: Any, alone: bool = False) -> str:
         said = (
             f"input {name(t['subject'])} {said}" if t["kind"] == "shape" else f"element type {said}"
         )
+    if t.get("outputs_change"):
+        said += " (its output's shape or type changes)"
     refit = t.get("refit") or []
     if refit:
         said += " (" + ", ".join(f"{name(r['input'])} resized to {r['shape']}" for r in refit)
