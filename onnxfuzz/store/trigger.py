@@ -48,12 +48,22 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
         what = {"attribute": f"`{subject}`", "shape": f"input {name(subject)}"}.get(
             kind, "element type"
         )
-        if passes:
+        # a pass where the op's outputs change shape or type (ReduceSum's
+        # noop_with_empty_axes=1 without axes: an identity) is another computation, not
+        # a neighbour of this one: said, but no trigger is named from it alone
+        same = [t for t in ts if t["result"] == PASSES and not t.get("outputs_change")]
+        if passes and same:
             triggers += 1
             also = f" (and {', '.join(fails)})" if fails else ""
             lines.append(
                 f"- Trigger, {what}: fails with {was} (this model){also}; passes with "
                 f"{', '.join(passes)}."
+            )
+        elif passes:
+            also = f"; still fails with {', '.join(fails)}" if fails else ""
+            lines.append(
+                f"- {what}: fails with {was} (this model){also}; passes with "
+                f"{', '.join(passes)}, where the op computes something else: no trigger."
             )
         else:
             lines.append(
@@ -68,9 +78,13 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
             f"{said}."
         )
     lines.append("")
-    if not triggers:
+    if not any(t["result"] == PASSES for t in tried):
         lines.append(
             "No variant tried passes: the failure does not hinge on any one of these changes."
+        )
+    elif not triggers:
+        lines.append(
+            "No trigger is named: the only variants that pass change what the op computes."
         )
     left = n.get("not_tried") or 0
     if left:

@@ -75,3 +75,39 @@ def test_a_flaky_finding_gets_no_variants_and_the_default_bound_is_one() -> None
     n = try_neighbours(model, inputs, _Flaky())
     assert n.tried == [] and "every run" in n.skipped
     assert NEIGHBOURS == MAX_VARIANTS
+
+
+def test_a_pass_that_changes_what_the_op_computes_names_no_trigger() -> None:
+    """ReduceSum's noop_with_empty_axes=1 without axes is an identity: that it passes says
+    nothing of the trigger. issue.md says it passes, names no trigger from it, and does not
+    claim that no variant passes."""
+    from onnxfuzz.store.trigger import neighbours_text
+
+    def tried(kind, subject, was, value, result, **extra):
+        return {
+            "kind": kind,
+            "subject": subject,
+            "was": was,
+            "value": value,
+            "change": f"{subject}={value}",
+            "result": result,
+            **extra,
+        }
+
+    meta = {
+        "neighbours": {
+            "node": "r0 (ReduceSum)",
+            "tried": [
+                tried("attribute", "noop_with_empty_axes", 0, 1, "passes", outputs_change=True),
+                tried("attribute", "keepdims", 1, 0, "fails"),
+            ],
+        }
+    }
+    text = neighbours_text(meta, {}, "ort and planted")
+    assert "Trigger" not in text, text
+    assert "passes with noop_with_empty_axes=1" in text and "computes something else" in text
+    assert "No variant tried passes" not in text
+    assert "No trigger is named" in text
+    # the same pass where the outputs keep their shape is a trigger
+    del meta["neighbours"]["tried"][0]["outputs_change"]
+    assert "Trigger, `noop_with_empty_axes`" in neighbours_text(meta, {}, "ort and planted")
