@@ -86,7 +86,9 @@ def corpus_readme(options: dict[str, Any], cases: dict[str, dict[str, Any]], flo
                 f"{len(missing)} cases have no expected outputs ({shown}): `index.json` says "
                 "why in their `reference_error` (a documented fault of the reference "
                 "evaluator, a float16 comparison ONNX Runtime computes on values it kept in "
-                "float32, an error of the reference). ONNX's runner fails them "
+                "float32, an op whose meaning the spec leaves disputed, such as RoiAlign "
+                "mode='max' (onnx/onnx#4764), an error of the reference). ONNX's runner fails "
+                "them "
                 "(\"ACTUAL: n DESIRED: 0\"): skip them, or use them to check that your "
                 "backend compiles and runs the model.",
             ]
