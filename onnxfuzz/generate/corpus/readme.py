@@ -92,6 +92,27 @@ def corpus_readme(options: dict[str, Any], cases: dict[str, dict[str, Any]], flo
                 "(\"ACTUAL: n DESIRED: 0\"): skip them, or use them to check that your "
                 "backend compiles and runs the model.",
             ]
+        faults = sorted(name for name, e in cases.items() if "ort_default_fault" in e)
+        if faults:
+            more = f" and {len(faults) - 10} more" if len(faults) > 10 else ""
+            lines += [
+                "",
+                f"{len(faults)} valid {'case makes' if len(faults) == 1 else 'cases make'} "
+                "ONNX Runtime's default session (graph "
+                "optimizations ORT_ENABLE_ALL) fail or crash the process "
+                f"({', '.join(faults[:10])}{more}): `index.json` says how in their "
+                "`ort_default_fault`. Their expected outputs are right (the unoptimized "
+                "session made them); a runner built on ORT's default session that errors or "
+                "dies there meets an ONNX Runtime bug, not its own. Run such a runner in a "
+                "process of its own, or skip these cases.",
+            ]
+        elif any(int(e.get("opset", 0)) <= ORT_MAX_OPSET for e in cases.values()):
+            lines += [
+                "",
+                "Each case whose expected outputs ONNX Runtime made was also run through its "
+                "default session (graph optimizations ORT_ENABLE_ALL), in a process of its "
+                "own: none fails there.",
+            ]
     else:
         lines += ["", "No expected outputs (`--no-reference`): the models and their inputs only."]
     lines += [
