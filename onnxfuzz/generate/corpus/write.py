@@ -2,7 +2,8 @@
 
     DIR/test_<i>/model.onnx
     DIR/test_<i>/test_data_set_0/input_<k>.pb, output_<k>.pb   (outputs: ONNX Runtime CPU)
-    DIR/test_<i>/data.json       (only where a float16 tensor is computed: its tolerance)
+    DIR/test_<i>/data.json       (where a float16 tensor is computed, or a float32 output
+                                  cancels (``tolerance``): its tolerance)
     DIR/index.json                                             (case -> seed, ops, dtypes, ...)
                                           (``ort_default_fault``: ORT's default session fails it)
     DIR/README.md        (how to run it: the reference, the tolerances, the cases without outputs)
@@ -12,7 +13,9 @@ only those (``load_model_tests(data_dir=PARENT, kind=DIR's name)``), at rtol 1e-
 atol 1e-7 unless the case's ``data.json`` says otherwise. A model that computes in float16
 cannot meet 1e-3 relative between two correct runtimes (ONNX Runtime's optimized graph
 computes some float16 ops in float32, the reference session does not), so such a case's
-``data.json`` carries the float16 tolerance the campaigns' oracle uses; every other case is
+``data.json`` carries the float16 tolerance the campaigns' oracle uses. A float32 case
+whose output cancels to near zero, where a right answer can fail atol 1e-7, gets one
+measured from the case (``tolerance.cancellation_tolerance``); every other case is
 compared at the runner's own defaults.
 
 ONNX Runtime runs in a child process (``ort_child``), which also runs each case through
@@ -51,6 +54,7 @@ from onnxfuzz.generate.corpus.ort_child import OrtChild
 from onnxfuzz.generate.corpus.readme import NAME as README
 from onnxfuzz.generate.corpus.readme import corpus_readme
 from onnxfuzz.generate.corpus.testdata import write_outputs, write_test
+from onnxfuzz.generate.corpus.tolerance import cancellation_tolerance
 from onnxfuzz.generate.corpus.validate import (
     all_finite,
     half_step_doubt,
@@ -210,6 +214,11 @@ def write_case(
             if doubt is not None:
                 entry["reference_error"] = doubt
                 return entry
+        else:  # float32: where rounding measured on the way exceeds the defaults
+            measured = cancellation_tolerance(case.model, feeds, outs)
+            if measured is not None:
+                (folder / TOLERANCE_FILE).write_text(json.dumps(measured))
+                entry["cancellation_atol"] = measured["atol"]
         write_outputs(data, case.model, outs)
         entry["finite"] = all_finite(outs)
     return entry
@@ -414,7 +423,10 @@ def export_corpus(
                 _write_index(out, options, cases, encoded)
                 last_index = now
     _write_index(out, options, cases, encoded)
-    halves = sum((out / name / TOLERANCE_FILE).exists() for name in cases)
+    halves = sum(
+        "cancellation_atol" not in e and (out / name / TOLERANCE_FILE).exists()
+        for name, e in cases.items()
+    )
     (out / README).write_text(corpus_readme(options, cases, halves))
     (out / JOURNAL).unlink(missing_ok=True)
     summary.seconds = time.perf_counter() - start
