@@ -23,9 +23,33 @@ def _ort_version() -> str:
         return "not installed"
 
 
+def _cancellation(cases: dict[str, dict[str, Any]]) -> list[str]:
+    """The README's paragraph on float32 outputs that cancel (``corpus.tolerance``)."""
+    named = sorted(name for name, e in cases.items() if "cancellation_atol" in e)
+    more = f" and {len(named) - 10} more" if len(named) > 10 else ""
+    which = f" ({', '.join(named[:10])}{more})" if named else ""
+    return [
+        "A float32 output that is the difference of much larger terms (it cancels to near "
+        "zero) is rounding error in any float32 runtime, and atol 1e-7 can fail a right "
+        "answer there. Each float32 case was also run in float64 (the ONNX reference "
+        "evaluator with every float32 tensor, weight and cast made float64: the exact "
+        "answer) and in float32 by that evaluator. Where either fails the defaults against "
+        "the expected outputs, and both differ from the exact answer by no more than float32 "
+        "rounding can (2^12 ulps of the largest magnitude feeding the output), the case's "
+        "`data.json` sets atol to 4 times the largest difference measured (two right "
+        "runtimes, each that far from the exact answer, may differ by twice it) and rtol "
+        f"1e-3: {len(named)} case{'' if len(named) == 1 else 's'}{which}, `cancellation_atol` "
+        "in `index.json`. A wrong value of the size of the values involved still fails. A "
+        "cancellation neither run shows "
+        "(above opset 26, where the evaluator made the expected outputs, it is the only "
+        "float32 run) can still fail at atol 1e-7: judge such a failure by its size.",
+    ]
+
+
 def corpus_readme(options: dict[str, Any], cases: dict[str, dict[str, Any]], float16: int) -> str:
     """The README's text for a corpus of ``cases`` (index entries) made with ``options``;
-    ``float16``: how many cases have a float16 ``data.json``."""
+    ``float16``: how many cases have a float16 ``data.json`` (the others with one have
+    ``cancellation_atol`` in their entry)."""
     missing = sorted(name for name, e in cases.items() if "reference_error" in e)
     with_outputs = options.get("reference", True)
     opsets = sorted({int(e.get("opset", 0)) for e in cases.values()})
@@ -72,11 +96,11 @@ def corpus_readme(options: dict[str, Any], cases: dict[str, dict[str, Any]], flo
             "```",
             "",
             "Tolerance: the runner's defaults (rtol 1e-3, atol 1e-7), except in the "
-            f"{float16} cases with a `data.json`: their model computes in float16 or "
+            f"{float16} cases with a float16 `data.json`: their model computes in float16 or "
             "bfloat16, and two right runtimes differ there by more (atol 1e-2, rtol 2e-2). "
-            "The runner applies one tolerance to every output of a case, integer ones too, "
-            "and atol 1e-7 is tight for a float32 result that cancels to near zero: judge "
-            "such a failure by its size before filing it.",
+            "The runner applies one tolerance to every output of a case, integer ones too.",
+            "",
+            *_cancellation(cases),
         ]
         if missing:
             more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
@@ -86,9 +110,32 @@ def corpus_readme(options: dict[str, Any], cases: dict[str, dict[str, Any]], flo
                 f"{len(missing)} cases have no expected outputs ({shown}): `index.json` says "
                 "why in their `reference_error` (a documented fault of the reference "
                 "evaluator, a float16 comparison ONNX Runtime computes on values it kept in "
-                "float32, an error of the reference). ONNX's runner fails them "
+                "float32, an op whose meaning the spec leaves disputed, such as RoiAlign "
+                "mode='max' (onnx/onnx#4764), an error of the reference). ONNX's runner fails "
+                "them "
                 "(\"ACTUAL: n DESIRED: 0\"): skip them, or use them to check that your "
                 "backend compiles and runs the model.",
+            ]
+        faults = sorted(name for name, e in cases.items() if "ort_default_fault" in e)
+        if faults:
+            more = f" and {len(faults) - 10} more" if len(faults) > 10 else ""
+            lines += [
+                "",
+                f"{len(faults)} valid {'case makes' if len(faults) == 1 else 'cases make'} "
+                "ONNX Runtime's default session (graph "
+                "optimizations ORT_ENABLE_ALL) fail or crash the process "
+                f"({', '.join(faults[:10])}{more}): `index.json` says how in their "
+                "`ort_default_fault`. Their expected outputs are right (the unoptimized "
+                "session made them); a runner built on ORT's default session that errors or "
+                "dies there meets an ONNX Runtime bug, not its own. Run such a runner in a "
+                "process of its own, or skip these cases.",
+            ]
+        elif any(int(e.get("opset", 0)) <= ORT_MAX_OPSET for e in cases.values()):
+            lines += [
+                "",
+                "Each case whose expected outputs ONNX Runtime made was also run through its "
+                "default session (graph optimizations ORT_ENABLE_ALL), in a process of its "
+                "own: none fails there.",
             ]
     else:
         lines += ["", "No expected outputs (`--no-reference`): the models and their inputs only."]

@@ -2,8 +2,10 @@
 
     DIR/test_<i>/model.onnx
     DIR/test_<i>/test_data_set_0/input_<k>.pb, output_<k>.pb   (outputs: ONNX Runtime CPU)
-    DIR/test_<i>/data.json       (only where a float16 tensor is computed: its tolerance)
+    DIR/test_<i>/data.json       (where a float16 tensor is computed, or a float32 output
+                                  cancels (``tolerance``): its tolerance)
     DIR/index.json                                             (case -> seed, ops, dtypes, ...)
+                                          (``ort_default_fault``: ORT's default session fails it)
     DIR/README.md        (how to run it: the reference, the tolerances, the cases without outputs)
 
 Case folders are named ``test_*`` because ONNX's ``onnx.backend.test.runner.Runner`` loads
@@ -11,8 +13,14 @@ only those (``load_model_tests(data_dir=PARENT, kind=DIR's name)``), at rtol 1e-
 atol 1e-7 unless the case's ``data.json`` says otherwise. A model that computes in float16
 cannot meet 1e-3 relative between two correct runtimes (ONNX Runtime's optimized graph
 computes some float16 ops in float32, the reference session does not), so such a case's
-``data.json`` carries the float16 tolerance the campaigns' oracle uses; every other case is
+``data.json`` carries the float16 tolerance the campaigns' oracle uses. A float32 case
+whose output cancels to near zero, where a right answer can fail atol 1e-7, gets one
+measured from the case (``tolerance.cancellation_tolerance``); every other case is
 compared at the runner's own defaults.
+
+ONNX Runtime runs in a child process (``ort_child``), which also runs each case through
+ORT's default session (ORT_ENABLE_ALL): a crash there, or of the reference run, costs the
+case, not the corpus, and a case the default session fails is named in the index.
 
 Each case is written into a temporary folder and renamed into place, then appended to
 ``DIR/.journal.jsonl``; ``index.json`` is rewritten atomically from time to time and at
@@ -35,16 +43,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 
 from onnxfuzz import __version__
 from onnxfuzz.errors import UsageError
 from onnxfuzz.generate.build.generator import Case, Generator
+from onnxfuzz.generate.corpus.disputed import disputed_reason
+from onnxfuzz.generate.corpus.ort_child import OrtChild
 from onnxfuzz.generate.corpus.readme import NAME as README
 from onnxfuzz.generate.corpus.readme import corpus_readme
 from onnxfuzz.generate.corpus.testdata import write_outputs, write_test
-from onnxfuzz.generate.corpus.validate import all_finite, half_step_doubt, run_reference
-from onnxfuzz.generate.lang.config import OMITTED, Config
+from onnxfuzz.generate.corpus.tolerance import cancellation_tolerance
+from onnxfuzz.generate.corpus.validate import (
+    all_finite,
+    half_step_doubt,
+    model_opset,
+    run_reference,
+)
+from onnxfuzz.generate.lang.config import OMITTED, ORT_MAX_OPSET, Config
 
 JOURNAL = ".journal.jsonl"
 INDEX = "index.json"
@@ -146,8 +163,26 @@ def _types_settled(g: onnx.GraphProto) -> bool:
     return True
 
 
-def write_case(folder: Path, case: Case, reference: bool) -> dict[str, Any]:
-    """Write one case's files into ``folder`` (which must not exist yet)."""
+def _reference(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], ort: OrtChild | None
+) -> tuple[dict[str, np.ndarray], str | None]:
+    """The case's expected outputs (``run_reference``) and how ONNX Runtime's default
+    session fails the model (None: it runs it, or was not tried). With ``ort``, ONNX
+    Runtime runs in that child process (``ort_child``: a crash costs the case its outputs,
+    not the corpus); without, or above the opsets ORT runs, in this one."""
+    if ort is None or model_opset(model) > ORT_MAX_OPSET:
+        return run_reference(model, feeds), None
+    got = ort.run(model.SerializeToString(), feeds)
+    if got.outputs is None:
+        raise RuntimeError(got.error)
+    return got.outputs, got.default_fault
+
+
+def write_case(
+    folder: Path, case: Case, reference: bool, ort: OrtChild | None = None
+) -> dict[str, Any]:
+    """Write one case's files into ``folder`` (which must not exist yet); ``ort``: where
+    ONNX Runtime runs (``_reference``)."""
     feeds = case.make_inputs(case.seed)
     folder.mkdir()  # here, so write_test makes its data folder with one call
     data = write_test(folder, case.model, feeds, [name for name, _, _ in case.inputs])
@@ -162,17 +197,28 @@ def write_case(folder: Path, case: Case, reference: bool) -> dict[str, Any]:
         "opset": case.model.opset_import[0].version,
     }
     if reference:
+        dispute = disputed_reason(case.model)
+        if dispute is not None:  # either reading's outputs would fail the other's backends
+            entry["reference_error"] = dispute
+            return entry
         try:
-            outs = run_reference(case.model, feeds)
+            outs, default_fault = _reference(case.model, feeds, ort)
         except Exception as e:  # noqa: BLE001 - recorded, never fatal to the corpus
             entry["reference_error"] = str(e).splitlines()[0][:300]
             return entry
+        if default_fault is not None:  # valid model, ORT's fault: a runner on it dies here
+            entry["ort_default_fault"] = default_fault
         if half:  # a flipped comparison no tolerance absorbs: none rather than wrong ones
             tol = (FLOAT16_TOLERANCE["atol"], FLOAT16_TOLERANCE["rtol"])
             doubt = half_step_doubt(case.model, feeds, outs, tol)
             if doubt is not None:
                 entry["reference_error"] = doubt
                 return entry
+        else:  # float32: where rounding measured on the way exceeds the defaults
+            measured = cancellation_tolerance(case.model, feeds, outs)
+            if measured is not None:
+                (folder / TOLERANCE_FILE).write_text(json.dumps(measured))
+                entry["cancellation_atol"] = measured["atol"]
         write_outputs(data, case.model, outs)
         entry["finite"] = all_finite(outs)
     return entry
@@ -350,7 +396,7 @@ def export_corpus(
     _write_index(out, options, cases, encoded)
     start = time.perf_counter()
     last_index = start
-    with open(out / JOURNAL, "a") as journal:
+    with open(out / JOURNAL, "a") as journal, OrtChild() as ort:
         for i, name in enumerate(names):
             if name in cases and present.get(name):
                 summary.skipped_existing += 1
@@ -361,7 +407,7 @@ def export_corpus(
             if name in present:  # ours (checked above): renamed, not journaled
                 shutil.rmtree(out / name)
             case = gen.generate(seed + i)
-            entry = write_case(tmp, case, reference)
+            entry = write_case(tmp, case, reference, ort)
             journal.write(json.dumps({"case": name, "writing": True}) + "\n")
             journal.flush()
             os.replace(tmp, out / name)
@@ -377,7 +423,10 @@ def export_corpus(
                 _write_index(out, options, cases, encoded)
                 last_index = now
     _write_index(out, options, cases, encoded)
-    halves = sum((out / name / TOLERANCE_FILE).exists() for name in cases)
+    halves = sum(
+        "cancellation_atol" not in e and (out / name / TOLERANCE_FILE).exists()
+        for name, e in cases.items()
+    )
     (out / README).write_text(corpus_readme(options, cases, halves))
     (out / JOURNAL).unlink(missing_ok=True)
     summary.seconds = time.perf_counter() - start
