@@ -68,6 +68,9 @@ class Culprit:
     # torch: the project is named without running the op in torch eager (no eager form of
     # it here): neither the conversion nor torch's op is shown at fault
     unchecked: bool = False
+    # torch: what the converted module gave at the first wrong node ("a tuple of 1 where
+    # the ONNX node has one output"): the headline's words for a shape that is a tuple
+    gives: str = ""
 
 
 # Every driver reads the bundle's inputs (the backend-test layout) the same way: this
@@ -692,9 +695,7 @@ def ort_culprit(
         c.component = " + ".join(c.disabled)
         c.note = "no one of them disabled alone makes it vanish; all of them disabled do"
     if c.disabled:
-        c.workaround = (
-            f"ort.InferenceSession(path, options, disabled_optimizers={c.disabled!r})"
-        )
+        c.workaround = f"ort.InferenceSession(path, options, disabled_optimizers={c.disabled!r})"
     else:
         c.note = "no single transformer or rewrite rule disabled alone makes it vanish"
     return c
@@ -759,6 +760,7 @@ def find_culprit(bundle: Path, timeout: float = 120.0) -> Culprit | None:
         )
         c = Culprit(found.get("project", "onnx2torch"), found.get("stage", "unknown"))
         c.component, c.note = found.get("component", ""), found.get("note", "")
+        c.gives = found.get("module_gives", "") if found.get("node") else ""
         c.unchecked = bool(found.get("unchecked")) and c.stage != "conversion"
         clean = c.stage == "run" and not found.get("node") and not c.note
         if target == "torch" and clean and found.get("unchecked_nodes"):

@@ -753,6 +753,31 @@ def test_torch_culprit_sees_a_tuple_where_onnx_has_one_tensor(tmp_path) -> None:
     assert "its conversion is at fault" not in issue and "was not checked" in issue
 
 
+def test_a_tuple_for_one_output_is_worded_as_a_tuple_not_a_wrong_shape(tmp_path) -> None:
+    """onnx2torch's Split of one output gives a 1-tuple as the model's output; read as an
+    array it has shape [1, 1, 1] where [1, 1] is declared. The headline said "returns an
+    output of the wrong shape", and its readers looked at the values (an audit): it now says
+    a tuple came back where one tensor is the output."""
+    model = _model(
+        [helper.make_node("Split", ["x"], ["y"], axis=-2)],
+        (TensorProto.FLOAT, [1, 1]),
+        (TensorProto.FLOAT, [1, 1]),
+    )
+    shape = Judgement(
+        Verdict.MISMATCH, Stage.RUN, "shape", "y", "shape [1, 1, 1], the model declares [1, 1]"
+    )
+    bundle = _bundle(tmp_path / "b", "torch", model, shape)
+    # as a campaign files it: the declared shape [1, 1] names torch (``judge.declared``)
+    meta = json.loads((bundle / "meta.json").read_text())
+    (bundle / "meta.json").write_text(json.dumps({**meta, "suspect": "torch"}))
+    culprit = annotate(bundle)
+    assert culprit is not None and "a tuple of 1" in culprit.note, culprit
+    issue = (bundle / "issue.md").read_text()
+    head = issue.split("\n", 1)[0]
+    assert "returns a tuple of 1 tensor(s) for an output that is one tensor" in head, head
+    assert "wrong shape" not in head, head
+
+
 def test_torch_compile_culprit_says_a_bug_shows_without_torch_compile(tmp_path) -> None:
     """onnx2torch's GatherElements raises on a negative index in eager mode too: a
     torch-compile bundle of it is not torch.compile's (it was filed as a compiled kernel's
