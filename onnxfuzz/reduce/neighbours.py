@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from onnxfuzz.execute.sandbox import Outcome, Status
 from onnxfuzz.judge.judge import Assessed
@@ -164,6 +165,14 @@ def judged(v: Variant, a: Assessed, outcomes: dict[str, Outcome], runs: Runs) ->
         return Tried(v, FAILS)
     clean = all(o.status == Status.OK for o in outcomes.values())
     if a.judgement.verdict == Verdict.OK and clean:
+        if not v.same_outputs and _copies_an_input(v, outcomes):
+            # ReduceSum with noop_with_empty_axes=1 and no axes passes its input through:
+            # that it passes says nothing of the op's computation (an audit read it as a
+            # trigger); a variant whose outputs merely change shape or type (strides=1,
+            # float32 for float16) still computes the op, and its pass counts. Only where
+            # the outputs change: a group=1 Conv whose refit weights happen to copy x is
+            # still a Conv
+            return Tried(v, OTHER, "the op passes its input through unchanged")
         return Tried(v, PASSES)
     said = a.signature or str(a.judgement.verdict)
     return Tried(v, OTHER, said[:200])
@@ -180,3 +189,21 @@ def blamed(model: onnx.ModelProto, culprit: str = "", message: str = "") -> int 
     if named:
         return named[0]
     return 0 if len(nodes) == 1 else None
+
+
+def _copies_an_input(v: Variant, outcomes: dict[str, Outcome]) -> bool:
+    """Whether every output of the variant, as any backend gave it, is one of its inputs
+    unchanged (shape and values): the op degenerated to a copy."""
+    graph = v.model.graph
+    given = list(v.inputs.values()) + [numpy_helper.to_array(t) for t in graph.initializer]
+    for o in outcomes.values():
+        outs = list((o.outputs or {}).values())
+        if outs and all(
+            any(
+                isinstance(x, np.ndarray) and x.shape == g.shape and np.array_equal(x, g)
+                for g in given
+            )
+            for x in outs
+        ):
+            return True
+    return False

@@ -60,7 +60,8 @@ class Variant:
         if self.kind == "attribute":
             said = f"{self.subject}={_show(self.value)}"
         elif self.kind == "shape":
-            said = f"{self.subject} {_show(self.value)} ({elements(self.value)} elements)"
+            n = elements(self.value)
+            said = f"{self.subject} {_show(self.value)} ({n} element{'s' if n != 1 else ''})"
         else:
             said = f"element type {self.value}"
         resized = ", ".join(f"{t} to {list(shape)}" for t, shape in self.refit)

@@ -37,7 +37,7 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
         '("fails": the same failure as above):',
         "",
     ]
-    triggers = 0
+    triggers: list[str] = []
     for (kind, subject), ts in subjects.items():
         was = _value(kind, ts[0]["was"])
         was = f"{subject}={was}" if kind == "attribute" else was
@@ -48,22 +48,16 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
         what = {"attribute": f"`{subject}`", "shape": f"input {name(subject)}"}.get(
             kind, "element type"
         )
-        # a pass where the op's outputs change shape or type (ReduceSum's
-        # noop_with_empty_axes=1 without axes: an identity) is another computation, not
-        # a neighbour of this one: said, but no trigger is named from it alone
-        same = [t for t in ts if t["result"] == PASSES and not t.get("outputs_change")]
-        if passes and same:
-            triggers += 1
+        if passes:
+            triggers.append(
+                {"attribute": was, "shape": f"input {name(subject)} {was}"}.get(
+                    kind, f"element type {was}"
+                )
+            )
             also = f" (and {', '.join(fails)})" if fails else ""
             lines.append(
                 f"- Trigger, {what}: fails with {was} (this model){also}; passes with "
                 f"{', '.join(passes)}."
-            )
-        elif passes:
-            also = f"; still fails with {', '.join(fails)}" if fails else ""
-            lines.append(
-                f"- {what}: fails with {was} (this model){also}; passes with "
-                f"{', '.join(passes)}, where the op computes something else: no trigger."
             )
         else:
             lines.append(
@@ -73,18 +67,24 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
     if others:
         said = "; ".join(f"{_shown(t, name)}: {t.get('said') or 'no verdict'}" for t in others)
         lines.append(
-            f"- {len(others)} variant{'s' if len(others) > 1 else ''} failed another way or "
-            f"gave no verdict, so say{'' if len(others) > 1 else 's'} nothing either way: "
+            f"- {len(others)} variant{'s' if len(others) > 1 else ''} failed another way, "
+            f"gave no verdict or showed nothing of the op, so "
+            f"say{'' if len(others) > 1 else 's'} nothing either way: "
             f"{said}."
         )
     lines.append("")
-    if not any(t["result"] == PASSES for t in tried):
+    if len(triggers) > 1:
+        # each change alone makes it pass: in this model the failure needs every one of
+        # these values at once (a MaxPool wrong only with ceil_mode=1 and a stride > 1)
         lines.append(
-            "No variant tried passes: the failure does not hinge on any one of these changes."
+            "Each trigger's change alone makes it pass: in this model the failure needs "
+            f"all of {', '.join(triggers)} at once."
         )
-    elif not triggers:
+    if not triggers:
         lines.append(
-            "No trigger is named: the only variants that pass change what the op computes."
+            "No variant tried passes: the failure does not hinge on any one of the changes "
+            "tried. Not varied: the input's rank, its values, and inputs the node does "
+            "not read directly."
         )
     left = n.get("not_tried") or 0
     if left:
@@ -107,7 +107,8 @@ def _value(kind: str, v: Any) -> str:
     if kind == "attribute":
         return repr(v) if isinstance(v, str) else str(v)
     if kind == "shape":
-        return f"{v} ({_elements(v)} elements)"
+        n = _elements(v)
+        return f"{v} ({n} element{'s' if n != 1 else ''})"
     return str(v)
 
 
@@ -121,8 +122,8 @@ def _shown(t: dict[str, Any], name: Any, alone: bool = False) -> str:
         said = (
             f"input {name(t['subject'])} {said}" if t["kind"] == "shape" else f"element type {said}"
         )
-    if t.get("outputs_change"):
-        said += " (its output's shape or type changes)"
+    if t.get("outputs_change") and t["kind"] == "attribute":
+        said += " (its output's shape or type changes)"  # expected of a smaller input
     refit = t.get("refit") or []
     if refit:
         said += " (" + ", ".join(f"{name(r['input'])} resized to {r['shape']}" for r in refit)

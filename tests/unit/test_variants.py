@@ -77,10 +77,11 @@ def test_a_flaky_finding_gets_no_variants_and_the_default_bound_is_one() -> None
     assert NEIGHBOURS == MAX_VARIANTS
 
 
-def test_a_pass_that_changes_what_the_op_computes_names_no_trigger() -> None:
-    """ReduceSum's noop_with_empty_axes=1 without axes is an identity: that it passes says
-    nothing of the trigger. issue.md says it passes, names no trigger from it, and does not
-    claim that no variant passes."""
+def test_a_pass_whose_outputs_change_shape_or_type_is_still_a_trigger() -> None:
+    """float32 for a float16 Sigmoid, strides=1 for a MaxPool: the variant's outputs change
+    type or shape, and the op still computes; its pass names the trigger (an audit found a
+    dtype trigger never named, "no trigger" said beside a passing/ folder holding it). Two
+    such triggers: the failure needs both values at once."""
     from onnxfuzz.store.trigger import neighbours_text
 
     def tried(kind, subject, was, value, result, **extra):
@@ -96,18 +97,67 @@ def test_a_pass_that_changes_what_the_op_computes_names_no_trigger() -> None:
 
     meta = {
         "neighbours": {
-            "node": "r0 (ReduceSum)",
+            "node": "pool0 (MaxPool)",
             "tried": [
-                tried("attribute", "noop_with_empty_axes", 0, 1, "passes", outputs_change=True),
-                tried("attribute", "keepdims", 1, 0, "fails"),
+                tried("attribute", "ceil_mode", 1, 0, "passes", outputs_change=True),
+                tried("attribute", "strides", [2], [1], "passes", outputs_change=True),
+                tried("dtype", "dtype", "float16", "float32", "fails", outputs_change=True),
+                tried("shape", "x", [1, 1, 1], [1, 1, 1], "other", said="no verdict"),
             ],
         }
     }
     text = neighbours_text(meta, {}, "ort and planted")
-    assert "Trigger" not in text, text
-    assert "passes with noop_with_empty_axes=1" in text and "computes something else" in text
+    assert "Trigger, `ceil_mode`" in text and "Trigger, `strides`" in text, text
+    assert "needs all of ceil_mode=1, strides=[2] at once" in text, text
     assert "No variant tried passes" not in text
-    assert "No trigger is named" in text
-    # the same pass where the outputs keep their shape is a trigger
-    del meta["neighbours"]["tried"][0]["outputs_change"]
-    assert "Trigger, `noop_with_empty_axes`" in neighbours_text(meta, {}, "ort and planted")
+    assert "(1 element)" in text and "(1 elements)" not in text
+    meta["neighbours"]["tried"][2]["result"] = "passes"
+    text = neighbours_text(meta, {}, "ort and planted")
+    assert "Trigger, element type: fails with float16" in text, text
+
+
+def test_no_pass_says_what_was_not_varied() -> None:
+    """A Transpose wrong at rank >= 4: no variant passes, and rank is not among the changes
+    tried; the text said the failure "does not hinge on any one of these changes"."""
+    from onnxfuzz.store.trigger import neighbours_text
+
+    meta = {
+        "neighbours": {
+            "node": "t0 (Transpose)",
+            "tried": [
+                {
+                    "kind": "shape",
+                    "subject": "x",
+                    "was": [1, 2, 1, 3],
+                    "value": [1, 1, 1, 3],
+                    "change": "x [1, 1, 1, 3]",
+                    "result": "fails",
+                },
+            ],
+        }
+    }
+    text = neighbours_text(meta, {}, "ort and planted")
+    assert "changes tried" in text and "Not varied: the input's rank" in text, text
+
+
+def test_a_variant_that_copies_its_input_through_is_no_pass() -> None:
+    """ReduceSum without axes, noop_with_empty_axes=1: its output is its input, run on real
+    ONNX Runtime; it passes a sum bug by not summing (an audit read it as a trigger). It
+    is set apart; keepdims=0, which still sums, is not."""
+    import onnxruntime as ort
+
+    from onnxfuzz.execute.sandbox import Outcome, Status
+    from onnxfuzz.reduce.neighbours import _copies_an_input
+
+    node = helper.make_node("ReduceSum", ["x"], ["y"], keepdims=1)
+    model = _model(node, [2, 3], [1, 1])
+    inputs = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    made = {v.change: v for v in variants(model, inputs, 0)}
+    noop, keep = made["noop_with_empty_axes=1"], made["keepdims=0"]
+
+    def ran(v) -> dict[str, Outcome]:
+        sess = ort.InferenceSession(v.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return {"ort": Outcome(Status.OK, outputs={"y": sess.run(None, v.inputs)[0]})}
+
+    assert not noop.same_outputs and _copies_an_input(noop, ran(noop))
+    assert not _copies_an_input(keep, ran(keep))
