@@ -258,9 +258,7 @@ class Store:
         mine = joined.setdefault(into, {})
         if old_sig != into_sig:
             seed = their_seeds[0] if their_seeds else None
-            mine.setdefault(
-                old_sig, {"ops": old_pattern.split("+"), "seed": seed, "why": why}
-            )
+            mine.setdefault(old_sig, {"ops": old_pattern.split("+"), "seed": seed, "why": why})
         for sig, entry in theirs.items():
             if sig != into_sig:
                 mine.setdefault(sig, entry)
@@ -439,6 +437,14 @@ class Store:
             "SELECT backend, verdict, COUNT(*) FROM results GROUP BY backend, verdict"
         )
         return {(b, v): n for b, v, n in rows}
+
+    def unsupported_reasons(self) -> list[tuple[str, str, int]]:
+        """(backend, error text, tests) of the tests a backend did not support, most first."""
+        rows = self.db.execute(
+            "SELECT backend, detail, COUNT(*) FROM results WHERE verdict = 'unsupported' "
+            "GROUP BY backend, detail"
+        )
+        return [(b, d or "", n) for b, d, n in rows]
 
     def n_tests(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM tests").fetchone()[0]

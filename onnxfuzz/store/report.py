@@ -4,16 +4,18 @@ first: "4 families, 17 bundles"), the bug table, the end-of-campaign summary."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from onnxfuzz.execute.sandbox import EARLIER_MAX
 from onnxfuzz.generate.measure.metrics import Diversity
 from onnxfuzz.judge.attribution import DOCUMENTED_FAULT
-from onnxfuzz.judge.signature import family, family_id
+from onnxfuzz.judge.signature import family, family_id, normalize
 from onnxfuzz.store.db import (
     EVALUATOR_SUSPECTS,
     FOLLOW_UPS,
@@ -442,6 +444,48 @@ def optimization_table(store: Store, labels: list[str]) -> Any:
     return table
 
 
+UNSUPPORTED_SHOWN = 3  # reasons shown per backend
+# errors only their words call missing support: Python's generic exception types (an
+# adapter's RuntimeError("kernel: unsupported broadcast"), 439 tests of a real crash that
+# an audit's campaign counted as unsupported and never filed)
+_GENERIC = re.compile(
+    r"^(RuntimeError|Exception|ValueError|AssertionError|TypeError|KeyError|IndexError):"
+)
+
+
+def unsupported_lines(store: Store, labels: list[str]) -> list[str]:
+    """Per backend, what it did not support, by reason (its error's first line, without
+    the incidental: ``normalize``), most tests first: a count alone hid a crash counted as
+    unsupported for its words. A generic Python exception among them is pointed out."""
+    by: dict[str, Counter[str]] = {}
+    for backend, detail, n in store.unsupported_reasons():
+        by.setdefault(backend, Counter())[normalize(detail, lines=1)] += n
+    lines = []
+    for label in labels:
+        reasons = by.get(label)
+        if not reasons:
+            continue
+        name = store.names.get(label, label)
+        total = sum(reasons.values())
+        shown = [f"{n} {r!r}" for r, n in reasons.most_common(UNSUPPORTED_SHOWN)]
+        more = len(reasons) - UNSUPPORTED_SHOWN
+        lines.append(
+            f"unsupported on {name}: {total} test{'s' if total != 1 else ''}, "
+            f"{len(reasons)} reason{'s' if len(reasons) != 1 else ''}: {'; '.join(shown)}"
+            + (f"; {more} more (campaign.db's results)" if more > 0 else "")
+        )
+        generic = [r for r in reasons if _GENERIC.match(r)]
+        if generic:
+            lines.append(
+                f"  {sum(reasons[r] for r in generic)} of them raised a generic Python "
+                f"error ({generic[0].split(':')[0]}) whose words read as missing support: if "
+                "it is a bug and not a missing op, type or attribute, have the adapter raise "
+                "onnxfuzz.backend.Unsupported for what it lacks, or answer is_unsupported("
+                "error) itself (README: writing an adapter)"
+            )
+    return lines
+
+
 def print_summary(
     store: Store,
     out: Path,
@@ -483,6 +527,8 @@ def print_summary(
     known = known_rows(store)
     if known:
         out_console.print(known_table(known))
+    for line in unsupported_lines(store, labels):
+        out_console.print(line, soft_wrap=True, markup=False)
     for line in documented_fault_lines(store):
         out_console.print(line, soft_wrap=True, markup=False)
     # bundles, not "distinct bugs": a family above may hold several of one root cause

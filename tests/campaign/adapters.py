@@ -297,6 +297,19 @@ class Unsupported(_OrtWrapper):
         return super().compile(model)
 
 
+class UnsupportedInWords(_OrtWrapper):
+    """A real crash worded like missing support: a RuntimeError whose text says
+    "unsupported" for ``op``, with no ``is_unsupported`` of its own (audit 15: 439 tests of
+    it counted as unsupported and nothing said)."""
+
+    name = "unsupported-in-words"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        if self.triggered(model):
+            raise RuntimeError("kernel: unsupported broadcast")
+        return super().compile(model)
+
+
 class WrongOp(_OrtWrapper):
     """A planted miscompilation: every ``op`` node whose output is ``dtype`` (float32 unless
     told; "float": any float type) computes ``op`` + 0.5."""
