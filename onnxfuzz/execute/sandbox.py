@@ -75,11 +75,12 @@ QUEUE_BYTES = 32 * 1024
 HISTORY_TESTS = 64
 HISTORY_BYTES = 64 * 2**20
 # Beyond those, the first ``FIRST_PER_INPUTS`` tests of each input signature (the inputs'
-# names, element types and shapes) the process ran, at most ``FIRST_BYTES`` in all (the
-# signatures seen least recently go first): a compile cache keyed by the inputs (a TVM or
-# TensorRT engine per shape) is filled by the first model of a signature and returned,
-# stale, to a later one thousands of tests on; the last 64 never held that first model,
-# and every such finding was dropped as not reproducible.
+# names, element types and shapes) the process ran, and of each list of op types, at most
+# ``FIRST_BYTES`` in all (the keys seen least recently go first): a compile cache keyed by
+# the inputs (a TVM or TensorRT engine per shape), or by the graph's ops without their
+# attributes, is filled by the first model of its key and returned, stale, to a later one
+# thousands of tests on; the last 64 never held that first model, and every such finding
+# was dropped as not reproducible (an audit's cache keyed by op types: 649 of 650).
 FIRST_PER_INPUTS = 4
 FIRST_BYTES = 32 * 2**20
 EARLIER_MAX = 32  # the most recent earlier models of a process a confirmation replays
@@ -451,7 +452,7 @@ def protocol_problem(outs: object) -> str | None:
 
 
 def _python_number(value: object) -> str:
-    """"a Python float" where ``value`` is a Python number, "a list of Python floats" where it
+    """ "a Python float" where ``value`` is a Python number, "a list of Python floats" where it
     is a (nested) list or tuple of them, else "": none is an array of a declared element
     type (a sequence output is a list of arrays)."""
     leaf, nested = value, False
@@ -562,6 +563,19 @@ class Packed:
     seq: int
     data: bytes  # the pickled ``Test``
     inputs_key: str = ""  # its inputs' names, element types and shapes (``inputs_key``)
+    ops_key: str = ""  # its graph's op types, in order (``ops_key``)
+
+
+def ops_key(model_bytes: bytes) -> str:
+    """What a compile cache keyed by a graph's ops, not their attributes, would key it by
+    ("" where the bytes are no model: such a test has no key)."""
+    import onnx
+
+    try:
+        graph = onnx.ModelProto.FromString(model_bytes).graph
+    except Exception:  # noqa: BLE001 - a test of unreadable bytes is keyed by nothing
+        return ""
+    return ",".join(f"{n.domain}:{n.op_type}" if n.domain else n.op_type for n in graph.node)
 
 
 def inputs_key(inputs: dict[str, np.ndarray]) -> str:
@@ -583,7 +597,7 @@ def pack(
     packed again with another ``feedback``; ``frontend``: ``Test.frontend``)."""
     seq = next(_SEQ) if seq is None else seq
     test = Test(model_bytes, inputs, seq, feedback, frontend)
-    return Packed(seq, bytes(ForkingPickler.dumps(test)), inputs_key(inputs))
+    return Packed(seq, bytes(ForkingPickler.dumps(test)), inputs_key(inputs), ops_key(model_bytes))
 
 
 @dataclass
@@ -595,6 +609,7 @@ class _Queued:
     since: float  # its pick-up clock: from its hand-over, or the answer to the test ahead
     sent: bool = False
     inputs_key: str = ""
+    ops_key: str = ""
 
 
 @dataclass
@@ -614,11 +629,11 @@ class Worker:
     _test_stderr: int = field(default=0, repr=False)  # stderr offset where the test began
     _queue: deque[_Queued] = field(default_factory=deque, repr=False)  # oldest first
     # the tests collected, oldest first: (test number, the process that ran it, the test,
-    # its inputs key)
-    _ran: deque[tuple[int, int, bytes, str]] = field(default_factory=deque, repr=False)
+    # its keys: inputs, ops)
+    _ran: deque[tuple[int, int, bytes, tuple[str, ...]]] = field(default_factory=deque, repr=False)
     _ran_bytes: int = field(default=0, repr=False)
-    # (process, inputs key) -> the first FIRST_PER_INPUTS tests of that signature it ran,
-    # as (test number, the test); least recently seen signatures first
+    # (process, "in"/"ops" key) -> the first FIRST_PER_INPUTS tests of that key it ran, as
+    # (test number, the test); least recently seen keys first
     _first: OrderedDict[tuple[int, str], list[tuple[int, bytes]]] = field(
         default_factory=OrderedDict, repr=False
     )
@@ -848,7 +863,13 @@ class Worker:
 
     def submit_packed(self, test: Packed) -> Outcome | None:
         """``submit`` of a test already pickled (``pack``)."""
-        q = _Queued(test.seq, test.data, time.perf_counter(), inputs_key=test.inputs_key)
+        q = _Queued(
+            test.seq,
+            test.data,
+            time.perf_counter(),
+            inputs_key=test.inputs_key,
+            ops_key=test.ops_key,
+        )
         if self._queue:  # behind an earlier test: collect() answers for a dead worker
             self._queue.append(q)
             self._pump()
@@ -925,18 +946,20 @@ class Worker:
 
     def _remember(self, q: _Queued) -> None:
         """Keep a collected test in the history of the process that ran it (bounded)."""
-        self._ran.append((q.seq, self.starts, q.data, q.inputs_key))
+        keys = tuple(
+            f"{kind} {key}" for kind, key in (("in", q.inputs_key), ("ops", q.ops_key)) if key
+        )
+        self._ran.append((q.seq, self.starts, q.data, keys))
         self._ran_bytes += len(q.data)
         while len(self._ran) > HISTORY_TESTS or self._ran_bytes > HISTORY_BYTES:
             self._ran_bytes -= len(self._ran.popleft()[2])
-        if not q.inputs_key:
-            return
-        where = (self.starts, q.inputs_key)
-        firsts = self._first.setdefault(where, [])
-        self._first.move_to_end(where)
-        if len(firsts) < FIRST_PER_INPUTS:
-            firsts.append((q.seq, q.data))
-            self._first_bytes += len(q.data)
+        for key in keys:
+            where = (self.starts, key)
+            firsts = self._first.setdefault(where, [])
+            self._first.move_to_end(where)
+            if len(firsts) < FIRST_PER_INPUTS:
+                firsts.append((q.seq, q.data))
+                self._first_bytes += len(q.data)
         while self._first_bytes > FIRST_BYTES and len(self._first) > 1:
             _, gone = self._first.popitem(last=False)
             self._first_bytes -= sum(len(data) for _, data in gone)
@@ -944,20 +967,22 @@ class Worker:
     def ran_before(self, seq: int, limit: int = HISTORY_TESTS) -> list[Test]:
         """The tests the process that ran test ``seq`` had run before it, oldest first: the
         most recent ``limit``, and before them the first ones it ran with ``seq``'s input
-        signature (``FIRST_PER_INPUTS``), however long ago; none when ``seq`` is no longer
-        remembered."""
+        signature or its list of op types (``FIRST_PER_INPUTS`` of each), however long
+        ago; none when ``seq`` is no longer remembered."""
         at = next((i for i, (s, *_) in enumerate(self._ran) if s == seq), None)
         if at is None or limit <= 0:
             return []
-        _, process, _, key = self._ran[at]
+        _, process, _, keys = self._ran[at]
         recent = [(s, data) for s, p, data, _ in list(self._ran)[:at] if p == process][-limit:]
         have = {s for s, _ in recent}
-        alike = [
-            (s, data)
-            for s, data in self._first.get((process, key), [])
-            if s < seq and s not in have
+        alike: dict[int, bytes] = {}
+        for key in keys:
+            for s, data in self._first.get((process, key), []):
+                if s < seq and s not in have:
+                    alike[s] = data
+        return [ForkingPickler.loads(alike[s]) for s in sorted(alike)] + [
+            ForkingPickler.loads(data) for _, data in recent
         ]
-        return [ForkingPickler.loads(data) for _, data in alike + recent]
 
     def _crash_of(self, head: _Queued) -> Outcome:
         """The worker died: the crash of ``head``, with the stderr it wrote (from where the

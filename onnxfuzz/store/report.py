@@ -554,7 +554,7 @@ def print_summary(
         out_console.print(
             f"{lost} finding(s) not reproducible: no fresh run re-created them, even after "
             f"the last {EARLIER_MAX} models their worker ran before and its first ones with "
-            "the same inputs (not filed as bugs; campaign.db's results keep them)"
+            "the same inputs or op types (not filed as bugs; campaign.db's results keep them)"
         )
     unreplayed = (cost or {}).get("unreplayed")
     if unreplayed:
@@ -562,7 +562,7 @@ def print_summary(
             f"  {unreplayed} of this run's were not replayed after earlier models: "
             f"{cost.get('replay_give_up')} such replays of their signature family had "
             "re-created nothing "
-            "(a flaky kernel's hits, mostly)"
+            "(a flaky kernel's hits, or state that no replayed model re-creates)"
         )
     if overhead is not None:
         out_console.print(

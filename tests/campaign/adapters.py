@@ -1059,6 +1059,25 @@ class StaleCache(WrongOp):
         return super().compile(model) if stale else (self._session(model), False)
 
 
+class StaleByOps(_OrtWrapper):
+    """A planted compile cache keyed by the graph's op types alone (its attributes and
+    shapes left out of the key): the first model of a list of op types is compiled, and a
+    later one with the same op types gets that session, stale (audit 15). A fresh process
+    compiles each model it is given."""
+
+    name = "stale-by-ops"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sessions: dict[tuple[str, ...], Any] = {}
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        key = tuple(n.op_type for n in model.graph.node)
+        if key not in self.sessions:
+            self.sessions[key] = self._session(model)
+        return (self.sessions[key], False)
+
+
 class FailsOnce(_OrtWrapper):
     """Raises on the first model with ``op`` that any process compiles while the file
     ``marker`` does not exist (then creates it): a failure no later run re-creates, in a

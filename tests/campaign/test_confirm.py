@@ -238,6 +238,49 @@ def test_the_model_that_filled_a_cache_long_before_is_replayed() -> None:
         assert float(after[0].outputs["z"][0]) == 2.5
 
 
+def _leaky(alpha: float, n: int) -> bytes:
+    from onnx import TensorProto, helper
+
+    x, y = (helper.make_tensor_value_info(k, TensorProto.FLOAT, [n]) for k in "xy")
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], alpha=alpha)
+    graph = helper.make_graph([node], "leaky", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_the_first_model_of_the_same_op_types_is_replayed() -> None:
+    """A cache keyed by the graph's op types (not attributes, not shapes) hands the first
+    LeakyRelu's session to a LeakyRelu of other inputs many tests on: it fails there. The
+    audit's cache of this kind lost 649 of 650 findings as not reproducible (the first
+    model of the key lay beyond the history, and had other inputs). The first models of
+    each op-type list are kept and replayed; after that one alone, the failure is back in
+    a fresh process."""
+    import numpy as np
+
+    from onnxfuzz.execute.pool import BackendPool
+    from onnxfuzz.execute.sandbox import EARLIER_MAX, HISTORY_TESTS, Status
+
+    label = f"{ADAPTERS}:StaleByOps"
+    others = {"x": np.ones(3, np.float32), "y": np.ones(3, np.float32)}
+    x = {"x": np.full(4, -1.0, np.float32)}
+    with BackendPool([label], timeout=30.0) as pool:
+        pool.start_test(_leaky(0.1, 2), {"x": np.ones(2, np.float32)})  # fills the cache
+        pool.wait()
+        for _ in range(HISTORY_TESTS + 6):  # other ops, other inputs
+            pool.start_test(_binary("Sub", 3), others)
+            pool.wait()
+        pool.start_test(_leaky(0.5, 4), x)
+        assert pool.wait()[label].status != Status.OK  # the [2] session given [4]
+        before = pool.ran_before(label, pool.last_seq, EARLIER_MAX)
+        assert before[0].model_bytes == _leaky(0.1, 2), [len(t.model_bytes) for t in before]
+        assert len(before) == EARLIER_MAX + 1
+        alone = pool.fresh_runs(label, _leaky(0.5, 4), x, 1)
+        assert alone[0].status == Status.OK
+        after = pool.fresh_runs(label, _leaky(0.5, 4), x, 1, before[:1])
+        assert after[0].status != Status.OK
+
+
 def test_a_worker_remembers_its_process_and_a_fresh_one_replays_it() -> None:
     import numpy as np
 
