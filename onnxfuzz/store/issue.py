@@ -196,7 +196,7 @@ def issue_markdown(bundle: Path) -> str:
         ),
         "expected": expected,
         "actual": (
-            f"As onnxfuzz compared them, {reference} against {name} (\"reference\" below "
+            f'As onnxfuzz compared them, {reference} against {name} ("reference" below '
             f"is {name}):\n\n"
             if sided
             else ""
@@ -282,9 +282,25 @@ def _reproducibility(meta: dict[str, Any]) -> str:
             if seen.get("mixed")
             else ""
         )
+        # a "run" here is a fresh process that compiles the model and runs it up to
+        # ``attempts`` times: "reproduced 5 of 5 runs" read as "always" (an audit's kernel
+        # was wrong on 3 runs in 10)
+        attempts = seen.get("attempts") or 1
+        each = (
+            f", each compiling the model and running it up to {attempts} times"
+            if attempts > 1
+            else ""
+        )
+        first = seen.get("first_run")
+        on_first = (
+            f"; on the first run of the compiled model in {first} of them"
+            if isinstance(first, int) and attempts > 1
+            else ""
+        )
         return (
-            f" Intermittent: reproduced {failed} of {runs} runs in a fresh process{varies}; "
-            "`repro.py` runs the model several times in one process and reports the rate."
+            f" Intermittent: seen in {failed} of {runs} fresh processes{each}{on_first}"
+            f"{varies}; it does not show on every run. `repro.py` compiles and runs the model "
+            "several times in one process and reports in how many tries it showed."
         )
     if kind == "depends on an earlier model":
         earlier = meta.get("earlier", [])
@@ -339,8 +355,10 @@ def _culprit_text(culprit: dict[str, Any]) -> str:
         text += f" File with {_PROJECTS[culprit['project']]}."
     if culprit.get("project") == "torch-compile" and culprit.get("note"):
         text += f" ({culprit['note']})"
-    elif culprit.get("project") in ("onnx2torch", "torch") and culprit.get("note") and (
-        " on the same tensors: " in culprit["note"]
+    elif (
+        culprit.get("project") in ("onnx2torch", "torch")
+        and culprit.get("note")
+        and (" on the same tensors: " in culprit["note"])
     ):  # the failing op was run in torch eager on the same tensors (run.culprit)
         text += f" {culprit['note']}."
     elif culprit.get("project") == "onnx2torch" and culprit.get("component"):
