@@ -1102,6 +1102,10 @@ class Campaign:
                     twins = [k for t in kind_twins(f.signature) for k in self.store.keys_of(t)]
                     key = next(iter(twins), key)
                 r.bug, r.pattern = key, key.rsplit("|", 1)[1]
+                # as confirmation filed it: a second run's finding that fresh runs showed
+                # on first runs too is a failure of any run (``on_first_run``); the tables
+                # said "rerun" beside a bundle of stage "run" (an audit)
+                r.stage = f.judgement.stage
                 if key not in known:
                     f.bug_id = bug_id(key, self.names)
                     where = REFERENCE_BUGS if r.pattern == REFERENCE_ONLY else "bugs"

@@ -91,10 +91,13 @@ def test_flaky_wrong_value_is_one_intermittent_bundle_reduced_to_its_trigger(tmp
     # the tables' "reduced ops" said "intermittent" (the bug's pattern), not the ops
     store = Store.open_existing(c.out / "campaign.db")
     try:
-        shown = [reduced_ops(r) for r in summary_rows(store)]
+        rows = summary_rows(store)
     finally:
         store.close()
+    shown = [reduced_ops(r) for r in rows]
     assert shown == ["Add (intermittent)"] * len(metas), shown
+    # the tables' stage is the bundle's (they said "rerun" beside meta.json's "run")
+    assert [r["stage"] for r in rows] == ["run"] * len(metas), rows
     bundle = c.out / "bugs" / metas[0]["id"]
     issue = (bundle / "issue.md").read_text()
     seen = metas[0]["confirmed"]
