@@ -32,7 +32,8 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
         else:
             subjects.setdefault((t["kind"], t["subject"]), []).append(t)
     lines = [
-        f"**What the failure depends on.** Of {len(tried)} one-change variants of this model "
+        f"**What the failure depends on.** Of {len(tried)} one-change "
+        f"variant{'s' if len(tried) != 1 else ''} of this model "
         f"around {n.get('node', 'the blamed node')}, each run once on {backends} "
         '("fails": the same failure as above):',
         "",
