@@ -13,11 +13,11 @@ import click
 from onnxfuzz.cli import exits
 from onnxfuzz.cli.options import (
     MAX_TESTS,
-    NEIGHBOURS,
     Finite,
     duration,
     generator_fields,
     generator_options,
+    neighbours_option,
     resolvable_backend,
 )
 
@@ -181,9 +181,7 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     "end (a hang at its --timeout), and a new bug one of them finds is still confirmed "
     "and reduced (--reduce-budget), so the campaign may end that much later.",
 )
-@click.option(
-    "--tests", type=click.IntRange(1, MAX_TESTS), default=None, help="Number of tests."
-)
+@click.option("--tests", type=click.IntRange(1, MAX_TESTS), default=None, help="Number of tests.")
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -266,16 +264,7 @@ def _resumed(ctx: click.Context, tests: int | None, seconds: float | None) -> Re
     show_default=True,
     help="Reduction time per new bug, e.g. 30s, 2m.",
 )
-@click.option(
-    "--neighbours",
-    type=click.IntRange(min=0),
-    default=NEIGHBOURS,
-    show_default=True,
-    metavar="N",
-    help="One-change variants of each new bug's reduced model (an attribute's other "
-    "value, a smaller input, another element type) run to tell what the failure depends "
-    "on; issue.md says which pass. At most N runs (and 20 s) per bug; 0: none.",
-)
+@neighbours_option("each new bug's reduced model")
 @click.option(
     "--pregen",
     type=click.Choice(["auto", "on", "off"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -27,6 +28,21 @@ from onnxfuzz.generate.lang.config import (
 NEIGHBOURS = 12
 
 
+def neighbours_option(whose: str) -> Any:
+    """``--neighbours N`` for ``fuzz`` and ``reduce``; ``whose``: the reduced model it is
+    about ("each new bug's reduced model", "the reduced model")."""
+    return click.option(
+        "--neighbours",
+        type=click.IntRange(min=0),
+        default=NEIGHBOURS,
+        show_default=True,
+        metavar="N",
+        help=f"One-change variants of {whose} (an attribute's other value, a smaller "
+        "input, another element type) run to tell what the failure depends on; issue.md "
+        "says which pass. At most N runs (and 20 s) per bug; 0: none.",
+    )
+
+
 class Finite(click.FloatRange):
     """A ``click.FloatRange`` that refuses nan and inf: nan passes every bound (``--timeout
     nan`` ran each test with no time at all and filed a timeout bug against ONNX Runtime)."""
@@ -41,6 +57,7 @@ class Finite(click.FloatRange):
 # The most tests a campaign takes: far past any run's length (100 million at 40/s is a
 # month), and below what the scheduler could not count (10**10 ran no test, past --time).
 MAX_TESTS = 10**8
+
 
 def _nodes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int]:
     try:

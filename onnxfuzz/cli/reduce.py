@@ -16,7 +16,7 @@ import click
 import numpy as np
 
 from onnxfuzz.cli import exits
-from onnxfuzz.cli.options import NEIGHBOURS, Finite, duration
+from onnxfuzz.cli.options import Finite, duration, neighbours_option
 
 
 def _belonging(
@@ -425,16 +425,7 @@ class _Smallest:
     help=f"The size of a symbolic input dim (batch=4) in generated inputs; "
     f"default {FREE_DIM}. Repeat it.",
 )
-@click.option(
-    "--neighbours",
-    type=click.IntRange(min=0),
-    default=NEIGHBOURS,
-    show_default=True,
-    metavar="N",
-    help="One-change variants of the reduced model (an attribute's other value, a smaller "
-    "input, another element type) run to tell what the failure depends on; issue.md says "
-    "which pass. At most N runs (and 20 s); 0: none.",
-)
+@neighbours_option("the reduced model")
 def reduce(**options: Any) -> None:
     """Reduce a model that fails on a backend to a small model that fails the same way.
 

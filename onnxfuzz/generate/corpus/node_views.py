@@ -45,16 +45,20 @@ def _shapes(g: onnx.GraphProto, out: dict[str, tuple[Shape, int]] | None = None)
     return out
 
 
+def node_subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The subgraphs a node holds (an If's branches, a Loop's or Scan's body)."""
+    subs: list[onnx.GraphProto] = []
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            subs.append(a.g)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            subs.extend(a.graphs)
+    return subs
+
+
 def subgraphs(g: onnx.GraphProto) -> list[onnx.GraphProto]:
     """The subgraphs of ``g``'s nodes (If branches, Loop and Scan bodies), one level down."""
-    subs: list[onnx.GraphProto] = []
-    for node in g.node:
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                subs.append(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                subs.extend(a.graphs)
-    return subs
+    return [sub for node in g.node for sub in node_subgraphs(node)]
 
 
 def _opset(model: onnx.ModelProto) -> int:

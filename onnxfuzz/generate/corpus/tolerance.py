@@ -53,7 +53,7 @@ import onnx
 import onnx.inliner
 from onnx import TensorProto, numpy_helper
 
-from onnxfuzz.generate.corpus.node_views import subgraphs
+from onnxfuzz.generate.corpus.node_views import node_subgraphs, subgraphs
 from onnxfuzz.generate.corpus.reference_limits import reference_limits
 from onnxfuzz.generate.corpus.validate import model_opset
 from onnxfuzz.generate.lang.config import ORT_MAX_OPSET
@@ -162,22 +162,12 @@ def _feeders(g: onnx.GraphProto, output: str) -> set[str]:
         if node is None:
             continue
         # a subgraph's outer-scope reads feed it too
-        names = [*node.input, *(i for sub in _node_subgraphs(node) for i in _outer(sub))]
+        names = [*node.input, *(i for sub in node_subgraphs(node) for i in _outer(sub))]
         for name in names:
             if name and name not in seen:
                 seen.add(name)
                 need.append(name)
     return seen
-
-
-def _node_subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    out: list[onnx.GraphProto] = []
-    for a in node.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            out.append(a.g)
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            out.extend(a.graphs)
-    return out
 
 
 def _outer(g: onnx.GraphProto) -> set[str]:
@@ -186,7 +176,7 @@ def _outer(g: onnx.GraphProto) -> set[str]:
     made |= {o for n in g.node for o in n.output}
     used = {i for n in g.node for i in n.input if i} | {o.name for o in g.output}
     for n in g.node:
-        for sub in _node_subgraphs(n):
+        for sub in node_subgraphs(n):
             used |= _outer(sub)
     return used - made
 
