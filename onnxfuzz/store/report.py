@@ -453,6 +453,10 @@ _GENERIC = re.compile(
 )
 
 
+def _clipped(text: str, chars: int = 120) -> str:
+    return text if len(text) <= chars else text[: chars - 3] + "..."
+
+
 def unsupported_lines(store: Store, labels: list[str]) -> list[str]:
     """Per backend, what it did not support, by reason (its error's first line, without
     the incidental: ``normalize``), most tests first: a count alone hid a crash counted as
@@ -467,7 +471,7 @@ def unsupported_lines(store: Store, labels: list[str]) -> list[str]:
             continue
         name = store.names.get(label, label)
         total = sum(reasons.values())
-        shown = [f"{n} {r!r}" for r, n in reasons.most_common(UNSUPPORTED_SHOWN)]
+        shown = [f"{n} {_clipped(r)!r}" for r, n in reasons.most_common(UNSUPPORTED_SHOWN)]
         more = len(reasons) - UNSUPPORTED_SHOWN
         lines.append(
             f"unsupported on {name}: {total} test{'s' if total != 1 else ''}, "
@@ -481,7 +485,7 @@ def unsupported_lines(store: Store, labels: list[str]) -> list[str]:
                 f"error ({generic[0].split(':')[0]}) whose words read as missing support: if "
                 "it is a bug and not a missing op, type or attribute, have the adapter raise "
                 "onnxfuzz.backend.Unsupported for what it lacks, or answer is_unsupported("
-                "error) itself (README: writing an adapter)"
+                "error) itself (docs/adapters.md)"
             )
     return lines
 
