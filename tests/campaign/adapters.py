@@ -345,6 +345,35 @@ class WrongOp(_OrtWrapper):
         return (self._session(m), False)
 
 
+class UntransposedNonZero(_OrtWrapper):
+    """A planted layout bug, onnx2torch's own: every NonZero gives its indices transposed,
+    [N, rank] for ONNX's [rank, N] (a wrong shape alone; after a Slice that keeps the shape,
+    wrong values)."""
+
+    name = "untransposed-nonzero"
+
+    def __init__(self) -> None:
+        super().__init__("NonZero")
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        g = m.graph
+        nodes = list(g.node)
+        del g.node[:]
+        for n in nodes:
+            if n.op_type != self.op:
+                g.node.append(n)
+                continue
+            out = n.output[0]
+            n.output[0] = f"{out}__planted"
+            g.node.extend([n, onnx.helper.make_node("Transpose", [n.output[0]], [out])])
+        for vi in [*g.value_info, *g.output]:  # the shape ONNX declares is not the one given
+            if vi.type.tensor_type.HasField("shape"):
+                vi.type.tensor_type.ClearField("shape")
+        return (self._session(m), self.triggered(model))
+
+
 class WrongInBody(_OrtWrapper):
     """A planted miscompilation that reaches into control flow: every ``op`` node, in the
     graph or in an If, Loop or Scan body, computes ``op`` + 0.5 (opset 15 and above)."""
