@@ -17,6 +17,7 @@ from runs import finished
 
 from onnxfuzz.backend import load_backend
 from onnxfuzz.errors import BackendError
+from onnxfuzz.reduce.neighbours import MAX_VARIANTS
 from onnxfuzz.run.campaign import Campaign, CampaignOptions
 from onnxfuzz.store.db import Store
 
@@ -26,6 +27,10 @@ OPS = ["Add", "Relu", "Mul", "Sigmoid", "Tanh"]
 
 
 def _campaign(tmp: Path, backend: str, tests: int = 12, **kw) -> Campaign:
+    """``neighbours`` is off unless a test asks (the variants after each new bug's
+    reduction: up to 20 s more per bug, a hang's variants each a timeout); those that read
+    a bundle's issue.md and reproducers keep the product's default."""
+    kw.setdefault("neighbours", 0)
     opts = CampaignOptions(
         backends=["ort", backend],
         tests=tests,
@@ -172,7 +177,9 @@ def test_probe_exclude_leaves_out_ops_a_backend_lacks(tmp_path, monkeypatch) -> 
 
 def test_planted_wrong_op_is_caught_with_a_reproducer(tmp_path) -> None:
     label = f"{ADAPTERS}:WrongOp:op=Sigmoid"
-    c = _campaign(tmp_path, label, tests=15, generator={"dtypes": ["float32"]})
+    c = _campaign(
+        tmp_path, label, tests=15, generator={"dtypes": ["float32"]}, neighbours=MAX_VARIANTS
+    )
     counts = _verdicts(c, label)
     assert counts.get("mismatch", 0) >= 1, counts
     bugs = _bugs(c)
@@ -221,7 +228,9 @@ def test_a_nan_result_is_said_as_nan_everywhere(tmp_path) -> None:
     repro.py count NaNs in words (repro.py said "max abs err inf", the oracle "max abs err
     nan", issue.md "0 of 4800 elements differ")."""
     label = f"{ADAPTERS}:NanOp:op=Sigmoid"
-    c = _campaign(tmp_path, label, tests=15, generator={"dtypes": ["float32"]})
+    c = _campaign(
+        tmp_path, label, tests=15, generator={"dtypes": ["float32"]}, neighbours=MAX_VARIANTS
+    )
     (bug,) = _bugs(c)
     bundle = c.out / "bugs" / bug["id"]
     issue = (bundle / "issue.md").read_text()
