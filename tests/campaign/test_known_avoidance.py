@@ -27,6 +27,9 @@ def _opts(known: Path, after: int, tests: int) -> CampaignOptions:
         known=str(known),
         avoid_after=after,
         generator={"min_nodes": 2, "max_nodes": 5, "ops": OPS, "dtypes": ["float32"]},
+        # no one-change variants after a reduction: a bundle's trigger is not what these
+        # tests read, and each crashing variant respawns the worker
+        neighbours=0,
     )
 
 
