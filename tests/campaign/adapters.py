@@ -374,6 +374,23 @@ class UntransposedNonZero(_OrtWrapper):
         return (self._session(m), self.triggered(model))
 
 
+class Evaluated(_OrtWrapper):
+    """Runs models on the ONNX reference evaluator: a backend that is right where ORT's own
+    kernel is wrong (int64 Mod with fmod=1 goes through double), in place of a real one
+    that would import torch in every process."""
+
+    name = "evaluated"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        from onnx.reference import ReferenceEvaluator
+
+        return ReferenceEvaluator(model)
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = list(executable.output_names)
+        return dict(zip(names, executable.run(None, inputs), strict=True))
+
+
 class WrongInBody(_OrtWrapper):
     """A planted miscompilation that reaches into control flow: every ``op`` node, in the
     graph or in an If, Loop or Scan body, computes ``op`` + 0.5 (opset 15 and above)."""
