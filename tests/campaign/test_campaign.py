@@ -310,13 +310,23 @@ def _state(out: Path) -> tuple[dict, dict]:
         store.close()
 
 
-@pytest.mark.parametrize("pregen", ["off", "on"])
-def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(tmp_path, pregen) -> None:
-    # The unkilled run makes its tests in the campaign process; the killed one in a
-    # generator process too when pregen is on (onnxfuzz.run.pregen): same tests, same counts.
-    whole = tmp_path / "whole"
+@pytest.fixture(scope="module")
+def unkilled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The campaign the killed ones are compared with, run to its end once for both
+    (read only)."""
+    whole = tmp_path_factory.mktemp("unkilled") / "whole"
     p = _fuzz(whole, "--pregen", "off")
     assert p.wait(300) == 1, p.stdout.read()  # 1: it found the planted bug
+    return whole
+
+
+@pytest.mark.parametrize("pregen", ["off", "on"])
+def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(
+    tmp_path, pregen, unkilled
+) -> None:
+    # The unkilled run makes its tests in the campaign process; the killed one in a
+    # generator process too when pregen is on (onnxfuzz.run.pregen): same tests, same counts.
+    whole = unkilled
     killed = tmp_path / "killed"
     p = _fuzz(killed, "--pregen", pregen)
     db = killed / "campaign.db"
