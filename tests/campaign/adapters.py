@@ -358,6 +358,52 @@ class WrongOp(_OrtWrapper):
         return (self._session(m), False)
 
 
+class UntransposedNonZero(_OrtWrapper):
+    """A planted layout bug, onnx2torch's own: every NonZero gives its indices transposed,
+    [N, rank] for ONNX's [rank, N] (a wrong shape alone; after a Slice that keeps the shape,
+    wrong values)."""
+
+    name = "untransposed-nonzero"
+
+    def __init__(self) -> None:
+        super().__init__("NonZero")
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        g = m.graph
+        nodes = list(g.node)
+        del g.node[:]
+        for n in nodes:
+            if n.op_type != self.op:
+                g.node.append(n)
+                continue
+            out = n.output[0]
+            n.output[0] = f"{out}__planted"
+            g.node.extend([n, onnx.helper.make_node("Transpose", [n.output[0]], [out])])
+        for vi in [*g.value_info, *g.output]:  # the shape ONNX declares is not the one given
+            if vi.type.tensor_type.HasField("shape"):
+                vi.type.tensor_type.ClearField("shape")
+        return (self._session(m), self.triggered(model))
+
+
+class Evaluated(_OrtWrapper):
+    """Runs models on the ONNX reference evaluator: a backend that is right where ORT's own
+    kernel is wrong (int64 Mod with fmod=1 goes through double), in place of a real one
+    that would import torch in every process."""
+
+    name = "evaluated"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        from onnx.reference import ReferenceEvaluator
+
+        return ReferenceEvaluator(model)
+
+    def run(self, executable: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = list(executable.output_names)
+        return dict(zip(names, executable.run(None, inputs), strict=True))
+
+
 class WrongInBody(_OrtWrapper):
     """A planted miscompilation that reaches into control flow: every ``op`` node, in the
     graph or in an If, Loop or Scan body, computes ``op`` + 0.5 (opset 15 and above)."""

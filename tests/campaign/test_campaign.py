@@ -17,6 +17,7 @@ from runs import finished
 
 from onnxfuzz.backend import load_backend
 from onnxfuzz.errors import BackendError
+from onnxfuzz.reduce.neighbours import MAX_VARIANTS
 from onnxfuzz.run.campaign import Campaign, CampaignOptions
 from onnxfuzz.store.db import Store
 
@@ -26,6 +27,10 @@ OPS = ["Add", "Relu", "Mul", "Sigmoid", "Tanh"]
 
 
 def _campaign(tmp: Path, backend: str, tests: int = 12, **kw) -> Campaign:
+    """``neighbours`` is off unless a test asks (the variants after each new bug's
+    reduction: up to 20 s more per bug, a hang's variants each a timeout); those that read
+    a bundle's issue.md and reproducers keep the product's default."""
+    kw.setdefault("neighbours", 0)
     opts = CampaignOptions(
         backends=["ort", backend],
         tests=tests,
@@ -172,7 +177,9 @@ def test_probe_exclude_leaves_out_ops_a_backend_lacks(tmp_path, monkeypatch) -> 
 
 def test_planted_wrong_op_is_caught_with_a_reproducer(tmp_path) -> None:
     label = f"{ADAPTERS}:WrongOp:op=Sigmoid"
-    c = _campaign(tmp_path, label, tests=15, generator={"dtypes": ["float32"]})
+    c = _campaign(
+        tmp_path, label, tests=15, generator={"dtypes": ["float32"]}, neighbours=MAX_VARIANTS
+    )
     counts = _verdicts(c, label)
     assert counts.get("mismatch", 0) >= 1, counts
     bugs = _bugs(c)
@@ -221,7 +228,9 @@ def test_a_nan_result_is_said_as_nan_everywhere(tmp_path) -> None:
     repro.py count NaNs in words (repro.py said "max abs err inf", the oracle "max abs err
     nan", issue.md "0 of 4800 elements differ")."""
     label = f"{ADAPTERS}:NanOp:op=Sigmoid"
-    c = _campaign(tmp_path, label, tests=15, generator={"dtypes": ["float32"]})
+    c = _campaign(
+        tmp_path, label, tests=15, generator={"dtypes": ["float32"]}, neighbours=MAX_VARIANTS
+    )
     (bug,) = _bugs(c)
     bundle = c.out / "bugs" / bug["id"]
     issue = (bundle / "issue.md").read_text()
@@ -301,13 +310,23 @@ def _state(out: Path) -> tuple[dict, dict]:
         store.close()
 
 
-@pytest.mark.parametrize("pregen", ["off", "on"])
-def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(tmp_path, pregen) -> None:
-    # The unkilled run makes its tests in the campaign process; the killed one in a
-    # generator process too when pregen is on (onnxfuzz.run.pregen): same tests, same counts.
-    whole = tmp_path / "whole"
+@pytest.fixture(scope="module")
+def unkilled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The campaign the killed ones are compared with, run to its end once for both
+    (read only)."""
+    whole = tmp_path_factory.mktemp("unkilled") / "whole"
     p = _fuzz(whole, "--pregen", "off")
     assert p.wait(300) == 1, p.stdout.read()  # 1: it found the planted bug
+    return whole
+
+
+@pytest.mark.parametrize("pregen", ["off", "on"])
+def test_sigkill_then_resume_gives_the_counts_of_an_unkilled_run(
+    tmp_path, pregen, unkilled
+) -> None:
+    # The unkilled run makes its tests in the campaign process; the killed one in a
+    # generator process too when pregen is on (onnxfuzz.run.pregen): same tests, same counts.
+    whole = unkilled
     killed = tmp_path / "killed"
     p = _fuzz(killed, "--pregen", pregen)
     db = killed / "campaign.db"
@@ -418,14 +437,16 @@ def test_triage_table_in_terminal_and_markdown(tmp_path, capsys) -> None:
 def test_a_two_op_hang_is_one_bundle_reduced_to_its_pair(tmp_path) -> None:
     # Each hang costs the campaign's --timeout once per hit; the reduction tries candidates
     # with a short limit (a few times the reference's time, floor 2 s), so it reaches the
-    # trigger within its budget. Every hit is one bug: same signature, same pattern.
+    # trigger within its budget. Every hit is one bug: same signature, same pattern. The
+    # --timeout is that floor too (as the Hang case above): a 6-node ORT model compiles
+    # and runs in milliseconds on a loaded worker (its start-up is not timed).
     hang = f"{ADAPTERS}:PairHang:first=Mul,then=Add"
     c = _campaign(
         tmp_path,
         hang,
         tests=30,
         seed=3,
-        timeout=4.0,
+        timeout=2.0,
         probe="off",
         reduce_budget=60,
         generator={"min_nodes": 3, "max_nodes": 6, "ops": ["Add", "Mul", "Relu"]},

@@ -814,14 +814,16 @@ def _torch_vs_ort(
     judgement: Judgement,
     outputs: dict[str, dict[str, np.ndarray]],
     opinion: dict | None = None,
+    backend: str = "torch",
 ) -> Path:
-    """The bundle of a torch finding against ORT, with the backends' ``outputs`` and the
-    evaluator's ``opinion`` (if any), as the campaign writes it."""
+    """The bundle of a torch (or ``backend``) finding against ORT, with the backends'
+    ``outputs`` and the evaluator's ``opinion`` (if any), as the campaign writes it."""
     f = Finding(
-        signature=f"torch|mismatch|run|{judgement.kind} in {model.graph.node[0].op_type} output",
+        signature=f"{backend}|mismatch|run|{judgement.kind} in {model.graph.node[0].op_type}"
+        " output",
         bug_id="bug",
         judgement=judgement,
-        backend="torch",
+        backend=backend,
         reference="ort",
         seed=0,
         opset=17,
@@ -890,6 +892,10 @@ def _repro_py(python: Path, bundle: Path, tmp: Path) -> subprocess.CompletedProc
     )
 
 
+# a backend right where ORT is wrong, without torch's imports (tests/campaign/adapters.py)
+EVALUATED = f"{Path(__file__).resolve().parent / 'adapters.py'}:Evaluated"
+
+
 def test_repro_py_of_a_reference_the_evaluator_finds_wrong_runs_it_and_names_it(
     python, tmp_path
 ) -> None:
@@ -898,18 +904,23 @@ def test_repro_py_of_a_reference_the_evaluator_finds_wrong_runs_it_and_names_it(
     "REPRODUCES: torch: values mismatch"), and it runs the reference rather than reading
     its stored outputs, which are the wrong values: once the reference is fixed, it says
     FIXED (against the stored values it said REPRODUCES for ever). Here ORT's Relu is
-    right today, and the bundle stores the wrong values it is said to have given."""
+    right today, and the bundle stores the wrong values it is said to have given. The
+    backend that the evaluator sides with is ``EVALUATED`` (a planted adapter that runs the
+    evaluator, right on both models as torch is): the reference is what is tested here,
+    and each repro.py run would import torch twice (its check, its child)."""
     relu = _unary("Relu", TensorProto.FLOAT)
     x = np.array([[-1.0, 0.5, 2.0], [3.0, -0.25, 0.0]], np.float32)
     right = np.maximum(x, 0)
     values = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "2/6 elements differ")
-    outcomes = {"ort": {"y": np.abs(x)}, "torch": {"y": right}}  # ORT "was" wrong
-    opinion = {"by": "onnx-reference", "agrees": ["torch"], "said": "ran"}
-    fixed = _torch_vs_ort(tmp_path / "fixed", relu, {"x": x}, values, outcomes, opinion)
+    outcomes = {"ort": {"y": np.abs(x)}, EVALUATED: {"y": right}}  # ORT "was" wrong
+    opinion = {"by": "onnx-reference", "agrees": [EVALUATED], "said": "ran"}
+    fixed = _torch_vs_ort(tmp_path / "fixed", relu, {"x": x}, values, outcomes, opinion, EVALUATED)
     r = _repro_py(python, fixed, tmp_path)
     assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
-    assert r.stdout.startswith("FIXED: torch and ort agree now"), r.stdout
-    assert "sides with torch, so ort is the likely culprit" in (fixed / "repro.py").read_text()
+    assert r.stdout.startswith(f"FIXED: {EVALUATED} and ort agree now"), r.stdout
+    assert (
+        f"sides with {EVALUATED}, so ort is the likely culprit" in (fixed / "repro.py").read_text()
+    )
 
     # ORT's int64 Mod with fmod=1 is wrong today: the script reproduces it and says whose
     int64 = TensorProto.INT64
@@ -921,14 +932,14 @@ def test_repro_py_of_a_reference_the_evaluator_finds_wrong_runs_it_and_names_it(
     import onnxruntime as ort
 
     wrong = ort.InferenceSession(mod.SerializeToString()).run(None, {"x": big})[0]
-    outcomes = {"ort": {"y": wrong}, "torch": {"y": np.fmod(big, 3)}}
-    still = _torch_vs_ort(tmp_path / "still", mod, {"x": big}, values, outcomes, opinion)
+    outcomes = {"ort": {"y": wrong}, EVALUATED: {"y": np.fmod(big, 3)}}
+    still = _torch_vs_ort(tmp_path / "still", mod, {"x": big}, values, outcomes, opinion, EVALUATED)
     r = _repro_py(python, still, tmp_path)
     assert r.returncode == 1, (r.stdout, r.stderr[-2000:])
-    assert r.stdout.startswith("REPRODUCES: torch and ort still disagree: values mismatch"), (
-        r.stdout
-    )
-    assert "evaluator sided with torch: ort is the likely culprit" in r.stdout, r.stdout
+    assert r.stdout.startswith(
+        f"REPRODUCES: {EVALUATED} and ort still disagree: values mismatch"
+    ), r.stdout
+    assert f"evaluator sided with {EVALUATED}: ort is the likely culprit" in r.stdout, r.stdout
 
 
 def test_a_disagreement_nothing_decided_blames_neither_side(python, tmp_path) -> None:
