@@ -68,6 +68,10 @@ ALL = frozenset(NAMES)
 # ONNX Runtime's Python API cannot feed or fetch bfloat16 arrays, so reference outputs
 # cannot be computed for models with bfloat16 inputs: opt in with --dtypes.
 DEFAULT = ALL - {BFLOAT16}
+# attributes that name an element type (Cast's to, EyeLike's or RandomNormal's dtype,
+# QuantizeLinear's and DequantizeLinear's output_dtype): a model's types are not all in its
+# tensors
+TYPE_ATTRIBUTES = ("to", "dtype", "output_dtype")
 
 # Largest magnitude a float tensor may reach anywhere in a generated graph. Every
 # spec keeps its outputs inside these bounds, so reference outputs stay finite and

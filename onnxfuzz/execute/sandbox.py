@@ -46,6 +46,7 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
+import onnx
 
 from onnxfuzz.backend import (
     Adapter,
@@ -569,8 +570,6 @@ class Packed:
 def ops_key(model_bytes: bytes) -> str:
     """What a compile cache keyed by a graph's ops, not their attributes, would key it by
     ("" where the bytes are no model: such a test has no key)."""
-    import onnx
-
     try:
         graph = onnx.ModelProto.FromString(model_bytes).graph
     except Exception:  # noqa: BLE001 - a test of unreadable bytes is keyed by nothing

@@ -28,44 +28,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from onnxfuzz.generate.corpus.node_views import defined as _defined
+from onnxfuzz.generate.corpus.node_views import node_subgraphs as subgraphs
+from onnxfuzz.generate.corpus.node_views import reads
 from onnxfuzz.judge.localize import inferred_types
 
 _G, _GS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
 _STRING = onnx.TensorProto.STRING
-
-
-def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    out: list[onnx.GraphProto] = []
-    for a in node.attribute:
-        if a.type == _G:
-            out.append(a.g)
-        elif a.type == _GS:
-            out.extend(a.graphs)
-    return out
-
-
-def _defined(g: onnx.GraphProto) -> set[str]:
-    return (
-        {i.name for i in g.input}
-        | {i.name for i in g.initializer}
-        | {o for n in g.node for o in n.output if o}
-    )
-
-
-def outer_reads(g: onnx.GraphProto) -> set[str]:
-    """The names a subgraph reads from the graphs around it."""
-    used = {o.name for o in g.output}
-    for n in g.node:
-        used.update(reads(n))
-    return used - _defined(g)
-
-
-def reads(node: onnx.NodeProto) -> list[str]:
-    """Every tensor ``node`` uses: its inputs, then what its subgraphs read from outside."""
-    out = [t for t in node.input if t]
-    for sub in subgraphs(node):
-        out.extend(sorted(outer_reads(sub)))
-    return out
 
 
 def rename_reads(node: onnx.NodeProto, old: str, new: str) -> None:

@@ -60,8 +60,7 @@ class Variant:
         if self.kind == "attribute":
             said = f"{self.subject}={_show(self.value)}"
         elif self.kind == "shape":
-            n = elements(self.value)
-            said = f"{self.subject} {_show(self.value)} ({n} element{'s' if n != 1 else ''})"
+            said = f"{self.subject} {shape_words(self.value)}"
         else:
             said = f"element type {self.value}"
         resized = ", ".join(f"{t} to {list(shape)}" for t, shape in self.refit)
@@ -394,7 +393,7 @@ def _dtype_variants(model: onnx.ModelProto, inputs: dict[str, np.ndarray], k: in
             a.type in (onnx.AttributeProto.TENSOR, onnx.AttributeProto.GRAPH) for a in n.attribute
         ):
             return []
-        if any(a.name in ("to", "dtype", "output_dtype") for a in n.attribute):
+        if any(a.name in dt.TYPE_ATTRIBUTES for a in n.attribute):
             return []
     observed = _observed(_Model(model, inputs, k))
     first = next((o for o in observed if o is not None), None)
@@ -484,3 +483,9 @@ def _show(v: Any) -> str:
 
 def elements(shape: Any) -> int:
     return int(np.prod(shape)) if shape else 1
+
+
+def shape_words(shape: Any) -> str:
+    """ "[1, 2, 5] (10 elements)": a shape as issue.md and the variants say it."""
+    n = elements(shape)
+    return f"{_show(shape)} ({n} element{'s' if n != 1 else ''})"

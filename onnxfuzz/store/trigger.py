@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-FAILS, PASSES, OTHER = "fails", "passes", "other"  # ``reduce.neighbours``' results
+from onnxfuzz.reduce.neighbours import FAILS, OTHER, PASSES
+from onnxfuzz.reduce.variants import elements, shape_words
 
 
 def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str) -> str:
@@ -43,18 +44,14 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
         was = _value(kind, ts[0]["was"])
         was = f"{subject}={was}" if kind == "attribute" else was
         # the nearest first: a shape's with the most elements
-        ts = sorted(ts, key=lambda t: -_elements(t["value"]) if kind == "shape" else 0)
+        ts = sorted(ts, key=lambda t: -elements(t["value"]) if kind == "shape" else 0)
         fails = [_shown(t, name) for t in ts if t["result"] == FAILS]
         passes = [_shown(t, name) for t in ts if t["result"] == PASSES]
         what = {"attribute": f"`{subject}`", "shape": f"input {name(subject)}"}.get(
             kind, "element type"
         )
         if passes:
-            triggers.append(
-                {"attribute": was, "shape": f"input {name(subject)} {was}"}.get(
-                    kind, f"element type {was}"
-                )
-            )
+            triggers.append(was if kind == "attribute" else f"{what} {was}")
             also = f" (and {', '.join(fails)})" if fails else ""
             lines.append(
                 f"- Trigger, {what}: fails with {was} (this model){also}; passes with "
@@ -108,8 +105,7 @@ def _value(kind: str, v: Any) -> str:
     if kind == "attribute":
         return repr(v) if isinstance(v, str) else str(v)
     if kind == "shape":
-        n = _elements(v)
-        return f"{v} ({n} element{'s' if n != 1 else ''})"
+        return shape_words(v)
     return str(v)
 
 
@@ -130,10 +126,3 @@ def _shown(t: dict[str, Any], name: Any, alone: bool = False) -> str:
         said += " (" + ", ".join(f"{name(r['input'])} resized to {r['shape']}" for r in refit)
         said += " to fit)"
     return said
-
-
-def _elements(shape: list[int]) -> int:
-    out = 1
-    for d in shape:
-        out *= int(d)
-    return out

@@ -61,6 +61,31 @@ def subgraphs(g: onnx.GraphProto) -> list[onnx.GraphProto]:
     return [sub for node in g.node for sub in node_subgraphs(node)]
 
 
+def defined(g: onnx.GraphProto) -> set[str]:
+    """The names ``g`` itself makes: its inputs, initializers and nodes' outputs."""
+    return (
+        {i.name for i in g.input}
+        | {i.name for i in g.initializer}
+        | {o for n in g.node for o in n.output if o}
+    )
+
+
+def outer_reads(g: onnx.GraphProto) -> set[str]:
+    """The names a subgraph reads from the graphs around it."""
+    used = {o.name for o in g.output}
+    for n in g.node:
+        used.update(reads(n))
+    return used - defined(g)
+
+
+def reads(node: onnx.NodeProto) -> list[str]:
+    """Every tensor ``node`` uses: its inputs, then what its subgraphs read from outside."""
+    out = [t for t in node.input if t]
+    for sub in node_subgraphs(node):
+        out.extend(sorted(outer_reads(sub)))
+    return out
+
+
 def _opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 

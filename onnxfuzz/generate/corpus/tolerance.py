@@ -53,7 +53,8 @@ import onnx
 import onnx.inliner
 from onnx import TensorProto, numpy_helper
 
-from onnxfuzz.generate.corpus.node_views import node_subgraphs, subgraphs
+from onnxfuzz import dtypes as dt
+from onnxfuzz.generate.corpus.node_views import reads, subgraphs
 from onnxfuzz.generate.corpus.reference_limits import reference_limits
 from onnxfuzz.generate.corpus.validate import model_opset
 from onnxfuzz.generate.lang.config import ORT_MAX_OPSET
@@ -67,7 +68,6 @@ ROUNDING_ULPS = 2**12
 SAFETY = 4.0
 
 _F32, _F64 = TensorProto.FLOAT, TensorProto.DOUBLE
-_TYPE_ATTRS = ("to", "dtype")  # Cast, EyeLike, SequenceEmpty, RandomNormal, ...: an element type
 
 
 def _retype(tp: onnx.TypeProto) -> None:
@@ -94,7 +94,7 @@ def _widen(g: onnx.GraphProto) -> None:
         for a in node.attribute:
             if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == _F32:
                 a.t.CopyFrom(_as_double(a.t))
-            elif a.type == onnx.AttributeProto.INT and a.name in _TYPE_ATTRS and a.i == _F32:
+            elif a.type == onnx.AttributeProto.INT and a.name in dt.TYPE_ATTRIBUTES and a.i == _F32:
                 a.i = _F64
             elif a.type == onnx.AttributeProto.TYPE_PROTO:
                 _retype(a.tp)
@@ -161,24 +161,11 @@ def _feeders(g: onnx.GraphProto, output: str) -> set[str]:
         node = producer.get(need.pop())
         if node is None:
             continue
-        # a subgraph's outer-scope reads feed it too
-        names = [*node.input, *(i for sub in node_subgraphs(node) for i in _outer(sub))]
-        for name in names:
+        for name in reads(node):  # a subgraph's outer-scope reads feed it too
             if name and name not in seen:
                 seen.add(name)
                 need.append(name)
     return seen
-
-
-def _outer(g: onnx.GraphProto) -> set[str]:
-    """Names a subgraph reads that it does not make (its outer scope's)."""
-    made = {i.name for i in g.input} | {t.name for t in g.initializer}
-    made |= {o for n in g.node for o in n.output}
-    used = {i for n in g.node for i in n.input if i} | {o.name for o in g.output}
-    for n in g.node:
-        for sub in node_subgraphs(n):
-            used |= _outer(sub)
-    return used - made
 
 
 def _magnitude(values: list[Any]) -> float:
