@@ -85,6 +85,7 @@ from onnxfuzz.store.db import (
     REFERENCE_BUGS,
     REFERENCE_ONLY,
     SETTLED_PATTERNS,
+    STATE,
     CampaignLock,
     Result,
     Store,
@@ -1465,8 +1466,10 @@ class Campaign:
             if conf.kind == Reproducibility.NOT_REPRODUCIBLE:
                 return None, None
             if conf.kind in (Reproducibility.INTERMITTENT, Reproducibility.STATE):
-                tag = "intermittent" if conf.kind == Reproducibility.INTERMITTENT else "state"
-                key = f"{family(f.signature)}|{tag}"
+                if conf.kind == Reproducibility.INTERMITTENT:
+                    key = f"{family(f.signature)}|intermittent"
+                else:  # one per backend: its state's symptoms vary with what meets it
+                    key = f"{f.backend}|state|dependent|{STATE}"  # bundle *-state-dependent-*
                 with self._lock:
                     filed = key in self.store.bug_keys()
                 f.runs = conf.repro_runs  # what its repro.py runs

@@ -83,7 +83,11 @@ MAX_SEEDS = 1000  # seeds kept per bug
 NOT_REPRODUCIBLE = "not-reproducible"
 REFERENCE_ONLY = "reference"  # the pattern of a failure of the reference alone
 # The patterns of bugs filed one per family (their bundle says what they were reduced to)
-SETTLED_PATTERNS = ("intermittent", "state")
+# A state-dependent bug is filed once per backend (a stale cache shows as whatever the stale
+# state meets: wrong values, a rank error, a type error); its other signatures are listed
+# with it (``Store.follow_ups``, "same state").
+STATE = "state"
+SETTLED_PATTERNS = ("intermittent", STATE)
 # The campaign folder's subfolder of those failures' bundles (unreduced), beside bugs/.
 REFERENCE_BUGS = "reference-bugs"
 # Findings whose reduction raised (kept unreduced): meta key -> {signature: "Error: why"};
@@ -462,7 +466,8 @@ class Store:
 
     def follow_ups(self) -> dict[str, list[dict[str, Any]]]:
         """Bug key -> the crashes joined to it (``FOLLOW_UPS``): each one's signature, the
-        ops of its reduced model, its first seed and the tests it showed in."""
+        ops of its reduced model, its first seed and the tests it showed in; and a
+        state-dependent bug's other signatures (``why``: "same state", no ops: not reduced)."""
         joined = self.get_meta(FOLLOW_UPS) or {}
         out: dict[str, list[dict[str, Any]]] = {}
         for key, crashes in joined.items():
@@ -473,6 +478,22 @@ class Store:
             out[key] = [
                 {"signature": sig, **c, "hits": hits.get(sig, 0)} for sig, c in crashes.items()
             ]
+        state = self.db.execute("SELECT key, signature FROM bugs WHERE pattern=?", (STATE,))
+        for key, sig in state.fetchall():
+            mine = out.setdefault(key, [])
+            named = {c["signature"] for c in mine} | {sig}
+            rows = self.db.execute(
+                "SELECT r.signature, COUNT(*), MIN(t.seed) FROM results r JOIN tests t "
+                "ON t.id = r.test_id WHERE r.bug=? GROUP BY r.signature ORDER BY MIN(t.id)",
+                (key,),
+            )
+            mine += [
+                {"signature": s, "ops": [], "seed": seed, "why": "same state", "hits": n}
+                for s, n, seed in rows
+                if s not in named
+            ]
+            if not mine:
+                del out[key]
         return out
 
     def not_reproducible(self) -> int:

@@ -434,6 +434,7 @@ def _follow_ups_text(meta: dict[str, Any]) -> str:
     name = meta.get("name") or meta["backend"]
     follows = [c for c in joined if c.get("why", "follows") == "follows"]
     same = [c for c in joined if c.get("why") == "same crash"]
+    state = [c for c in joined if c.get("why") == "same state"]
     text = ""
     if follows:
         text += (
@@ -448,7 +449,27 @@ def _follow_ups_text(meta: dict[str, Any]) -> str:
             f"to this bug's ops (or to those and more), joined to this bug, not filed again: "
             f"{_named(same)}."
         )
+    if state:
+        tests = sum(c["hits"] for c in state)
+        shown = [
+            f"{_error(c)} ({c['hits']} test{'s' if c['hits'] != 1 else ''}, seed {c['seed']})"
+            for c in sorted(state, key=lambda c: -c["hits"])[:MAX_FOLLOW_UPS]
+        ]
+        more = len(state) - len(shown)
+        text += (
+            f"\n\nThe same state-dependent failure of {name} showed in other ways after "
+            f"other models: {len(state)} other signature{'s' if len(state) != 1 else ''} in "
+            f"{tests} test{'s' if tests != 1 else ''}, confirmed to depend on earlier models "
+            "and joined to this bug, not filed again (a stale state shows as whatever meets "
+            "it): " + "; ".join(shown) + (f"; and {more} more (meta.json)" if more else "") + "."
+        )
     return text
+
+
+def _error(joined: dict[str, Any]) -> str:
+    """A joined signature's error (after backend|verdict|stage): its first line, cut short."""
+    error = joined["signature"].split("|", 3)[-1].split(" | ")[0]
+    return error if len(error) <= 120 else error[:120].rsplit(" ", 1)[0] + " ..."
 
 
 def _crashes(joined: list[dict[str, Any]]) -> str:
@@ -464,10 +485,8 @@ def _named(joined: list[dict[str, Any]]) -> str:
     """The joined crashes, most tests first: ops, error, tests, a seed."""
     shown = []
     for c in sorted(joined, key=lambda c: -c["hits"])[:MAX_FOLLOW_UPS]:
-        # the signature's error (after backend|verdict|stage): its first line, cut short
-        error = c["signature"].split("|", 3)[-1].split(" | ")[0][:120]
         tests = f"{c['hits']} test{'s' if c['hits'] != 1 else ''}"
-        shown.append(f"{' -> '.join(c['ops'])} ({error}; {tests}, seed {c['seed']})")
+        shown.append(f"{' -> '.join(c['ops'])} ({_error(c)}; {tests}, seed {c['seed']})")
     more = len(joined) - len(shown)
     return "; ".join(shown) + (f"; and {more} more (meta.json)" if more else "")
 

@@ -1090,19 +1090,23 @@ class StaleCache(WrongOp):
     """A planted stale compile cache: ``op`` (float32) computes ``op`` + 0.5 in a model
     without ``other`` once this process has compiled a model with ``other`` (its kernel
     was cached under ``op``'s key); a model with ``other`` recompiles it and is right. A
-    fresh process is right on every model."""
+    fresh process is right on every model. With ``raises``, the same stale cache also
+    makes a model with that op (and no ``other``) raise at compile: one bug, two signatures."""
 
     name = "stale-cache"
 
-    def __init__(self, op: str = "Add", other: str = "Mul") -> None:
+    def __init__(self, op: str = "Add", other: str = "Mul", raises: str = "") -> None:
         super().__init__(op)
         self.other = other
+        self.raises = raises  # an op that the stale cache makes raise instead (if given)
 
     def compile(self, model: onnx.ModelProto) -> Any:
         ops = {n.op_type for n in model.graph.node}
-        stale = self.op in ops and self.other not in ops and self.other in _COMPILED_BEFORE
+        stale = self.other not in ops and self.other in _COMPILED_BEFORE
         _COMPILED_BEFORE.update(ops)
-        return super().compile(model) if stale else (self._session(model), False)
+        if stale and self.raises in ops:
+            raise RuntimeError(f"{self.raises} kernel: cached entry has the wrong arity")
+        return super().compile(model) if stale and self.op in ops else (self._session(model), False)
 
 
 class StaleByOps(_OrtWrapper):

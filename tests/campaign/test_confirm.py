@@ -130,11 +130,18 @@ def test_deterministic_bug_is_filed_plainly_with_every_fresh_run_failing(tmp_pat
 
 
 def test_stale_cache_is_filed_as_depending_on_an_earlier_model(tmp_path) -> None:
-    c = _campaign(tmp_path, ["ort", f"{ADAPTERS}:StaleCache:op=Add,other=Mul"], 120)
+    """One stale cache that gives wrong values on Add and makes Relu raise: one bundle
+    (audit 15's stale cache was filed three times, once per error it met), which names
+    the other signature it showed as."""
+    c = _campaign(tmp_path, ["ort", f"{ADAPTERS}:StaleCache:op=Add,other=Mul,raises=Relu"], 120)
     metas = _metas(c.out / "bugs")
     state = [m for m in metas if m["reproducibility"] == "depends on an earlier model"]
     assert len(state) == 1, [(m["id"], m.get("reproducibility")) for m in metas]
     assert state[0]["earlier"]  # the earlier model(s), bisected
+    seen = [state[0]["signature"], *(u["signature"] for u in state[0].get("follow_ups", []))]
+    assert {s.split("|")[1] for s in seen} == {"mismatch", "crash"}, seen
+    issue = (c.out / "bugs" / state[0]["id"] / "issue.md").read_text()
+    assert "showed in other ways after other models" in issue
     for m in metas:
         code, line = _repro(c.out / "bugs" / m["id"], tmp_path)
         assert not line.startswith("FIXED"), (m["id"], line)
