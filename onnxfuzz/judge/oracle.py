@@ -354,6 +354,23 @@ def _dtype_name(a: np.ndarray) -> str:
     return "bfloat16" if a.dtype.name == "bfloat16" else a.dtype.name
 
 
+def outside(want: np.ndarray, got: np.ndarray, tol: tuple[float, float] | None) -> np.ndarray:
+    """Where ``got`` is outside ``tol`` (atol, rtol) of ``want``, element by element, as the
+    oracle judges one output (None: exact types, any difference). Same shapes."""
+    if tol is None:
+        return np.asarray(want != got)
+    atol, rtol = tol
+    w = want.astype(np.float64)
+    g = got.astype(np.float64)
+    both_nan = np.isnan(w) & np.isnan(g)
+    same_inf = np.isinf(w) & (w == g)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, judged below
+        err = np.abs(g - w)
+        # an infinite reference is met by that infinity alone (rtol * inf let any value pass)
+        ok = np.where(np.isinf(w), same_inf, err <= atol + rtol * np.abs(w)) | both_nan
+    return ~ok
+
+
 def _values(
     name: str, want: np.ndarray, got: np.ndarray, tol: tuple[float, float] | None
 ) -> Judgement | None:
@@ -376,15 +393,11 @@ def _values(
     atol, rtol = tol
     w = want.astype(np.float64)
     g = got.astype(np.float64)
-    both_nan = np.isnan(w) & np.isnan(g)
-    same_inf = np.isinf(w) & (w == g)
+    bad = outside(w, g, tol)
+    if not bad.any():
+        return None
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, judged below
         err = np.abs(g - w)
-        # an infinite reference is met by that infinity alone (rtol * inf let any value pass)
-        ok = np.where(np.isinf(w), same_inf, err <= atol + rtol * np.abs(w)) | both_nan
-    if ok.all():
-        return None
-    bad = ~ok
     n = int(bad.sum())
     err_bad = np.where(bad, np.nan_to_num(err, nan=np.inf), 0.0)
     idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(err_bad)), w.shape))

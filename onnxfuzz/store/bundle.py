@@ -327,6 +327,21 @@ def _reduced_message(f: Finding, reduced: Reduced) -> str:
     return message
 
 
+def _write_outcomes(
+    data: Path, f: Finding, model: onnx.ModelProto, outcomes: dict[str, Outcome]
+) -> None:
+    """Each backend's outputs on the data set's inputs, as ``data/<label>/output_<k>.pb``."""
+    for label, out in outcomes.items():
+        # a bug of the second run shows in that run's outputs
+        second = label == f.backend and f.judgement.stage == Stage.RERUN and out.second
+        outputs = out.second if second else out.outputs
+        if outputs is None:
+            continue
+        sub = data / safe(label)
+        sub.mkdir()
+        write_outputs(sub, model, outputs)
+
+
 def write_bundle(
     root: Path, f: Finding, reduced: Reduced | None = None, where: str = "bugs"
 ) -> Path:
@@ -336,16 +351,7 @@ def write_bundle(
     tmp = root / where / f".tmp_{f.bug_id}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    data = write_test(tmp, f.model, f.inputs)
-    for label, out in f.outcomes.items():
-        # a bug of the second run shows in that run's outputs
-        second = label == f.backend and f.judgement.stage == Stage.RERUN and out.second
-        outputs = out.second if second else out.outputs
-        if outputs is None:
-            continue
-        sub = data / safe(label)
-        sub.mkdir()
-        write_outputs(sub, f.model, outputs)
+    _write_outcomes(write_test(tmp, f.model, f.inputs), f, f.model, f.outcomes)
     meta: dict[str, Any] = {
         "id": f.bug_id,
         "signature": f.signature,
@@ -375,7 +381,9 @@ def write_bundle(
     if earlier:
         meta["earlier"] = earlier
     if reduced is not None:
-        write_test(tmp / "reduced", reduced.model, reduced.inputs)
+        data = write_test(tmp / "reduced", reduced.model, reduced.inputs)
+        # what each backend gave on them, shown side by side in issue.md
+        _write_outcomes(data, f, reduced.model, reduced.outcomes)
         # A state-dependent bug's reduced model needs the same earlier models first: copied
         # in, so that reduced/ works alone, wherever it is copied.
         for k, t in enumerate(f.earlier):

@@ -26,7 +26,7 @@ from onnx import numpy_helper
 from onnxfuzz.backend import parse_backend
 from onnxfuzz.errors import BackendError
 from onnxfuzz.generate.corpus.testdata import DATA_SET
-from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare
+from onnxfuzz.judge.oracle import OracleConfig, Verdict, compare, outside
 from onnxfuzz.judge.second_opinion import as_reported, sentence, undecided
 from onnxfuzz.store.plain_repro import NAME as PLAIN
 from onnxfuzz.store.plain_repro import exit_note
@@ -203,6 +203,7 @@ def issue_markdown(bundle: Path) -> str:
         )
         + f"```\n{actual}\n```"
         + _names_said(actual, renamed)
+        + _side_by_side(folder, meta, model)
         + _value_errors(bundle, meta),
         "triage": _tvm_triage(culprit),
         "versions": _versions(meta),
@@ -512,6 +513,9 @@ def _expected_values(plain: Path, reference: str | None) -> str:
     )
 
 
+SHOWN_VALUES = 8  # a table cell's values: the first, in order
+
+
 def _show(a: object) -> str:
     if isinstance(a, list | tuple):  # a sequence where a tensor was declared: said as such
         more = " ..." if len(a) > 3 else ""
@@ -521,9 +525,10 @@ def _show(a: object) -> str:
     a = np.asarray(a)
     # each value as it reads, on one line: a table cell holds it (numpy's own text wraps
     # and pads: "[0.      , 5.333333,\n 0.      ]" broke issue.md's table)
-    shown = [f"{float(v):.6g}" if a.dtype.kind == "f" else str(v) for v in a.ravel()[:8].tolist()]
+    head = a.ravel()[:SHOWN_VALUES].tolist()
+    shown = [f"{float(v):.6g}" if a.dtype.kind == "f" else str(v) for v in head]
     values = "[" + ", ".join(shown) + "]"
-    return f"{a.dtype}{list(a.shape)} {values}" + (" ..." if a.size > 8 else "")
+    return f"{a.dtype}{list(a.shape)} {values}" + (" ..." if a.size > SHOWN_VALUES else "")
 
 
 def _expected_sources(folder: Path, model: onnx.ModelProto, meta: dict[str, Any]) -> str:
@@ -610,6 +615,58 @@ def _value_errors(bundle: Path, meta: dict[str, Any]) -> str:
         if said:
             lines.append(f"- `{onnx.load_tensor(str(got)).name}` (original model): {said}")
     return "\n\n" + "\n".join(lines) if lines else ""
+
+
+MAX_POSITIONS = 4  # differing positions named per output, beside the side-by-side table
+
+
+def _side_by_side(folder: Path, meta: dict[str, Any], model: onnx.ModelProto) -> str:
+    """A wrong value, shape or type: each output as the backend gave it beside the
+    reference's, on the inputs shown (``test_data_set_0/<label>/output_*.pb``), and, where
+    an output has more elements than its cell shows, the first positions outside the
+    tolerance (the message above names the worst one alone)."""
+    if meta["verdict"] != "mismatch" or meta.get("kind") == "input":
+        return ""
+    data = folder / DATA_SET
+    mine, theirs = (data / _safe(meta.get(k) or "") for k in ("backend", "reference"))
+    if meta.get("reference") in (None, meta["backend"]) or not (mine.is_dir() and theirs.is_dir()):
+        return ""
+    names = short_names(model)
+    name = meta.get("name") or meta["backend"]
+    reference = meta.get("reference_name") or meta["reference"]
+    rows = [f"| output | {name} | {reference} |", "|---|---|---|"]
+    notes = []
+    for k, out in enumerate(model.graph.output):
+        got, want = mine / f"output_{k}.pb", theirs / f"output_{k}.pb"
+        if not (got.exists() and want.exists()):
+            continue
+        a, e = (numpy_helper.to_array(onnx.load_tensor(str(p))) for p in (got, want))
+        shown = names.get(out.name, out.name)
+        rows.append(f"| {shown} | {_show(a)} | {_show(e)} |")
+        if a.shape != e.shape or a.dtype != e.dtype or a.size <= SHOWN_VALUES:
+            continue
+        tol = meta.get("tolerance", {}).get(str(e.dtype)) if e.dtype.kind == "f" else None
+        bad = outside(e, a, (float(tol[0]), float(tol[1])) if tol else None)
+        if not bad.any():
+            continue
+        at = [tuple(int(i) for i in p) for p in np.argwhere(bad)[:MAX_POSITIONS]]
+        where = "; ".join(f"{list(p)}: {_value(a[p])} vs {_value(e[p])}" for p in at)
+        more = ", first" if int(bad.sum()) > len(at) else ""
+        notes.append(
+            f"- `{shown}`: {int(bad.sum())} of {a.size} elements outside the tolerance{more} "
+            f"at {where}"
+        )
+    if len(rows) == 2:
+        return ""
+    which = "the reduced model's" if folder.name == "reduced" else "the model's"
+    table = "\n".join(rows + ([""] + notes if notes else []))
+    where = f"`{DATA_SET}/<backend>/output_*.pb`"
+    return f"\n\nThe outputs on {which} inputs, side by side ({where}):\n\n{table}"
+
+
+def _value(v: object) -> str:
+    """One element as a table or a sentence shows it."""
+    return f"{float(v):.6g}" if np.asarray(v).dtype.kind == "f" else str(v)
 
 
 def _within(a: np.ndarray, e: np.ndarray, tolerance: dict[str, Any]) -> bool:

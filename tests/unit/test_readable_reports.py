@@ -364,3 +364,43 @@ def test_an_output_within_the_tolerance_is_said_to_be_so() -> None:
     assert not _within(e + np.float32(1.0), e, tol)  # past it: a wrong output
     assert not _within(e, e, tol)  # equal: nothing to say
     assert not _within(np.array([np.nan, 2.0, 0.0], np.float32), e, tol)
+
+
+def test_the_actual_outputs_are_shown_beside_the_reference_s(tmp_path: Path) -> None:
+    """issue.md's actual behaviour named the worst element alone: a tail-loop bug wrong at
+    two positions of 20 read as one wrong value. The outputs are shown side by side, and
+    the positions outside the tolerance (not those within it) are named."""
+    from onnxfuzz.store.issue import issue_markdown
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+    )
+    bundle = tmp_path / "b"
+    data = bundle / "test_data_set_0"
+    for sub in ("tvm", "ort"):
+        (data / sub).mkdir(parents=True)
+    onnx.save(helper.make_model(graph), str(bundle / "model.onnx"))
+    x = np.arange(20, dtype=np.float32).reshape(2, 10)
+    (data / "input_0.pb").write_bytes(numpy_helper.from_array(x, "x").SerializeToString())
+    wrong = x.copy()
+    wrong[1, 7] += 0.25
+    wrong[1, 9] += 0.25
+    wrong[0, 3] += 1e-6  # rounding, inside the tolerance
+    for sub, y in (("ort", x), ("tvm", wrong)):
+        t = numpy_helper.from_array(y, "y")
+        (data / sub / "output_0.pb").write_bytes(t.SerializeToString())
+    meta = {"id": "tvm-mismatch-run-1", "verdict": "mismatch", "stage": "run", "ops": ["Relu"]}
+    meta |= {"backend": "tvm", "reference": "ort", "kind": "values", "versions": {}}
+    meta |= {"tolerance": {"float32": [1e-3, 1e-2]}}
+    (bundle / "meta.json").write_text(json.dumps(meta))
+    text = issue_markdown(bundle)
+    actual = text[text.index("### Actual behavior") :]
+    assert "| output | tvm | ort |" in actual, actual
+    assert "| y | float32[2, 10] [0, 1, 2, 3, 4, 5, 6, 7] ... |" in actual, actual
+    assert "2 of 20 elements outside the tolerance at [1, 7]: 17.25 vs 17; [1, 9]: 19.25 vs 19" in (
+        actual
+    ), actual
+    assert "[0, 3]" not in actual
