@@ -73,7 +73,7 @@ from onnxfuzz.run.probe import (
     probe_backend,
 )
 from onnxfuzz.run.steer import MODES, Steering, optimization_keys, reward_keys
-from onnxfuzz.store.bundle import Finding, sync_meta, write_bundle
+from onnxfuzz.store.bundle import Finding, plain_hook, sync_meta, write_bundle
 from onnxfuzz.store.db import (
     EVALUATOR_SUSPECTS,
     FOLLOW_UPS,
@@ -521,6 +521,7 @@ class Campaign:
             )
         for label in self.labels:
             parse_backend(label)  # syntax errors before anything starts
+            plain_hook(label)  # and a user adapter's malformed plain_reproducer
         self.oracle = OracleConfig.load(Path(o.config) if o.config else None, o.atol, o.rtol)
         self.known = self._known_file()
         self.known_notes: list[str] = []  # what differs between the known file and this run

@@ -52,6 +52,7 @@ from onnxfuzz.store.plain_repro import (
     PlainRepro,
     error_words,
     exit_note,
+    hook_source,
     supported,
     write_plain,
 )
@@ -115,6 +116,21 @@ def adapter_source(label: str) -> tuple[str, str, dict[str, str]]:
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
         raise BackendError(f"--backend {label}: cannot find the source of {where}")
     return Path(spec.origin).read_text(), cls_name, dict(ref.options)
+
+
+@functools.cache
+def plain_hook(label: str) -> str | None:
+    """A user adapter's own compile-and-run code for its plain reproducer
+    (``plain_repro.HOOK``), read from its source; None for a shipped adapter, one without
+    it, or one whose source is not found (its other errors are said elsewhere). A malformed
+    hook raises ``BackendError`` naming the adapter: the campaign checks it first."""
+    if supported(label):
+        return None
+    try:
+        source, cls_name, _ = adapter_source(label)
+    except (BackendError, OSError):
+        return None
+    return hook_source(source, cls_name, label)
 
 
 def adapter_libraries(source: str, cls_name: str) -> list[str]:
@@ -264,7 +280,8 @@ def _write_plain(
         # the evaluator agrees with the backend: the script shows the reference's values
         # against the evaluator's (``second_opinion.as_reported``)
         culprit, against = f.reference, f.backend
-    if not supported(culprit):
+    hook = None if supported(culprit) else plain_hook(culprit)
+    if not supported(culprit) and hook is None:
         return
     ops = " -> ".join(n.op_type for n in model.graph.node) or "-"
     facts = {"verdict": str(j.verdict), "stage": j.stage and str(j.stage), "kind": j.kind}
@@ -294,6 +311,7 @@ def _write_plain(
             exits=exit_note(str(j.verdict), f.signature),
             shows="input" if j.kind == "input" else ("rerun" if j.stage == Stage.RERUN else ""),
             error=_raised(j, outcomes.get(culprit)),
+            hook=hook,
         ),
         model,
         inputs,

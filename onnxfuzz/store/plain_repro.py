@@ -21,7 +21,9 @@ onnxfuzz's full ``repro.py`` (signature matching, sandboxing) stays beside it.
 
 from __future__ import annotations
 
+import ast
 import re
+import textwrap
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +48,14 @@ _ORT_LEVELS = {
 }
 _NO_WORKAROUND = "# optimizers to switch off (none: the bug is there)"
 SHIPPED = ("ort", "ort-cuda", "tvm", "torch", "torch-compile", "openvino", "onnx-reference")
+# A user adapter's class attribute: Python source that compiles and runs a model with its
+# backend's own API, which a plain reproducer embeds (docs/adapters.md). It is read from
+# the adapter's source, never imported: the campaign process does not import adapters.
+HOOK = "plain_reproducer"
+HOOK_FUNCTIONS = {
+    "compile_model": "compile_model(path, options)",
+    "run_model": "run_model(compiled, inputs)",
+}
 
 
 def exit_note(verdict: str, signature: str) -> str:
@@ -102,6 +112,8 @@ class PlainRepro:
     # the bug's own exception (``error_words``); None where the bug is no exception, so
     # that any exception is another failure
     error: list[str] | None = None
+    # a user adapter's own code (``HOOK``, ``hook_source``); None for a shipped adapter
+    hook: str | None = None
 
 
 # The lines of each backend's script that run the compiled model (the rest compile it): a
@@ -114,6 +126,7 @@ _RUN_LINES = {
     "torch-compile": 4,
     "openvino": 5,
     "onnx-reference": 1,
+    HOOK: 2,
 }
 
 
@@ -124,6 +137,72 @@ def supported(label: str) -> bool:
     except BackendError:
         return False
     return ref.target in SHIPPED
+
+
+def hook_source(source: str, cls_name: str, origin: str) -> str | None:
+    """The ``HOOK`` of adapter class ``cls_name`` (or of a base class in the same module),
+    read from its module's ``source``, dedented; None where it has none. A hook that is not
+    a string literal, not Python, or without both ``HOOK_FUNCTIONS`` is refused, naming
+    the adapter (``origin``) and what is wrong."""
+    where = f"adapter {origin}: {HOOK}"
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:  # its import says so, where the campaign loads it
+        return None
+    classes = {n.name: n for n in body if isinstance(n, ast.ClassDef)}
+    todo, seen = [cls_name], set()
+    while todo:
+        name = todo.pop(0)
+        if name not in classes or name in seen:
+            continue
+        seen.add(name)
+        for stmt in classes[name].body:
+            target = (
+                stmt.targets[0]
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                else stmt.target if isinstance(stmt, ast.AnnAssign) else None
+            )
+            if not (isinstance(target, ast.Name) and target.id == HOOK):
+                continue
+            value = getattr(stmt, "value", None)
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                raise BackendError(
+                    f"{where} must be a string literal of Python source (onnxfuzz reads it "
+                    "from the adapter's file without importing it), not an expression"
+                )
+            return _checked_hook(textwrap.dedent(value.value).strip("\n") + "\n", where)
+        todo += [b.id for b in classes[name].bases if isinstance(b, ast.Name)]
+    return None
+
+
+def _checked_hook(code: str, where: str) -> str:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        raise BackendError(f"{where} is not valid Python: line {e.lineno}: {e.msg}") from None
+    defined = {
+        n.name: len(n.args.args) for n in tree.body if isinstance(n, ast.FunctionDef)
+    }
+    wrong = [sig for name, sig in HOOK_FUNCTIONS.items() if defined.get(name, 0) < 2]
+    if wrong:
+        raise BackendError(
+            f"{where} must define " + " and ".join(wrong) + " at its top level (path: the "
+            "model file; options: the adapter's options, a dict of strings; inputs: a dict "
+            "of numpy arrays by input name; run_model returns the outputs, a list in the "
+            "model's output order or a dict by name)"
+        )
+    return code
+
+
+def _run_hook(options: dict[str, str]) -> tuple[str, list[str]]:
+    """A user adapter's ``HOOK`` (its functions are defined above the run)."""
+    return "", [
+        f"OPTIONS = {options!r}  # the adapter's options, as its label gave them",
+        'compiled = compile_model(HERE / "model.onnx", OPTIONS)',
+        "result = run_model(compiled, inputs)",
+        "actual = [result[o.name] for o in model.graph.output] if isinstance(result, dict) "
+        "else list(result)",
+    ]
 
 
 def _run_ort(label: str, options: dict[str, str]) -> tuple[str, list[str]]:
@@ -211,6 +290,8 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
     elif ref.target == "onnx-reference":
         imports = ""
         run = ["evaluator = ReferenceEvaluator(model)", "actual = evaluator.run(None, inputs)"]
+    elif p.hook is not None:
+        imports, run = _run_hook(options)
     else:
         raise BackendError(f"no plain reproducer for backend {p.backend!r}")
     by_evaluator = p.expected == "reference" and ref.target != "onnx-reference"
@@ -232,7 +313,7 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
     tol = {k: tuple(v) for k, v in sorted(p.tolerance.items()) if k in output_dtypes}
     check_inputs: list[str] = []
     if p.shows == "rerun":
-        k = len(run) - _RUN_LINES[ref.target]
+        k = len(run) - _RUN_LINES[ref.target if ref.target in SHIPPED else HOOK]
         once = [f"    {line}" for line in run[k:]]
         twice = "for _ in range(2):  # the same compiled model, run twice: the second is wrong"
         run = [*run[:k], twice, *once]
@@ -276,6 +357,11 @@ def render(p: PlainRepro, output_dtypes: list[str]) -> str:
         "from onnx import numpy_helper",
         *(["from onnx.reference import ReferenceEvaluator"] if evaluator else []),
         "",
+        *(
+            [f"# the backend's own code (its adapter's {HOOK}):", p.hook.rstrip(), ""]
+            if p.hook is not None
+            else []
+        ),
         "HERE = Path(__file__).resolve().parent",
         'model, data = onnx.load(HERE / "model.onnx"), HERE / "test_data_set_0"',
         'files = [data / f"input_{k}.pb" for k in range(len(list(data.glob("input_*.pb"))))]',

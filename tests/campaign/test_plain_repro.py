@@ -1272,3 +1272,51 @@ def test_tvm_culprit_of_a_crash_that_kills_the_process_names_the_pass(
     assert culprit is not None, culprit
     assert (culprit.stage, culprit.component) == ("relax pass", "LegalizeOps"), culprit
     assert "exit -11" in culprit.note, culprit
+
+
+NPU = Path(__file__).resolve().parent / "npu_adapter.py"
+
+
+def test_a_user_adapter_s_plain_reproducer_speaks_its_own_api(
+    python, tmp_path, monkeypatch
+) -> None:
+    """A user adapter got repro.py alone, which runs the adapter: its vendor's engineers
+    read onnxfuzz's code, not their API. Its ``plain_reproducer`` (compile_model, run_model
+    in the vendor's API) makes a repro_plain.py that calls the library directly, exits 1
+    while the bug is there and 0 once the library is fixed."""
+    label = f"{NPU}:Npu"
+    model = _model(
+        [helper.make_node("Add", ["x", "x"], ["y"])],
+        (TensorProto.FLOAT, [2, 3]),
+        (TensorProto.FLOAT, [2, 3]),
+    )
+    wrong = Judgement(Verdict.MISMATCH, Stage.RUN, "values", "y", "output y: values")
+    bundle = _bundle(tmp_path / "b", label, model, wrong)
+    script = (bundle / NAME).read_text()
+    assert "npu_lib.load(str(path))" in script and "onnxfuzz" not in script, script
+    assert "import onnxruntime" not in script  # the vendor's API, not what it wraps
+    site = next((python.parent.parent / "lib").glob("python*/site-packages"))
+    shutil.copy(NPU.parent / "npu_lib.py", site / "npu_lib.py")  # installed, as a vendor's is
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 1, (r.stdout, r.stderr[-2000:])
+    assert "6 of 6 differ, max abs error 0.5" in r.stdout, r.stdout
+    monkeypatch.setenv("NPU_LIB_FIXED", "1")
+    r = _run(python, bundle, tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+
+
+def test_a_malformed_plain_reproducer_is_refused_before_the_campaign_starts(
+    tmp_path, capsys
+) -> None:
+    from onnxfuzz.cli.main import main
+
+    for cls, said in (
+        ("NpuHookNotLiteral", "must be a string literal of Python source"),
+        ("NpuHookMissingRun", "must define run_model(compiled, inputs) at its top level"),
+    ):
+        out = tmp_path / cls
+        argv = ["fuzz", "--backend", "ort", "--backend", f"{NPU}:{cls}", "--tests", "1"]
+        code = main([*argv, "--out", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and f"adapter {NPU}:{cls}: plain_reproducer {said}" in err, (code, err)
+        assert not (out / "bugs").exists()
