@@ -14,7 +14,7 @@ import onnx
 from onnxfuzz.execute.messages import Test
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.execute.sandbox import Outcome, Status
-from onnxfuzz.judge.attribution import known_if_documented
+from onnxfuzz.judge.attribution import known_if_disputed, known_if_documented
 from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.localize import exposures
 from onnxfuzz.judge.oracle import OracleConfig
@@ -139,7 +139,8 @@ class Reproducer:
         self.runs += 1
         outcomes = self.run_all(model.SerializeToString(), inputs)
         label = self.target.backend
-        a = known_if_documented(model, label, self.judge.assess(model, inputs, outcomes)[label])
+        a = self.judge.assess(model, inputs, outcomes)[label]
+        a = known_if_disputed(model, known_if_documented(model, label, a))
         self.seconds += time.perf_counter() - t0
         if self.matches(a):
             self.last_message = a.judgement.message

@@ -14,7 +14,7 @@ from typing import Any
 
 from onnxfuzz.execute.sandbox import EARLIER_MAX
 from onnxfuzz.generate.measure.metrics import Diversity
-from onnxfuzz.judge.attribution import DOCUMENTED_FAULT
+from onnxfuzz.judge.attribution import DISPUTED_SEMANTICS, DOCUMENTED_FAULT
 from onnxfuzz.judge.signature import family, family_id, normalize
 from onnxfuzz.store.db import (
     EVALUATOR_SUSPECTS,
@@ -292,23 +292,41 @@ def known_rows(store: Store) -> list[dict[str, Any]]:
 
 def documented_fault_lines(store: Store) -> list[str]:
     """Per backend, the failures of the ONNX reference evaluator under test where one of
-    its documented faults applies (counted as known, neither reduced nor filed), by op."""
-    rows = store.db.execute(
-        "SELECT backend, detail FROM results WHERE verdict='known' AND detail LIKE ?",
-        (DOCUMENTED_FAULT + "%",),
-    )
-    by_backend: dict[str, dict[str, int]] = {}
-    for backend, detail in rows:
-        op = detail[len(DOCUMENTED_FAULT) :].split(":", 1)[0]
-        ops = by_backend.setdefault(backend, {})
-        ops[op] = ops.get(op, 0) + 1
-    return [
-        f"{sum(ops.values())} failures of {store.names.get(backend, backend)} on its "
-        "documented faults (onnxfuzz/generate/corpus/reference_limits.py), known, neither "
-        "reduced nor filed: "
-        + ", ".join(f"{op} {n}" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
-        for backend, ops in sorted(by_backend.items())
-    ]
+    its documented faults applies, and the wrong values of any backend on a node whose
+    semantics ONNX leaves in dispute (both counted as known, neither reduced nor filed),
+    by op."""
+    lines = []
+    for head, what in (
+        (
+            DOCUMENTED_FAULT,
+            "failures of {name} on its documented faults "
+            "(onnxfuzz/generate/corpus/reference_limits.py)",
+        ),
+        (
+            DISPUTED_SEMANTICS,
+            "wrong values of {name} on ops whose ONNX semantics are disputed, either "
+            "reading taken (onnxfuzz/generate/corpus/disputed.py; a wrong value there that "
+            "is neither reading is not told apart)",
+        ),
+    ):
+        rows = store.db.execute(
+            "SELECT backend, detail FROM results WHERE verdict='known' AND detail LIKE ?",
+            (head + "%",),
+        )
+        by_backend: dict[str, dict[str, int]] = {}
+        for backend, detail in rows:
+            op = detail[len(head) :].split(":", 1)[0]
+            ops = by_backend.setdefault(backend, {})
+            ops[op] = ops.get(op, 0) + 1
+        lines += [
+            f"{sum(ops.values())} {what.format(name=store.names.get(backend, backend))}, "
+            "known, neither reduced nor filed: "
+            + ", ".join(
+                f"{op} {n}" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))
+            )
+            for backend, ops in sorted(by_backend.items())
+        ]
+    return lines
 
 
 def known_table(rows: list[dict[str, Any]]) -> object:

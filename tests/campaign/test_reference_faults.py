@@ -232,3 +232,55 @@ def test_a_shape_departure_is_localized_to_the_node_that_departs_from_its_declar
     assert "first diverging node: globalmaxpool0 (GlobalMaxPool)" in a.judgement.message
     assert a.signature is not None and "GlobalMaxPool" in a.signature, a.signature
     assert got[REFERENCE].assessed.judgement.verdict == Verdict.KNOWN
+
+
+def _roi_align(mode: str) -> onnx.ModelProto:
+    node = helper.make_node(
+        "RoiAlign", ["x", "rois", "idx"], ["y"], mode=mode, output_height=2, output_width=2,
+        sampling_ratio=2,
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]),
+            helper.make_tensor_value_info("rois", TensorProto.FLOAT, [1, 4]),
+            helper.make_tensor_value_info("idx", TensorProto.INT64, [1]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tvm") is None, reason="needs apache-tvm")
+def test_wrong_values_on_a_disputed_reading_are_known_not_filed() -> None:
+    """RoiAlign mode='max' has two readings (onnx/onnx#4764): ONNX Runtime takes the max of
+    weighted corner samples, TVM interpolates each sample point and takes the max. A
+    campaign of ORT against TVM filed TVM's reading as a bug; it is counted as known now.
+    mode='avg', where the two agree, is compared as before."""
+    inputs = {
+        "x": np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4),
+        "rois": np.array([[0.3, 0.2, 2.9, 3.1]], np.float32),
+        "idx": np.array([0], np.int64),
+    }
+    got = _blamed(["ort", "tvm"], _roi_align("max"), inputs, "ort")
+    verdict, message, signature = got["tvm"]
+    assert verdict == Verdict.KNOWN and signature is None, got
+    assert message.startswith("semantics the ONNX spec leaves in dispute, RoiAlign: mode='max'")
+    assert _blamed(["ort", "tvm"], _roi_align("avg"), inputs, "ort")["tvm"][0] == Verdict.OK
+
+
+def test_the_summary_counts_the_disputed_readings_by_op(tmp_path) -> None:
+    """The campaign summary names what it counted as known on disputed semantics, and says
+    that a wrong value there is not told apart from the other reading."""
+    from onnxfuzz.judge.attribution import DISPUTED_SEMANTICS
+    from onnxfuzz.store.db import Result, Store
+    from onnxfuzz.store.report import documented_fault_lines
+
+    store = Store(tmp_path / "campaign.db")
+    why = f"{DISPUTED_SEMANTICS}RoiAlign: mode='max' has two readings\nvalues"
+    for i in range(3):
+        store.record(i, i, ["RoiAlign"], 17, 0.1, 0.1, [Result("tvm", "known", detail=why)])
+    lines = documented_fault_lines(store)
+    assert len(lines) == 1 and lines[0].startswith("3 wrong values of tvm on ops whose ONNX"), lines
+    assert "is not told apart" in lines[0] and lines[0].endswith("filed: RoiAlign 3"), lines
