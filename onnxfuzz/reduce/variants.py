@@ -188,6 +188,12 @@ def _check(s: _Model, free: frozenset[str] = frozenset()) -> tuple[_Checker | No
         try:
             spec.build(b, spec.params)
             b.check_consumed()
+            # The node's outputs as the spec makes them: a count the changed attribute
+            # contradicts (a Split given num_outputs=1 beside its 2 outputs) is no node
+            # ONNX allows, and its shape inference aborts the process on it (audit 16).
+            made, have = len(b.outs), len(node.output)
+            if have > made or (info.variadic_output and have != made):
+                raise OutOfDomain(node.op_type, "outputs", f"{have} outputs, the spec makes {made}")
             return b, refit
         except _Refit as r:
             name = node.input[r.pos]
@@ -202,7 +208,7 @@ def _observed(s: _Model) -> list[tuple[int, tuple[int, ...], np.ndarray | None] 
     where known: the graph's inputs and initializers)."""
     g = s.model.graph
     inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
-    types = _types(s.model)
+    types = _types(_before(s.model, s.k))
     out: list[tuple[int, tuple[int, ...], np.ndarray | None] | None] = []
     for t in s.node.input:
         if not t:
@@ -215,6 +221,18 @@ def _observed(s: _Model) -> list[tuple[int, tuple[int, ...], np.ndarray | None] 
         else:
             out.append(None)
     return out
+
+
+def _before(model: onnx.ModelProto, k: int) -> onnx.ModelProto:
+    """``model`` cut before its node ``k`` (graph nodes are in topological order: what
+    node ``k`` reads is made before it), no outputs declared: the types of what it reads,
+    inferred without the changed node. ONNX's shape inference runs in this process, and a
+    node that contradicts itself can abort it (a C++ assertion), not raise."""
+    cut = onnx.ModelProto()
+    cut.CopyFrom(model)
+    del cut.graph.node[k:]
+    del cut.graph.output[:]
+    return cut
 
 
 def _types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:
