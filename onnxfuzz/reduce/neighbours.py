@@ -10,7 +10,10 @@ the node the finding blames.
 
 Each variant runs once and *fails* (the finding's failure: ``Reproducer.matches``),
 *passes* (both backends ran it and agree) or is *other* (another failure, or no verdict):
-an other variant says nothing about the trigger and is reported apart. A finding whose
+an other variant says nothing about the trigger and is reported apart. A smaller input
+keeps its first entries; where that passes, the same cut keeping its last entries runs
+too, and if that one fails, the pass came from the values cut away (*values cut*), and
+the size is no trigger. A finding whose
 failure does not show on every run (intermittent, or dependent on earlier models) gets no
 variants: one run of each would say nothing. At most ``MAX_VARIANTS`` runs and
 ``MAX_SECONDS`` seconds per finding.
@@ -37,6 +40,9 @@ MAX_VARIANTS = 12  # variant runs per finding (--neighbours): a run is a backend
 MAX_SECONDS = 20.0  # no variant starts past this (a compiler that takes seconds a model)
 COUNT_LEFT = 30  # variants past the bound counted (each is checked, not run)
 FAILS, PASSES, OTHER = "fails", "passes", "other"
+# A cut input that passes where the same cut from its other end fails: its pass came
+# from the values cut away, not from the size (``Variant.other_end``).
+VALUES_CUT = "values cut"
 PASSING = "passing"  # the folder, beside the reduced model, of the nearest passing variant
 
 
@@ -155,7 +161,16 @@ def try_neighbours(
         except Exception as e:  # noqa: BLE001 - a variant that cannot be run says nothing
             out.tried.append(Tried(v, OTHER, f"not run: {type(e).__name__}"))
             continue
-        out.tried.append(judged(v, a, outcomes, runs))
+        tried = judged(v, a, outcomes, runs)
+        if tried.result == PASSES and v.other_end is not None:
+            out.runs += 1  # the same cut from the other end: does the size make it pass?
+            try:
+                again = judged(v.other_end, *runs.run(v.other_end.model, v.other_end.inputs), runs)
+            except Exception:  # noqa: BLE001 - not run: the pass stands as it is
+                again = None
+            if again is not None and again.result == FAILS:
+                tried = Tried(v, VALUES_CUT, "fails with its last entries kept instead")
+        out.tried.append(tried)
     out.seconds = time.perf_counter() - t0
     return out
 

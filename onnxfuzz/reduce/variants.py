@@ -54,6 +54,11 @@ class Variant:
     # inputs resized to keep it valid, and their new shapes ("W", (2, 2, 1))
     refit: tuple[tuple[str, tuple[int, ...]], ...] = ()
     same_outputs: bool = True  # its outputs have the model's types and shapes
+    # A shape's cut keeps the input's first entries and drops the rest, values and all:
+    # the same cut keeping its last entries instead, where they differ. A pass that the
+    # other end's cut does not share came from the values cut away, not from the size (an
+    # audit's LeakyRelu wrong below -4 "passed with [1, 2, 2]": the cut dropped -5.5).
+    other_end: Variant | None = None
 
     @property
     def change(self) -> str:
@@ -387,18 +392,44 @@ def _shape_variants(
             for size in dict.fromkeys([d - 1, d // 2]):
                 if size < 1 or len(found) == PER_SUBJECT:
                     continue
-                s = _Model(model, dict(inputs), k).copy()
-                s.inputs[name] = _fit(a, axis, size)
-                ok, refit = _valid(s, _free(s, but=name))
-                if ok:
-                    shown = [(t, _shape_of(s, t)) for t in dict.fromkeys(refit)]
-                    new = list(s.inputs[name].shape)
-                    found.append(
-                        Variant("shape", name, list(a.shape), new, s.model, s.inputs, tuple(shown))
-                    )
+                made = [
+                    _cut(model, inputs, k, name, cut, list(a.shape))
+                    for cut in (_fit(a, axis, size), _last(a, axis, size))
+                ]
+                first, last = made
+                if first is None:
+                    continue
+                if last is not None and not np.array_equal(
+                    first.inputs[name], last.inputs[name], equal_nan=a.dtype.kind in "fc"
+                ):
+                    first = replace(first, other_end=last)
+                found.append(first)
             if found:
                 out.append(found)
     return out
+
+
+def _cut(
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    k: int,
+    name: str,
+    cut: np.ndarray,
+    was: list[int],
+) -> Variant | None:
+    """Input ``name`` given as ``cut``, if valid (other inputs refit to it)."""
+    s = _Model(model, dict(inputs), k).copy()
+    s.inputs[name] = cut
+    ok, refit = _valid(s, _free(s, but=name))
+    if not ok:
+        return None
+    shown = [(t, _shape_of(s, t)) for t in dict.fromkeys(refit)]
+    return Variant("shape", name, was, list(cut.shape), s.model, s.inputs, tuple(shown))
+
+
+def _last(a: np.ndarray, axis: int, size: int) -> np.ndarray:
+    """``a`` cut to its last ``size`` entries along ``axis``."""
+    return np.take(a, np.arange(a.shape[axis] - size, a.shape[axis]), axis=axis)
 
 
 def _dtype_variants(model: onnx.ModelProto, inputs: dict[str, np.ndarray], k: int) -> list[Variant]:
@@ -495,8 +526,19 @@ def plain(v: Any) -> Any:
 
 
 def _show(v: Any) -> str:
-    v = plain(v)
-    return repr(v) if isinstance(v, str) else str(v)
+    return attribute_words(plain(v))
+
+
+def attribute_words(v: Any) -> str:
+    """An attribute's value as issue.md says it: a float as it was written, not as float32
+    stored it (alpha=0.1, not 0.10000000149011612)."""
+    if isinstance(v, str):
+        return repr(v)
+    if isinstance(v, float):
+        return f"{v:.7g}"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(attribute_words(x) for x in v) + "]"
+    return str(v)
 
 
 def elements(shape: Any) -> int:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from onnxfuzz.reduce.neighbours import FAILS, OTHER, PASSES
-from onnxfuzz.reduce.variants import elements, shape_words
+from onnxfuzz.reduce.neighbours import FAILS, OTHER, PASSES, VALUES_CUT
+from onnxfuzz.reduce.variants import attribute_words, elements, shape_words
 
 
 def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str) -> str:
@@ -40,6 +40,7 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
         "",
     ]
     triggers: list[str] = []
+    values_cut = False
     for (kind, subject), ts in subjects.items():
         was = _value(kind, ts[0]["was"])
         was = f"{subject}={was}" if kind == "attribute" else was
@@ -47,9 +48,21 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
         ts = sorted(ts, key=lambda t: -elements(t["value"]) if kind == "shape" else 0)
         fails = [_shown(t, name) for t in ts if t["result"] == FAILS]
         passes = [_shown(t, name) for t in ts if t["result"] == PASSES]
+        cut = [_shown(t, name) for t in ts if t["result"] == VALUES_CUT]
         what = {"attribute": f"`{subject}`", "shape": f"input {name(subject)}"}.get(
             kind, "element type"
         )
+        if cut:
+            values_cut = True
+            many = len(cut) > 1
+            lines.append(
+                f"- {what}: {was} here; cut to {', '.join(cut)} it passes, but the same "
+                f"cut{'s' if many else ''} keeping the last entries instead of the first "
+                f"fail{'' if many else 's'}: the values cut away made it pass, not the size "
+                "(the failure needs some of them)."
+            )
+            if not passes:
+                continue
         if passes:
             triggers.append(was if kind == "attribute" else f"{what} {was}")
             also = f" (and {', '.join(fails)})" if fails else ""
@@ -78,7 +91,13 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
             "Each trigger's change alone makes it pass: in this model the failure needs "
             f"all of {', '.join(triggers)} at once."
         )
-    if not triggers:
+    if not triggers and values_cut:
+        lines.append(
+            "No change tried makes it pass of itself: the failure depends on values of the "
+            "input (those the cuts above removed), not on its size or an attribute. Not "
+            "varied: the input's rank, and inputs the node does not read directly."
+        )
+    elif not triggers:
         lines.append(
             "No variant tried passes: the failure does not hinge on any one of the changes "
             "tried. Not varied: the input's rank, its values, and inputs the node does "
@@ -103,7 +122,7 @@ def neighbours_text(meta: dict[str, Any], renamed: dict[str, str], backends: str
 
 def _value(kind: str, v: Any) -> str:
     if kind == "attribute":
-        return repr(v) if isinstance(v, str) else str(v)
+        return attribute_words(v)
     if kind == "shape":
         return shape_words(v)
     return str(v)

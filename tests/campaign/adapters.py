@@ -1349,3 +1349,32 @@ class UncheckedGather(_OrtWrapper):
             if any(((known[name] < 0) | (known[name] >= size)).any() for name, size in bounds):
                 raise RuntimeError("illegal memory access in kernel gather_fp32")
         return super().run((sess, False), inputs)
+
+
+class LeakyBelow(_OrtWrapper):
+    """A planted value-dependent bug (audit 16's): a LeakyRelu gives twice its value where
+    its input is below -4, and is right elsewhere, in any float type."""
+
+    name = "leaky-below"
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        nodes = []
+        for k, n in enumerate(m.graph.node):
+            nodes.append(n)
+            if n.op_type != "LeakyRelu":
+                continue
+            out, x = n.output[0], n.input[0]
+            n.output[0] = right = f"{out}__right"
+            four = onnx.helper.make_tensor(f"lb{k}_c", onnx.TensorProto.FLOAT, [], [-4.0])
+            nodes += [
+                onnx.helper.make_node("Constant", [], [f"lb{k}_f"], value=four),
+                onnx.helper.make_node("CastLike", [f"lb{k}_f", x], [f"lb{k}_t"]),
+                onnx.helper.make_node("Less", [x, f"lb{k}_t"], [f"lb{k}_below"]),
+                onnx.helper.make_node("Add", [right, right], [f"lb{k}_twice"]),
+                onnx.helper.make_node("Where", [f"lb{k}_below", f"lb{k}_twice", right], [out]),
+            ]
+        del m.graph.node[:]
+        m.graph.node.extend(nodes)
+        return (self._session(m), False)

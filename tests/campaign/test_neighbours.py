@@ -94,3 +94,38 @@ def test_a_campaign_bundle_says_which_input_size_passes(tmp_path) -> None:
     assert any(t["kind"] == "shape" for t in passed), meta["neighbours"]
     assert "Trigger, input `" in issue, issue
     assert (bundles[0].parent / "passing" / "model.onnx").exists()
+
+
+def _leaky(path: Path) -> Path:
+    """A one-node LeakyRelu on x [1, 3, 2] whose one value below -4 is its last."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 2])
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.1, name="leaky0")
+    model = helper.make_model(
+        helper.make_graph([node], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 21)]
+    )
+    model.ir_version = 10
+    onnx.save(model, path / "leaky.onnx")
+    values = np.array([0.548, 1.644, -0.921, -2.762, -1.836, -5.508], np.float32)
+    (path / "in").mkdir()
+    t = numpy_helper.from_array(values.reshape(1, 3, 2), "x")
+    (path / "in" / "input_0.pb").write_bytes(t.SerializeToString())
+    return path / "leaky.onnx"
+
+
+def test_a_cut_that_drops_the_failing_values_is_no_size_trigger(tmp_path) -> None:
+    """A LeakyRelu wrong below -4 only: every smaller x drops -5.5, its one value there,
+    and passes. issue.md called the input's size the trigger ("passes with [1, 2, 2]"),
+    sending the engineer after a size bug (audit 16). The same cuts keeping the last
+    entries fail: it says the values cut away, not the size, made it pass."""
+    model = _leaky(tmp_path)
+    out = tmp_path / "out"
+    argv = ["reduce", str(model), "--backend", "ort", "--backend", f"{ADAPTERS}:LeakyBelow"]
+    assert main([*argv, "--inputs", str(tmp_path / "in"), "--out", str(out)]) == 0
+    issue = (out / "issue.md").read_text()
+    assert "Trigger" not in issue and "alpha=0.1 here" in issue, issue
+    assert "the values cut away made it pass, not the size" in issue, issue
+    assert "the failure depends on values of the input" in issue
+    tried = json.loads((out / "meta.json").read_text())["neighbours"]["tried"]
+    results = {t["result"] for t in tried}
+    assert "values cut" in results and "passes" not in results, results
