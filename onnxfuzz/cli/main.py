@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import traceback
 from types import FrameType
 
 import click
@@ -63,6 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         click.echo(f"onnxfuzz: error: {where}{e.strerror or e}", err=True)
         return exits.USAGE
+    except Exception as e:  # noqa: BLE001 - onnxfuzz's own bug: said as such, not exit 1
+        click.echo(traceback.format_exc().rstrip(), err=True)
+        click.echo(
+            f"onnxfuzz: internal error ({type(e).__name__}): a bug of onnxfuzz, not of your "
+            "input or backend; please report it with the traceback above and the command",
+            err=True,
+        )
+        return exits.INTERNAL
     finally:
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous)

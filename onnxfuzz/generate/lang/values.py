@@ -87,6 +87,8 @@ def _distinct(
         return iv.lo + (iv.hi - iv.lo) * (order + 0.5) / n
     lo, hi = math.ceil(iv.lo), math.floor(iv.hi)
     step = max(1, (hi - lo + 1) // n)
+    if step * n >= 2**62:  # a (u)int64's whole range: past a C long, in Python's ints
+        return lo + order.astype(object) * step
     return lo + order * step
 
 
