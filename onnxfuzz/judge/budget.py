@@ -67,6 +67,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -79,6 +80,7 @@ from onnxfuzz.judge.localize import (
     run_alone,
     single_node,
 )
+from onnxfuzz.judge.oracle import outside
 from onnxfuzz.judge.precision import NUDGE_DRAWS, NUDGE_ULPS, has_half, nudge_reach
 
 EPS32 = float(np.finfo(np.float32).eps)  # one float32 ulp, relative: 2**-23
@@ -328,7 +330,8 @@ def lone_op_error(
     run: Callable[[bytes], dict[str, Outcome]],
     run_reference: Callable[[bytes, dict], Outcome],
     run_backend: Callable[[bytes, dict], Outcome] | None = None,
-) -> tuple[onnx.NodeProto, str] | None:
+    tolerance: tuple[float, float] | None = None,
+) -> LoneError | None:
     """The first diverging float32 node of ``model`` (every intermediate exposed, in
     topological order: the first whose output is beyond its op's budget) when, run alone
     by the reference on the backend's own values of its inputs, it is still beyond its
@@ -339,7 +342,10 @@ def lone_op_error(
     With ``run_backend`` (a model and its feeds, on ``backend``) the backend runs the node
     alone on the same inputs as well, and ``why`` quotes that run: a node it gets right
     alone is passed over for a later one it gets wrong alone (``GUILTY_TRIES`` at most;
-    ``localize``'s module doc says why), and without one there is no lone op's error."""
+    ``localize``'s module doc says why), and without one there is no lone op's error.
+    ``gross``: the node's error is beyond ``tolerance`` (float32's atol, rtol: the
+    campaign's) as well, a wrong value that the model's later ops hid, not a precision
+    finding (an audit's Softmax off by 0.25, 7x relative, was filed as "precision")."""
     if has_half(model):
         return None
     # declares every intermediate's type: nodes run alone
@@ -378,8 +384,34 @@ def lone_op_error(
         # beyond the budget: is the op ill-conditioned here? (see the module doc)
         reach = rounding_reach(probe, node, fed, outputs, run_reference)
         why = over_budget(node, fed, outputs, mine, reach)
-        return (node, why) if why is not None else None
+        if why is None:
+            return None
+        return LoneError(node, why, _beyond(node, outputs, mine, tolerance))
     return None
+
+
+class LoneError(NamedTuple):
+    node: onnx.NodeProto
+    why: str
+    gross: bool  # beyond the per-type tolerance too: a wrong value, not a precision one
+
+
+def _beyond(
+    node: onnx.NodeProto,
+    want: dict[str, np.ndarray],
+    got: dict[str, np.ndarray],
+    tolerance: tuple[float, float] | None,
+) -> bool:
+    """Whether an output of ``node`` in ``got`` is outside ``tolerance`` of ``want``."""
+    if tolerance is None:
+        return False
+    for name in node.output:
+        w, g = want.get(name), got.get(name)
+        if w is None or g is None or g.shape != w.shape:
+            continue
+        if outside(w, g, tolerance).any():
+            return True
+    return False
 
 
 def _ins(node: onnx.NodeProto, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -207,18 +207,25 @@ class Judge:
         beyond its op's error budget (``onnxfuzz.judge.budget``); else ``v`` unchanged."""
         base = self.reference
         probe, alone = self._timed_runs(inputs, base, label, spent)
+        tolerance = self.config.tol(base, label, "float32")
         found = lone_op_error(
-            model, inputs, base, label, probe, alone, self._timed_run_of(label, spent)
+            model, inputs, base, label, probe, alone, self._timed_run_of(label, spent), tolerance
         )
         if found is None:
             return v, culprit
-        node, why = found
+        node, why, gross = found
         precise = Judgement(
             Verdict.MISMATCH,
             Stage.RUN,
-            "precision",
+            "values" if gross else "precision",
             node.output[0],
-            f"first diverging node: {node.name} ({node.op_type})\n{why}",
+            f"first diverging node: {node.name} ({node.op_type})\n{why}"
+            + (
+                f"\nalone, beyond the float32 tolerance (atol, rtol) {tolerance} too: a wrong "
+                "value that the model's later ops hid"
+                if gross
+                else ""
+            ),
         )
         return with_known(label, precise, self.config), node.output[0]
 

@@ -205,3 +205,35 @@ def test_the_repro_of_a_blamed_tensor_inside_the_model_compares_it_exposed(
     script.write_text(script.read_text().replace("'rel': '1e-3'", "'rel': '1e-6'"))
     run = subprocess.run([sys.executable, "repro.py"], cwd=copied, capture_output=True, text=True)
     assert run.returncode == 0 and run.stdout.startswith("FIXED"), run.stdout + run.stderr
+
+
+def test_a_gross_error_that_later_ops_hide_is_a_wrong_value_not_precision() -> None:
+    """An Exp off by 50 %, scaled down by 1e-4 after it: the outputs pass the tolerance,
+    the lone-op check finds the Exp. It was filed as "precision" (an audit's Softmax off by
+    0.25, 7x relative, likewise): beyond the campaign's tolerance alone too, it is a
+    wrong value, and says so."""
+    off = f"{ADAPTERS}:Imprecise:op=Exp,rel=0.5"
+    n = 16
+    nodes = [
+        helper.make_node("Exp", ["x"], ["e"], name="exp0"),
+        helper.make_node("Mul", ["e", "tiny"], ["y"], name="mul0"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])],
+        initializer=[numpy_helper.from_array(np.float32(1e-4), "tiny")],
+        value_info=[helper.make_tensor_value_info("e", TensorProto.FLOAT, [n])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    inputs = {"x": np.linspace(-3.0, 2.0, n, dtype=np.float32)}
+    with BackendPool(["ort", off]) as pool:
+        outcomes = pool.run_all(model.SerializeToString(), inputs)
+        raw = judge("ort", outcomes["ort"], off, outcomes[off], ["y"], OracleConfig())
+        got = Judge("ort", OracleConfig(), pool).assess(model, inputs, outcomes)[off]
+    assert raw.verdict == Verdict.OK  # hidden at the output
+    v = got.judgement
+    assert v.verdict == Verdict.MISMATCH and v.kind == "values" and v.output == "e", v.message
+    assert "a wrong value that the model's later ops hid" in v.message
+    assert got.signature == signature(off, v, "Exp")
