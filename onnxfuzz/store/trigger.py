@@ -128,10 +128,26 @@ def _value(kind: str, v: Any) -> str:
     return str(v)
 
 
+def _axis_words(was: Any, value: Any) -> str:
+    """ "[11, 5] (axis 0: 11; 55 elements)": a cut of one axis names it, since the length
+    along one axis (a Softmax's, a reduction's) is what a tail-loop bug hinges on, and the
+    element counts alone read as self-contradictory (46 fails, 55 passes, audit 16)."""
+    if not isinstance(was, list) or not isinstance(value, list) or len(was) != len(value):
+        return ""
+    changed = [i for i, (a, b) in enumerate(zip(was, value, strict=True)) if a != b]
+    if len(changed) != 1:
+        return ""
+    n = elements(value)
+    i = changed[0]
+    return f"{value} (axis {i}: {value[i]}; {n} element{'s' if n != 1 else ''})"
+
+
 def _shown(t: dict[str, Any], name: Any, alone: bool = False) -> str:
     """A variant's value, with the inputs resized to fit it; ``alone``: said where its
     subject is not (an input's name, "element type")."""
     said = _value(t["kind"], t["value"])
+    if t["kind"] == "shape":
+        said = _axis_words(t["was"], t["value"]) or said
     if t["kind"] == "attribute":
         said = f"{t['subject']}={said}"
     elif alone:

@@ -125,6 +125,7 @@ def test_a_cut_that_drops_the_failing_values_is_no_size_trigger(tmp_path) -> Non
     issue = (out / "issue.md").read_text()
     assert "Trigger" not in issue and "alpha=0.1 here" in issue, issue
     assert "the values cut away made it pass, not the size" in issue, issue
+    assert "cut to [1, 2, 2] (axis 1: 2; 4 elements), [1, 3, 1] (axis 2: 1;" in issue, issue
     assert "the failure depends on values of the input" in issue
     tried = json.loads((out / "meta.json").read_text())["neighbours"]["tried"]
     results = {t["result"] for t in tried}
