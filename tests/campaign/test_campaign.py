@@ -567,7 +567,9 @@ def test_one_ops_wrong_value_on_either_side_of_the_tolerance_is_one_bundle(
 ) -> None:
     """Add off by 0.5 is past the tolerance where Add's output is the model's, inside it
     under a Sigmoid (a precision finding): both reduce to Add, and were filed as two bugs,
-    "values in Add output" and "precision in Add output". The second joins the first."""
+    "values in Add output" and "precision in Add output". The second joins the first.
+    Since audit 16 the lone Add past the tolerance is a wrong value under the Sigmoid too,
+    "a wrong value that the model's later ops hid": one signature, one bundle."""
     opts = CampaignOptions(
         backends=["ort", f"{ADAPTERS}:WrongOp:op=Add"],
         tests=80,
@@ -586,10 +588,10 @@ def test_one_ops_wrong_value_on_either_side_of_the_tolerance_is_one_bundle(
     assert [m["signature"].rsplit("|", 1)[1] for m in metas] == ["values in Add output"]
     store = Store.open_existing(c.out / "campaign.db")
     try:
-        kinds = {
-            sig.rsplit("|", 1)[1]
-            for (sig,) in store.db.execute("SELECT signature FROM results WHERE bug IS NOT NULL")
-        }
+        rows = store.db.execute("SELECT signature, detail FROM results WHERE bug IS NOT NULL")
+        hits = [(sig.rsplit("|", 1)[1], detail) for sig, detail in rows]
     finally:
         store.close()
-    assert "precision in Add output" in kinds, kinds  # the premise: it was hit that way too
+    assert {kind for kind, _ in hits} == {"values in Add output"}, hits
+    # the premise: hit inside the tolerance at the model's outputs too, the Add alone past it
+    assert any("later ops hid" in detail for _, detail in hits), hits

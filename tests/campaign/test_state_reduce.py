@@ -182,9 +182,9 @@ def test_a_state_dependent_bundle_ships_its_reduced_model_with_the_earlier_ones(
 
 
 def test_a_precision_finding_reduces_to_the_op_alone_where_it_shows_past_the_tolerance() -> None:
-    """Add off by 0.5 under a Sigmoid that holds the model's error inside the tolerance:
-    "precision in Add output"; Add alone shows it past the tolerance, "values in Add
-    output". One op's wrong value either side of the tolerance is one failure to keep: the
+    """Add off by 0.5 under a Sqrt that holds the model's error inside the tolerance, on
+    values where Add alone holds it there too: "precision in Add output"; Add alone on
+    smaller values shows it past the tolerance, "values in Add output". One op's wrong value either side of the tolerance is one failure to keep: the
     reducer kept the Sigmoid (and an audit's +1 Add bug 2 nodes, beside its 1-node twin)."""
 
     def add_then(*ops: str) -> onnx.ModelProto:
@@ -201,11 +201,15 @@ def test_a_precision_finding_reduces_to_the_op_alone_where_it_shows_past_the_tol
         )
         return onnx.shape_inference.infer_shapes(model)
 
+    # Add's 100 off by 0.5 is inside the tolerance even alone (atol 1e-3 + rtol 1e-2 *
+    # 100): a precision finding; its 8 off by 0.5 is past it, a wrong value (a lone op past
+    # the tolerance is one since audit 16: "values" under the Sigmoid as well)
+    big = {"x": np.full(2, 60.0, np.float32), "y": np.full(2, 40.0, np.float32)}
     feeds = {"x": np.full(2, 6.0, np.float32), "y": np.full(2, 2.0, np.float32)}
     with BackendPool(["ort", WRONG], timeout=30.0) as pool:
-        whole = add_then("Sigmoid")
-        outcomes = pool.run_all(whole.SerializeToString(), feeds)
-        sig = Judge("ort", OracleConfig(), pool).assess(whole, feeds, outcomes)[WRONG].signature
+        whole = add_then("Sqrt")
+        outcomes = pool.run_all(whole.SerializeToString(), big)
+        sig = Judge("ort", OracleConfig(), pool).assess(whole, big, outcomes)[WRONG].signature
         assert sig is not None and sig.endswith("precision in Add output"), sig
         assert Reproducer(pool, Target(WRONG, "ort", sig))(add_then(), feeds)
         # the other direction: another op's wrong value is not this failure
