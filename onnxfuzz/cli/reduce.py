@@ -8,7 +8,8 @@ import shlex
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -250,10 +251,20 @@ def _bundle(
     reference, backend = pair
     signature = r.signature or ""
     names = display_names(list(pair), {k: i.name for k, i in pool.infos.items()})
+    judgement = r.final.judgement
+    within = re.match(r"no result within ([0-9.e+-]+) s", judgement.message)
+    if within and float(within[1]) != timeout:
+        # the hang's reduction ran under a shorter limit (``_hang_limit``): said, as a
+        # campaign's bundle says it, beside the --timeout repro.py waits
+        judgement = replace(
+            judgement,
+            message=f"{judgement.message} (the reduction's per-candidate limit; --timeout, "
+            f"which repro.py uses, is {timeout:g} s)",
+        )
     return Finding(
         signature=signature,
         bug_id=bug_id(signature, names),
-        judgement=r.final.judgement,
+        judgement=judgement,
         backend=backend,
         reference=reference,
         seed=-1,
@@ -274,6 +285,22 @@ def _bundle(
             "reduction": r.record(),
         },
     )
+
+
+def _hang_limit(outcomes: dict[str, Any], pair: tuple[str, str], timeout: float) -> float | None:
+    """The per-candidate limit reducing a hang (or a memory blow-up) of the backend, as a
+    campaign's (``reduce.reproduce.hang_try_limit``: a few times what the reference took,
+    never past ``timeout``); None for any other failure (each candidate keeps
+    ``timeout``)."""
+    from onnxfuzz.execute.sandbox import Status
+    from onnxfuzz.reduce.reproduce import hang_try_limit
+
+    reference, backend = pair
+    got, ref = outcomes.get(backend), outcomes.get(reference)
+    if got is None or not got.too_costly:
+        return None
+    took = ref.backend_s if ref is not None and ref.status == Status.OK else 0.0
+    return hang_try_limit(took, timeout)
 
 
 def write_bundle_to(dest: Path, f: Any, follows: Any) -> None:
@@ -514,7 +541,7 @@ def _reduce(
     again += ["--inputs", str(dest / "test_data_set_0")]  # the values it failed on
     again += ["--backend", backend] + (["--match", match] if match is not None else [])
     smallest.dest, smallest.nodes, smallest.again = dest, len(model.graph.node), shlex.join(again)
-    with BackendPool(backends, timeout=timeout) as pool:
+    with BackendPool(backends, timeout=timeout) as pool, ExitStack() as limited:
         rep = Reproducer(pool, Target(backend, reference, match=pattern))
         first, outcomes = rep.run(model, feeds)
         if first.judgement.verdict == Verdict.INVALID_REFERENCE:
@@ -578,6 +605,15 @@ def _reduce(
             )
         rep.target.signature = first.signature
         rep.last_message = first.judgement.message  # the node it names is tried alone first
+        pair = (reference, backend)
+        limit = _hang_limit(outcomes, pair, timeout)
+        if limit is not None:
+            # a hang's candidates, as a campaign's: each that still hangs costs seconds
+            limited.enter_context(pool.time_limit(limit))
+            click.echo(
+                f"each candidate runs under {limit:g} s (a few times the reference's time): "
+                f"one that still hangs costs that, not --timeout {timeout:g} s"
+            )
         dynamic = False  # reduced with symbolic dims kept
         if symbolic := symbolic_inputs(model):
             static = with_static_inputs(model, feeds)
@@ -600,7 +636,6 @@ def _reduce(
         if first.judgement.verdict == Verdict.CRASH and len(r.model.graph.node) > 1:
             follows = find_precursor(r.model, r.inputs, rep, first.judgement.stage)
         # the reduction's last run showed the failure: its bundle (pool.infos: versions)
-        pair = (reference, backend)
         bundle = None
         if r.final is not None:
             bundle = _bundle(model_path, model, r, pair, pool, rep, timeout)

@@ -120,6 +120,49 @@ def _keep_outputs(s: State, keep: list[str]) -> State:
     return prune(m, s.inputs, s.unneeded)
 
 
+def cut_at_tensors(s: State) -> Iterator[State]:
+    """Each tensor a node makes, alone as the graph's output (what only the rest needed
+    goes), the fewest nodes first: a hang's first pass. The message of a hang names no node
+    (``isolate-named`` has none to try), and every candidate that still hangs costs the
+    per-candidate limit while one that does not is cheap: tried smallest first, the
+    candidates without the hanging node end quickly and the first one kept is the smallest
+    cut that holds it. The other passes reach no tensor behind a sequence: a Resize hang
+    read by SequenceConstruct -> SequenceLength kept all three, where drop-sink needs a
+    tensor input and bypass-node a tensor of SequenceLength's type (audit 16, D4). Graph
+    outputs stay tensors."""
+    g = s.model.graph
+    infos = {vi.name: vi for vi in (*g.value_info, *g.output) if vi.type.HasField("tensor_type")}
+    outs = [o.name for o in g.output]
+    producer: dict[str, int] = {}
+    needs: list[frozenset[int]] = []  # the nodes each node needs, itself included
+    cuts = []
+    for k, node in enumerate(g.node):
+        upstream = {k}
+        for t in reads(node):
+            if t in producer:
+                upstream |= needs[producer[t]]
+        needs.append(frozenset(upstream))
+        for t in node.output:
+            if t:
+                producer[t] = k
+                if t in infos and outs != [t]:
+                    cuts.append((len(upstream), k, t))
+    for _, _, t in sorted(cuts):
+        m = _copy(s.model)
+        mg = m.graph
+        vi = onnx.ValueInfoProto()
+        vi.CopyFrom(infos[t])
+        # the outputs dropped stay intermediates where a node still reads them (prune
+        # drops what nothing needs)
+        kept = [x for x in mg.value_info if x.name != t]
+        kept += [o for o in mg.output if o.name != t]
+        del mg.value_info[:]
+        mg.value_info.extend(kept)
+        del mg.output[:]
+        mg.output.append(vi)
+        yield prune(m, s.inputs, s.unneeded)
+
+
 def _typed_by_values(s: State, vals: dict[str, np.ndarray] | None) -> State | None:
     """``s`` with each graph node output that has no static type declared typed by the
     reference's value of it (its element type and shape); None where none is added."""
@@ -351,10 +394,13 @@ def reduce_graph(
     deadline: float,
     message: Callable[[State], str] = lambda s: "",
     on_kept: Callable[[State], None] | None = None,
+    hang: bool = False,
 ) -> tuple[State, list[Pass], bool]:
     """``state`` reduced by the passes below to their fixed point or ``deadline``;
     ``message(state)``: what the failure of a state that still fails said (the node it
-    names is tried alone first); ``on_kept``: each smaller state that still fails."""
+    names is tried alone first); ``on_kept``: each smaller state that still fails;
+    ``hang``: the failure is a hang, whose candidates are first cut at each tensor, fewest
+    nodes first (``cut_at_tensors``); a crash's or a wrong value's passes are as before."""
     cache: dict[bytes, dict[str, np.ndarray] | None] = {}
 
     def values(s: State) -> dict[str, np.ndarray] | None:
@@ -406,7 +452,8 @@ def reduce_graph(
                 return None  # it fails, but on values its nodes' specs do not allow
         return new
 
-    passes: list[Pass[State]] = [
+    passes: list[Pass[State]] = [Pass("cut-at-tensor", cut_at_tensors)] if hang else []
+    passes += [
         Pass("isolate-named", isolate_named(values, message)),
         Pass("drop-unneeded", drop_unneeded),
         Pass("cut-outputs", cut_outputs),

@@ -95,6 +95,7 @@ def _graph_passes(
         deadline,
         lambda s: rep.message(s.model, s.inputs),
         None if on_smaller is None else lambda s: on_smaller(s.model, s.inputs),
+        hang=rep.hang,
     )
 
 

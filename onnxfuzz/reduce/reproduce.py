@@ -17,7 +17,7 @@ from onnxfuzz.execute.sandbox import Outcome, Status
 from onnxfuzz.judge.attribution import known_if_disputed, known_if_documented
 from onnxfuzz.judge.judge import Assessed, Judge
 from onnxfuzz.judge.localize import exposures
-from onnxfuzz.judge.oracle import OracleConfig
+from onnxfuzz.judge.oracle import OracleConfig, Verdict
 from onnxfuzz.judge.signature import blamed_op, family, root_signature, same_fault
 from onnxfuzz.reduce.measure import value_bytes
 
@@ -26,6 +26,17 @@ from onnxfuzz.reduce.measure import value_bytes
 # no candidate once this many processes have started (localizing a candidate's mismatch
 # may start a few more: at most one candidate's worth past it).
 STATE_PROCESSES = 48
+
+# A hang's per-try time limit while reducing it: a few times what the reference took on
+# the model, at least the floor (seconds), never past the hang's own --timeout.
+HANG_TRY_FLOOR, HANG_TRY_FACTOR = 2.0, 4.0
+
+
+def hang_try_limit(reference_s: float, timeout: float) -> float:
+    """The per-candidate limit reducing a hang (or a memory blow-up) of a model the
+    reference ran in ``reference_s`` seconds, under ``timeout``: each candidate that still
+    hangs costs seconds, not the whole ``timeout``."""
+    return min(timeout, max(HANG_TRY_FLOOR, HANG_TRY_FACTOR * reference_s))
 
 
 CONTAINERS = frozenset({"If", "Loop", "Scan"})  # ops whose bodies hold ops of their own
@@ -118,6 +129,13 @@ class Reproducer:
         """Whether a candidate's verdict is the same on every run: not an intermittent
         target's, nor a state-dependent one's (each run in a fresh process after others)."""
         return self.target.attempts == 1 and self.fresh is None
+
+    @property
+    def hang(self) -> bool:
+        """Whether the failure kept is a hang (a timeout): each candidate that still shows
+        it costs the per-candidate limit (``graph_passes.cut_at_tensors``)."""
+        sig = self.target.signature
+        return sig is not None and sig.split("|", 3)[1:2] == [str(Verdict.TIMEOUT)]
 
     @property
     def spent(self) -> bool:

@@ -52,7 +52,12 @@ from onnxfuzz.judge.signature import (
 from onnxfuzz.reduce.neighbours import MAX_VARIANTS, try_neighbours
 from onnxfuzz.reduce.precursor import find_precursor
 from onnxfuzz.reduce.reducer import Reduced, reduce_case
-from onnxfuzz.reduce.reproduce import CONTAINERS, Reproducer, Target
+from onnxfuzz.reduce.reproduce import (
+    CONTAINERS,
+    Reproducer,
+    Target,
+    hang_try_limit,
+)
 from onnxfuzz.run.avoidance import Avoidance, AvoidSet, StoredTest
 from onnxfuzz.run.confirm import (
     CONFIRM_RUNS,
@@ -116,7 +121,7 @@ GIVE_UP_AFTER = 3
 # mostly new signatures of one family (where its wrong value is localized varies): each
 # replayed up to 96 models in a fresh process, up to 75 % of a campaign's wall time.
 REPLAY_GIVE_UP = 3
-HANG_TRY_FLOOR, HANG_TRY_FACTOR = 2.0, 4.0  # per-try time limit reducing a hang (seconds, x)
+# HANG_TRY_FLOOR, HANG_TRY_FACTOR (reduce.reproduce): per-try time limit reducing a hang
 TRY_FLOOR, TRY_FACTOR = 10.0, 10.0  # per-try time limit reducing any other finding
 # Tests a lane keeps started: each worker holds the next test while it runs one, and goes
 # on to it without waiting for this process to judge and store (execute.sandbox).
@@ -1749,7 +1754,7 @@ def reduction_timeout(f: Finding) -> float | None:
         return None
     ref = f.outcomes.get(f.reference)
     took = ref.backend_s if ref is not None and ref.status == Status.OK else 0.0
-    return min(f.timeout, max(HANG_TRY_FLOOR, HANG_TRY_FACTOR * took))
+    return hang_try_limit(took, f.timeout)
 
 
 def candidate_timeout(f: Finding) -> float | None:

@@ -509,6 +509,42 @@ def test_reduce_writes_a_bundle_that_reproduces_from_a_copy(tmp_path, capsys) ->
     assert main(["replay", str(copy)]) == 1
 
 
+def test_reduce_of_a_hang_tries_its_candidates_under_a_short_limit(tmp_path, capsys) -> None:
+    """A hang's reduction, as a campaign's: each candidate under a few times the
+    reference's time (floor 2 s), not --timeout; the Resize that hangs behind a
+    SequenceConstruct -> SequenceLength is cut out alone (audit 16, D4: 3 -> 3 nodes in
+    61 s, each candidate that hung costing the 30 s --timeout), and the bundle says which
+    limit its message's "no result within 2 s" is, beside the --timeout repro.py waits."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Resize", ["x", "", "scales"], ["r"], mode="cubic", axes=[0]),
+        helper.make_node("SequenceConstruct", ["r"], ["seq"]),
+        helper.make_node("SequenceLength", ["seq"], ["n"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])
+    n = helper.make_tensor_value_info("n", TensorProto.INT64, [])
+    scales = helper.make_tensor("scales", TensorProto.FLOAT, [1], [2.0])
+    path = tmp_path / "resize.onnx"
+    graph = helper.make_graph(nodes, "g", [x], [n], [scales])
+    path.write_bytes(
+        helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10
+        ).SerializeToString()
+    )
+    hang = str(Path("tests/campaign/adapters.py").resolve()) + ":Hang:op=Resize"
+    out = tmp_path / "reduced"
+    argv = ["reduce", str(path), "--backend", "ort", "--backend", hang, "--out", str(out)]
+    assert main([*argv, "--timeout", "4", "--neighbours", "0"]) == 0
+    said = capsys.readouterr().out
+    assert "each candidate runs under 2 s" in said and "3 -> 1 nodes (Resize)" in said, said
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["ops"] == ["Resize"] and meta["timeout"] == 4.0
+    assert meta["reduction"]["fixed_point"], meta["reduction"]
+    log = (out / "log.txt").read_text()
+    assert "no result within 2 s" in log and "which repro.py uses, is 4 s" in log, log
+
+
 def test_reduce_takes_a_wrong_value_out_of_an_if_branch(tmp_path, capsys) -> None:
     """A wrong Softmax inside an If's branch: localization stops at the If ("values in If
     output"), and inlining the branch names Softmax instead, which was not the same

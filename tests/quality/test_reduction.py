@@ -522,3 +522,41 @@ def test_the_node_a_failure_names_is_tried_alone_first(monkeypatch, adapter, op)
     assert sum(st["kept"] for st in first.stats().values() if st is not None) <= 2
     assert without.ops == [op]
     assert first.runs < without.runs, (first.runs, without.runs)
+
+
+def _resize_into_a_sequence() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Resize (cubic) -> SequenceConstruct -> SequenceLength: the graph's one output is
+    the sequence's length, an int64 scalar no tensor before it matches, read from a
+    sequence (audit 16, D4: a campaign's Resize hang filed with these 3 nodes)."""
+    h = onnx.helper
+    f32 = onnx.TensorProto.FLOAT
+    graph = h.make_graph(
+        [
+            h.make_node(
+                "Resize", ["x", "", "scales"], ["r"], name="resize0", mode="cubic", axes=[0]
+            ),
+            h.make_node("SequenceConstruct", ["r"], ["seq"], name="sequenceconstruct0"),
+            h.make_node("SequenceLength", ["seq"], ["n"], name="sequencelength0"),
+        ],
+        "resize_sequence",
+        [h.make_tensor_value_info("x", f32, [1, 2])],
+        [h.make_tensor_value_info("n", onnx.TensorProto.INT64, [])],
+        [onnx.numpy_helper.from_array(np.array([2.0], np.float32), "scales")],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)], ir_version=10)
+    return model, {"x": np.array([[1.0, 2.0]], np.float32)}
+
+
+def test_a_hang_behind_a_sequence_reduces_to_the_hanging_node() -> None:
+    """A hang's message names no node, and no pass but a cut reaches the Resize's tensor
+    behind the sequence: the 3 nodes stood as a fixed point, every pass after
+    node-to-input trying nothing. A hang is first cut at each tensor, fewest nodes first:
+    the Resize alone, at one candidate that still hangs."""
+    model, inputs = _resize_into_a_sequence()
+    assert not check_static(model)
+    label = f"{ADAPTERS}:Hang:op=Resize"
+    r = _reduce_found(model, inputs, ["ort", label], label, "ort", "|timeout|", timeout=1.0)
+    assert r.ops == ["Resize"], onnx.printer.to_text(r.model.graph)
+    assert r.complete
+    assert [o.name for o in r.model.graph.output] == ["r"]
+    assert r.stats()["cut-at-tensor"]["kept"] == 1

@@ -6,8 +6,8 @@ import onnx
 
 from onnxfuzz.execute.sandbox import Outcome, Stage, Status
 from onnxfuzz.judge.oracle import Judgement, Verdict
+from onnxfuzz.reduce.reproduce import HANG_TRY_FACTOR
 from onnxfuzz.run.campaign import (
-    HANG_TRY_FACTOR,
     TRY_FACTOR,
     TRY_FLOOR,
     candidate_timeout,
