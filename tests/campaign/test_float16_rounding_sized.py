@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from onnxfuzz.execute.pool import BackendPool
 from onnxfuzz.judge.judge import Judge
@@ -25,6 +25,32 @@ from onnxfuzz.judge.oracle import OracleConfig, Verdict, judge
 
 DOUBLED = "tests/campaign/adapters.py:DoubledNegativeLeakyRelu"
 HALF = TensorProto.FLOAT16
+
+
+def gemm_to_div() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Audit 16's seed-6884 model: Gemm(x, x^T) -> Max -> LeakyRelu -> Clip -> Div, float16,
+    with its input: the outer product holds values near 13 and near -13 (LeakyRelu: -0.13)."""
+    nodes = [
+        helper.make_node("Gemm", ["x", "x"], ["g"], name="gemm0", transB=1),
+        helper.make_node("Max", ["g", "g"], ["m"], name="max0"),
+        helper.make_node("LeakyRelu", ["m"], ["l"], name="leakyrelu0"),
+        helper.make_node("Clip", ["l", "lo", "hi"], ["c"], name="clip0"),
+        helper.make_node("Div", ["l", "c"], ["y"], name="div0"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", HALF, [8, 1])],
+        [helper.make_tensor_value_info("y", HALF, [8, 8])],
+        initializer=[
+            numpy_helper.from_array(np.float16(0.5), "lo"),
+            numpy_helper.from_array(np.float16(16.1), "hi"),
+        ],
+        value_info=[helper.make_tensor_value_info(t, HALF, [8, 8]) for t in "gmlc"],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    x = np.array([1.999, -3.559, 3.623, -0.5137, 1.549, 1.548, -1.974, 0.5684], np.float16)
+    return model, {"x": x.reshape(8, 1)}
 
 
 def leaky_relu_out() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -55,6 +81,17 @@ def _assess(pool: BackendPool, model: onnx.ModelProto, inputs: dict[str, np.ndar
     raw = judge("ort", outcomes["ort"], DOUBLED, outcomes[DOUBLED], order, OracleConfig())
     got = Judge("ort", OracleConfig(), pool).assess(model, inputs, outcomes)[DOUBLED]
     return raw, got
+
+
+def test_a_leaky_relu_doubled_on_small_elements_is_blamed_not_amplified_rounding(pool) -> None:
+    model, inputs = gemm_to_div()
+    raw, got = _assess(pool, model, inputs)
+    assert raw.verdict == Verdict.MISMATCH, raw.message  # the Div output shows it
+    v = got.judgement
+    assert v.verdict == Verdict.MISMATCH, v.message
+    assert "first diverging node: leakyrelu0 (LeakyRelu)" in v.message, v.message
+    assert "not a bug" not in v.message, v.message
+    assert got.signature is not None and "LeakyRelu" in got.signature, got.signature
 
 
 def test_a_leaky_relu_output_doubled_is_not_float16_rounding(pool) -> None:
