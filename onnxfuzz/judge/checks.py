@@ -46,7 +46,14 @@ Check = Callable[[Mismatch], str | None]
 
 def amplified_rounding(m: Mismatch) -> str | None:
     """The reference, fed the backend's values of the first diverging node's inputs,
-    reproduces the backend's output there: sub-tolerance differences were amplified."""
+    reproduces the backend's output there: sub-tolerance differences were amplified.
+
+    That those inputs' differences are rounding-sized, element by element, is the walk's
+    to ensure (``localize.first_divergence``): a node whose float16 output holds an
+    element beyond its own tolerance and what nudging its inputs moves it diverges, even
+    inside the magnitude-scaled atol; and the reproduction is held to the same rule. A
+    LeakyRelu off by 100 % on its small elements was walked past, and the Div after it
+    called "amplified rounding" (audit 16, D3)."""
     d = m.divergence
     if d is None or d.node is None or not d.unstable:
         return None
@@ -67,7 +74,11 @@ def float16_rounding(m: Mismatch) -> str | None:
         return None
     seen = {**m.inputs, **d.want_exposed}
     tols = {
-        t: tolerance(m.reference, m.backend, t, d.want_exposed[t], m.config, m.tol_dtypes)
+        # each element's own tolerance: the magnitude-scaled atol excused a 100 % error on
+        # a LeakyRelu's small elements beside large ones (``precision._within_reach``)
+        t: tolerance(
+            m.reference, m.backend, t, d.want_exposed[t], m.config, m.tol_dtypes, scaled=False
+        )
         for t in d.node.output
         if t in d.want_exposed
     }
@@ -127,7 +138,10 @@ def float16_constant_rounding(m: Mismatch) -> str | None:
     want, got = m.want.outputs, m.got.outputs
 
     def tol(name: str) -> tuple[float, float] | None:
-        return tolerance(m.reference, m.backend, name, want[name], m.config, m.tol_dtypes)
+        # each element's own tolerance (see ``precision._within_reach``)
+        return tolerance(
+            m.reference, m.backend, name, want[name], m.config, m.tol_dtypes, scaled=False
+        )
 
     return within_constant_rounding(m.model, m.inputs, want, got, m.run_reference, tol)
 

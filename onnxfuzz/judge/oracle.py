@@ -331,19 +331,23 @@ def tolerance(
     want: np.ndarray,
     cfg: OracleConfig,
     tol_dtypes: dict[str, str] | None = None,
+    scaled: bool = True,
 ) -> tuple[float, float] | None:
     """(atol, rtol) for output ``name`` (None: exact): its dtype's, loosened to the least
     precise float type upstream; for float16 and bfloat16, atol scales with the tensor's
     largest magnitude (one backend accumulates in float16, another in float32, and the
     difference scales with the magnitudes summed, not with each result: a sum that cancels
-    to ~0 keeps the error of its terms)."""
+    to ~0 keeps the error of its terms). ``scaled`` False: without that scaling, the
+    tolerance each element has on its own (``precision.beyond_rounding``: an error an
+    element's own size and rounding cannot explain is not excused by another element's
+    size)."""
     tol = cfg.tol(reference, backend, _dtype_name(want))
     loose = (tol_dtypes or {}).get(name)
     if tol is not None and loose is not None:
         up = cfg.tol(reference, backend, loose)
         if up is not None:
             tol = (max(tol[0], up[0]), max(tol[1], up[1]))
-    if tol is not None and want.dtype.name in ("float16", "bfloat16") and want.size:
+    if scaled and tol is not None and want.dtype.name in ("float16", "bfloat16") and want.size:
         w = want.astype(np.float64)
         finite = np.abs(w[np.isfinite(w)])
         tol = (tol[0] * (max(1.0, float(finite.max())) if finite.size else 1.0), tol[1])

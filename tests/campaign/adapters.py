@@ -1378,3 +1378,47 @@ class LeakyBelow(_OrtWrapper):
         del m.graph.node[:]
         m.graph.node.extend(nodes)
         return (self._session(m), False)
+
+
+class DoubledNegativeLeakyRelu(_OrtWrapper):
+    """A planted float16 bug on a tensor's small elements: every float16 LeakyRelu gives
+    ``x * alpha * 2`` where ``x < -4`` (audit 16's NegLeakyRelu). The wrong elements are
+    about alpha * 4 in size, so a tensor that also holds values near 5 hides them inside
+    the float16 atol scaled by its largest magnitude."""
+
+    name = "doubled-negative-leaky-relu"
+
+    def __init__(self, op: str = "LeakyRelu") -> None:
+        super().__init__(op)
+
+    def compile(self, model: onnx.ModelProto) -> Any:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        g = m.graph
+        typed = onnx.shape_inference.infer_shapes(m).graph  # a model may declare no types
+        types = {
+            vi.name: vi.type.tensor_type.elem_type
+            for vi in [*g.value_info, *g.output, *typed.value_info]
+        }
+        half = onnx.TensorProto.FLOAT16
+        nodes = list(g.node)
+        del g.node[:]
+        for n in nodes:
+            out, x = n.output[0], n.input[0]
+            if n.op_type != self.op or types.get(out) != half:
+                g.node.append(n)
+                continue
+            g.initializer.append(onnx.numpy_helper.from_array(np.float16(-4), f"{out}__m4"))
+            g.initializer.append(onnx.numpy_helper.from_array(np.float16(2), f"{out}__two"))
+            n.output[0] = f"{out}__right"
+            g.node.extend(
+                [
+                    n,
+                    onnx.helper.make_node("Less", [x, f"{out}__m4"], [f"{out}__lt"]),
+                    onnx.helper.make_node("Mul", [n.output[0], f"{out}__two"], [f"{out}__dbl"]),
+                    onnx.helper.make_node(
+                        "Where", [f"{out}__lt", f"{out}__dbl", n.output[0]], [out]
+                    ),
+                ]
+            )
+        return (self._session(m), False)
