@@ -224,6 +224,11 @@ class OpInfo:
     has_function: bool = False
 
     @cached_property
+    def input_names(self) -> tuple[str, ...]:
+        """The schema's input names in order (``b.input(0)`` names the first)."""
+        return tuple(self.input_pos)
+
+    @cached_property
     def main_type_var(self) -> str | None:
         """The first input's type variable that --dtypes restricts (Where's condition is
         always bool, Gather's indices index-typed), else the first input's (And, Not: bool
