@@ -432,8 +432,14 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         kind: str = DATA,
         inferable_shape: bool = False,
     ) -> Tensor:
-        name = self._formal(name)
-        pos = self._position(name, index)
+        # _formal, _position and (below) _bind, inlined: a model takes a few inputs per node
+        info = self.info
+        if type(name) is not str:
+            name = self._formal(name)
+        pos = info.input_pos.get(name)
+        if pos is None:
+            pos = self._position(name, index)  # raises: no such input
+        pos += index
         allowed = self._allowed(name, dtype)
         lo, hi = self._rank_range(name, rank, dims)
         if self.fixed:  # a block's rank, dims or element type for this input, where allowed
@@ -478,7 +484,10 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
             t = self._reuse(allowed, lo, hi, dims, values, kind, inferable_shape)
         if t is None:
             t = self._fresh(name, index, allowed, lo, hi, dims, values, kind)
-        self._bind(name, t, pos)
+        tv = info.input_type[name]
+        if tv in info.schema_type_vars:
+            self.bound[tv] = t.dtype
+        self.in_names[pos] = t.name
         self.taken[pos] = t
         if kind == DATA:
             self.data_taken += 1
@@ -814,7 +823,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
     def body(self, attr: str, formals: Sequence[Formal]) -> Scope:
         """A subgraph for the graph attribute ``attr``, its nodes drawn one level deeper
         (``onnxfuzz.generate.build.control``)."""
-        if attr not in self.info.schema.attributes:
+        if attr not in self.info.attribute_names:
             raise SpecError(self.op, attr, "no such graph attribute in the schema")
         depth = self.nest.depth if self.nest is not None else 0
         if self.nest is None or depth >= self.cfg.max_depth:
