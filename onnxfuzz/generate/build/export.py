@@ -67,7 +67,11 @@ def _fill_node(node: onnx.NodeProto, n: Node, domains: set[str]) -> None:
         t = type(v)
         # Python ints, floats, strings and lists of ints are what _attr_value gives back
         # unchanged (it rebuilds a list element by element): most attributes are these.
-        if t is int or t is float or t is str or (t is list and all(type(x) is int for x in v)):
+        if t is int:  # _fill_attr's first case, inlined: the commonest attribute
+            a = node.attribute.add()
+            a.name, a.i, a.type = key, v, onnx.AttributeProto.INT
+            continue
+        if t is float or t is str or (t is list and all(type(x) is int for x in v)):
             _fill_attr(node.attribute.add(), key, v)
             continue
         if isinstance(v, Body):
@@ -136,8 +140,19 @@ def tensor_type(dtype: int, shape: tuple[int, ...]) -> onnx.TypeProto:
 
 
 def _fill_value_infos(field: Any, values: list[Value]) -> None:
+    types = _TENSOR_TYPES
     for t in values:
-        _fill_vi(field.add(), t)
+        vi = field.add()
+        if type(t) is not Tensor:  # a sequence or an optional (or a Tensor's subclass)
+            _fill_vi(vi, t)
+            continue
+        # _fill_vi, inlined: a model has a value info per tensor
+        vi.name = t.name
+        tp = types.get((t.dtype, t.shape))
+        if tp is None:
+            _fill_vi(vi, t)
+        else:
+            vi.type.CopyFrom(tp)
 
 
 # Element types from_array writes as the array's bytes (the others: strings, packed 2-,
@@ -214,9 +229,16 @@ def to_model(
         _fill_node(graph.node.add(), n, domains)
     graph.name = name
     _fill_value_infos(graph.input, g.inputs)
-    _fill_value_infos(graph.output, g.outputs())
+    # g.outputs() and g.intermediates(), in one walk over the nodes' outputs
+    consumed = g.consumed
+    outputs: list[Value] = []
+    intermediates: list[Value] = []
+    for n in g.nodes:
+        for t in n.outputs:
+            (intermediates if t.name in consumed else outputs).append(t)
+    _fill_value_infos(graph.output, outputs)
     _fill_initializers(graph.initializer, g.initializers)
-    _fill_value_infos(graph.value_info, g.intermediates())
+    _fill_value_infos(graph.value_info, intermediates)
     for domain, version in [("", opset)] + [
         (d, DOMAIN_VERSIONS.get(d, 1)) for d in sorted(domains)
     ]:
