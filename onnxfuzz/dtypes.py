@@ -89,6 +89,7 @@ def exp_normal_range(dtype: int) -> float:
     return _EXP_NORMAL_RANGE.get(dtype, math.inf)
 
 
+@cache  # asked for every constant and weight a model holds; the answer never changes
 def np_dtype(dtype: int) -> np.dtype:
     return np.dtype(helper.tensor_dtype_to_np_dtype(dtype))
 

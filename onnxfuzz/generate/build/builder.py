@@ -74,6 +74,7 @@ OTHER_SOURCE = 0.9
 # would start a new chain, leaving the graph wide and shallow.
 GLUE_DATA = 1.25
 _TYPES_CACHE: dict[tuple, tuple[int, ...]] = {}
+_PLAIN_SEQUENCES = (list, tuple)
 
 
 class OutOfDomain(Exception):
@@ -162,7 +163,7 @@ class Builder:
     def _formal(self, name: str | int) -> str:
         """Inputs are named as in the schema, or by position (``b.input(0)``)."""
         if isinstance(name, int):
-            names = list(self.info.input_pos)
+            names = self.info.input_names
             if not 0 <= name < len(names):
                 raise SpecError(self.op, f"input {name}", f"the schema has {len(names)} inputs")
             return names[name]
@@ -195,7 +196,11 @@ class Builder:
         return allowed
 
     def _rank_range(self, name: str, rank: int | Ints | None, dims: Dims) -> tuple[int, int]:
-        if isinstance(dims, Sequence):
+        # dims: None, a callable (per rank) or a sequence; ``isinstance(dims, Sequence)``
+        # asks an ABC, slow on the hot path, so only what is neither is asked it
+        if dims is not None and (
+            type(dims) in _PLAIN_SEQUENCES or (not callable(dims) and isinstance(dims, Sequence))
+        ):
             if len(dims) > self.cfg.max_rank:
                 raise ConfigError(
                     f"{self.op}: input {name!r} has rank {len(dims)}, "
@@ -298,7 +303,17 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         input, at most ``budget`` nodes of them (see ``onnxfuzz.generate.build.glue``);
         ``links``: input position -> the tensor a block asks that input to take;
         ``nest``: how deep this graph is and how bodies are filled (control flow)."""
-        super().__init__(spec, info, cfg)
+        # Builder.__init__, inlined (a builder per op)
+        self.spec = spec
+        self.info = info
+        self.cfg = cfg
+        self.op = op = spec.op_type
+        self.opset = cfg.opset
+        self.version = info.version
+        self.bound: dict[str, int] = {}
+        self.attrs: dict[str, Any] = {}
+        self.in_names: dict[int, str] = {}
+        self.outs: list[Value] = []
         self.g = graph
         self.s = stream
         self.glue = glue
@@ -311,11 +326,11 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         self.data_taken = 0  # data (not weight) inputs: 2 or more merge branches
         self.nest = nest
         self.scopes: list[Scope] = []
-        self.name = graph.fresh_name(spec.op_type.lower())
+        self.name = graph.fresh_name(_lower(op))
         # The features this op's draws could have pinned, when asked for (the probe's
         # discovery sets a list); None keeps feature names off the generation hot path.
         self.offered: list[str] | None = None
-        self.probing = bool(cfg.pin) and any(op == self.op for op, _ in cfg.pin)
+        self.probing = bool(cfg.pin) and any(p == op for p, _ in cfg.pin)
         self.steered = bool(cfg.avoid_features)  # some op's forms are avoided
 
     # --- variables -------------------------------------------------------------------
@@ -417,8 +432,14 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         kind: str = DATA,
         inferable_shape: bool = False,
     ) -> Tensor:
-        name = self._formal(name)
-        pos = self._position(name, index)
+        # _formal, _position and (below) _bind, inlined: a model takes a few inputs per node
+        info = self.info
+        if type(name) is not str:
+            name = self._formal(name)
+        pos = info.input_pos.get(name)
+        if pos is None:
+            pos = self._position(name, index)  # raises: no such input
+        pos += index
         allowed = self._allowed(name, dtype)
         lo, hi = self._rank_range(name, rank, dims)
         if self.fixed:  # a block's rank, dims or element type for this input, where allowed
@@ -463,7 +484,10 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
             t = self._reuse(allowed, lo, hi, dims, values, kind, inferable_shape)
         if t is None:
             t = self._fresh(name, index, allowed, lo, hi, dims, values, kind)
-        self._bind(name, t, pos)
+        tv = info.input_type[name]
+        if tv in info.schema_type_vars:
+            self.bound[tv] = t.dtype
+        self.in_names[pos] = t.name
         self.taken[pos] = t
         if kind == DATA:
             self.data_taken += 1
@@ -799,7 +823,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
     def body(self, attr: str, formals: Sequence[Formal]) -> Scope:
         """A subgraph for the graph attribute ``attr``, its nodes drawn one level deeper
         (``onnxfuzz.generate.build.control``)."""
-        if attr not in self.info.schema.attributes:
+        if attr not in self.info.attribute_names:
             raise SpecError(self.op, attr, "no such graph attribute in the schema")
         depth = self.nest.depth if self.nest is not None else 0
         if self.nest is None or depth >= self.cfg.max_depth:
@@ -816,7 +840,7 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
     def commit(self) -> Node:
         if not self.outs:
             raise SpecError(self.op, "outputs", "the spec declared no output")
-        if any(not sc.closed for sc in self.scopes):
+        if self.scopes and any(not sc.closed for sc in self.scopes):
             raise SpecError(self.op, "body", "a body was not closed")
         n = max(self.in_names) + 1 if self.in_names else 0
         inputs = [self.in_names.get(i, "") for i in range(n)]
@@ -840,6 +864,12 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         if dangling and len(dangling) < len(cands) and s.chance(DANGLING_FIRST):
             cands = dangling
         return cands[s.index(len(cands))]
+
+
+@cache
+def _lower(op: str) -> str:
+    """An op's node-name prefix (``Conv`` -> ``conv``)."""
+    return op.lower()
 
 
 def _required_vars(info: OpInfo) -> frozenset[str]:

@@ -40,7 +40,7 @@ def _attr_value(v: Any) -> Any:
 
 def _node(n: Node) -> onnx.NodeProto:
     node = onnx.NodeProto()
-    _fill_node(node, n)
+    _fill_node(node, n, set())
     return node
 
 
@@ -48,7 +48,9 @@ def _node(n: Node) -> onnx.NodeProto:
 # the ones helper.make_model would give): the helpers build every node, value info and
 # subgraph as a message of its own and copy it into its parent, twice for the graph
 # (make_graph, then make_model), a third of generation's time at 5 nodes.
-def _fill_node(node: onnx.NodeProto, n: Node) -> None:
+def _fill_node(node: onnx.NodeProto, n: Node, domains: set[str]) -> None:
+    """``domains``: where the op domains other than ai.onnx that the node and its
+    subgraphs use are gathered (the model's opset imports), while the node is at hand."""
     # An op of another domain is named "domain.Op" (ai.onnx op names have no dot).
     domain, _, op = n.op_type.rpartition(".")
     node.op_type = op
@@ -58,19 +60,24 @@ def _fill_node(node: onnx.NodeProto, n: Node) -> None:
         node.name = n.name
     if domain:
         node.domain = domain
+        domains.add(domain)
     attrs = n.attrs
     for key in sorted(attrs):  # make_node's order
         v = attrs[key]
         t = type(v)
         # Python ints, floats, strings and lists of ints are what _attr_value gives back
         # unchanged (it rebuilds a list element by element): most attributes are these.
-        if t is int or t is float or t is str or (t is list and all(type(x) is int for x in v)):
+        if t is int:  # _fill_attr's first case, inlined: the commonest attribute
+            a = node.attribute.add()
+            a.name, a.i, a.type = key, v, onnx.AttributeProto.INT
+            continue
+        if t is float or t is str or (t is list and all(type(x) is int for x in v)):
             _fill_attr(node.attribute.add(), key, v)
             continue
         if isinstance(v, Body):
             a = node.attribute.add()
             a.name = key
-            _fill_graph(a.g, v)
+            _fill_graph(a.g, v, domains)
             a.type = onnx.AttributeProto.GRAPH
             continue
         v = _attr_value(v)
@@ -133,22 +140,19 @@ def tensor_type(dtype: int, shape: tuple[int, ...]) -> onnx.TypeProto:
 
 
 def _fill_value_infos(field: Any, values: list[Value]) -> None:
+    types = _TENSOR_TYPES
     for t in values:
-        _fill_vi(field.add(), t)
-
-
-def _domains(nodes: list[Node]) -> set[str]:
-    """The op domains other than ai.onnx that ``nodes`` use, in subgraphs too (read off
-    the graph, not the protos: reading protobuf fields back from Python is slow)."""
-    out: set[str] = set()
-    for n in nodes:
-        domain = n.op_type.rpartition(".")[0]  # as _fill_node sets NodeProto.domain
-        if domain:
-            out.add(domain)
-        for v in n.attrs.values():
-            if isinstance(v, Body):  # a GRAPH attribute (as _fill_node makes it)
-                out |= _domains(v.graph.nodes)
-    return out
+        vi = field.add()
+        if type(t) is not Tensor:  # a sequence or an optional (or a Tensor's subclass)
+            _fill_vi(vi, t)
+            continue
+        # _fill_vi, inlined: a model has a value info per tensor
+        vi.name = t.name
+        tp = types.get((t.dtype, t.shape))
+        if tp is None:
+            _fill_vi(vi, t)
+        else:
+            vi.type.CopyFrom(tp)
 
 
 # Element types from_array writes as the array's bytes (the others: strings, packed 2-,
@@ -198,16 +202,16 @@ def _fill_initializers(field: Any, inits: list[tuple[Tensor, np.ndarray]]) -> No
 
 def _body(b: Body) -> onnx.GraphProto:
     g = onnx.GraphProto()
-    _fill_graph(g, b)
+    _fill_graph(g, b, set())
     return g
 
 
-def _fill_graph(g: onnx.GraphProto, b: Body) -> None:
+def _fill_graph(g: onnx.GraphProto, b: Body, domains: set[str]) -> None:
     """A subgraph: its formal inputs and outputs, the types of its other tensors; the
     constants it reads are the model's initializers (outer-scope names)."""
     results = {t.name for t in b.results}
     for n in b.graph.nodes:
-        _fill_node(g.node.add(), n)
+        _fill_node(g.node.add(), n, domains)
     g.name = b.name
     _fill_value_infos(g.input, b.formals)
     _fill_value_infos(g.output, b.results)
@@ -220,15 +224,23 @@ def to_model(
     model = onnx.ModelProto()
     model.ir_version = ir_version
     graph = model.graph
+    domains: set[str] = set()  # the op domains other than ai.onnx, in subgraphs too
     for n in g.nodes:
-        _fill_node(graph.node.add(), n)
+        _fill_node(graph.node.add(), n, domains)
     graph.name = name
     _fill_value_infos(graph.input, g.inputs)
-    _fill_value_infos(graph.output, g.outputs())
+    # g.outputs() and g.intermediates(), in one walk over the nodes' outputs
+    consumed = g.consumed
+    outputs: list[Value] = []
+    intermediates: list[Value] = []
+    for n in g.nodes:
+        for t in n.outputs:
+            (intermediates if t.name in consumed else outputs).append(t)
+    _fill_value_infos(graph.output, outputs)
     _fill_initializers(graph.initializer, g.initializers)
-    _fill_value_infos(graph.value_info, g.intermediates())
+    _fill_value_infos(graph.value_info, intermediates)
     for domain, version in [("", opset)] + [
-        (d, DOMAIN_VERSIONS.get(d, 1)) for d in sorted(_domains(g.nodes))
+        (d, DOMAIN_VERSIONS.get(d, 1)) for d in sorted(domains)
     ]:
         imp = model.opset_import.add()
         imp.domain, imp.version = domain, version

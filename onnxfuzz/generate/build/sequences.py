@@ -25,9 +25,11 @@ Everything is drawn from the choice stream: byte-identical per seed, replayable,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
+import onnx
 
 from onnxfuzz import dtypes as dt
 from onnxfuzz.errors import ConfigError, SpecError
@@ -133,12 +135,8 @@ class SeqBuilder:
         return q
 
     def _seq_types(self: GenBuilder, name: str, dtype: int | Iterable[int] | None) -> list[int]:
-        tv = self.info.input_type[name]
-        schema = self.info.schema
-        strs = next(
-            tc.allowed_type_strs for tc in schema.type_constraints if tc.type_param_str == tv
-        )
-        allowed = set(elem_types(strs)) & self.cfg.dtypes
+        allowed = set(_seq_elem_types(self.info.schema, self.info.input_type[name]))
+        allowed &= self.cfg.dtypes
         if dtype is not None:
             allowed &= {dtype} if isinstance(dtype, int) else set(dtype)
         if not allowed:
@@ -409,3 +407,14 @@ class SeqCheck:
         o = OptionalValue(f"out{len(outs)}", elem, present)
         outs.append(o)
         return o
+
+
+@cache
+def _seq_elem_types(schema: onnx.defs.OpSchema, type_var: str) -> frozenset[int]:
+    """The element types of a sequence type variable (``seq(tensor(float))`` -> FLOAT):
+    read off the schema once, not per input (each read of ``type_constraints`` builds its
+    Python objects anew)."""
+    strs = next(
+        tc.allowed_type_strs for tc in schema.type_constraints if tc.type_param_str == type_var
+    )
+    return elem_types(strs)

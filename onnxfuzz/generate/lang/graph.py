@@ -151,12 +151,12 @@ class Graph:
         names = [n for n in node.inputs if n]
         self.consumed.update(names)
         made_by = self.made_by
-        fan_in = len({made_by[n][0] for n in names if n in made_by})
-        unshaped = node.op_type == "Loop" or not self.unshaped.isdisjoint(names)
+        fan_in = len({m[0] for n in names if (m := made_by.get(n)) is not None})
+        made = (node.name, fan_in)  # one tuple for every output (it is never changed)
         for v in node.outputs:
-            made_by[v.name] = (node.name, fan_in)
-            if unshaped:
-                self.unshaped.add(v.name)
+            made_by[v.name] = made
+        if node.op_type == "Loop" or (self.unshaped and not self.unshaped.isdisjoint(names)):
+            self.unshaped.update([v.name for v in node.outputs])
 
     def fan_in(self, name: str) -> int:
         """How many distinct nodes feed the node that produced ``name`` (0 for a graph

@@ -224,6 +224,16 @@ class OpInfo:
     has_function: bool = False
 
     @cached_property
+    def input_names(self) -> tuple[str, ...]:
+        """The schema's input names in order (``b.input(0)`` names the first)."""
+        return tuple(self.input_pos)
+
+    @cached_property
+    def attribute_names(self) -> frozenset[str]:
+        """The schema's attribute names (``schema.attributes`` builds a dict per read)."""
+        return frozenset(self.schema.attributes) if self.schema is not None else frozenset()
+
+    @cached_property
     def main_type_var(self) -> str | None:
         """The first input's type variable that --dtypes restricts (Where's condition is
         always bool, Gather's indices index-typed), else the first input's (And, Not: bool

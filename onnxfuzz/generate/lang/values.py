@@ -15,6 +15,9 @@ def interval_of(arr: np.ndarray) -> Interval:
     array is read as Python numbers: numpy's min and max cost more than the values."""
     if not arr.size:
         return Interval(0, 0)
+    if arr.size == 1:  # a scalar (a Clip bound, a Pad value): its item is min and max
+        v = float(arr.item())
+        return Interval(v, v)
     if arr.size <= 64 and arr.dtype.kind in "iub":
         flat = arr.ravel().tolist()
         return Interval(float(min(flat)), float(max(flat)))
