@@ -184,8 +184,9 @@ def test_a_state_dependent_bundle_ships_its_reduced_model_with_the_earlier_ones(
 def test_a_precision_finding_reduces_to_the_op_alone_where_it_shows_past_the_tolerance() -> None:
     """Add off by 0.5 under a Sqrt that holds the model's error inside the tolerance, on
     values where Add alone holds it there too: "precision in Add output"; Add alone on
-    smaller values shows it past the tolerance, "values in Add output". One op's wrong value either side of the tolerance is one failure to keep: the
-    reducer kept the Sigmoid (and an audit's +1 Add bug 2 nodes, beside its 1-node twin)."""
+    smaller values shows it past the tolerance, "values in Add output". One op's wrong
+    value either side of the tolerance is one failure to keep: the reducer kept the Sigmoid
+    (and an audit's +1 Add bug 2 nodes, beside its 1-node twin)."""
 
     def add_then(*ops: str) -> onnx.ModelProto:
         nodes, last = [helper.make_node("Add", ["x", "y"], ["a"], name="add0")], "a"
