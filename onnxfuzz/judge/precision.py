@@ -36,6 +36,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from onnxfuzz.execute.sandbox import Outcome, Status
+from onnxfuzz.judge.oracle import outside
 
 _HALF = TensorProto.FLOAT16
 NUDGE_ULPS = 4  # how far float16 inputs are nudged: internal roundings are a few ulps
@@ -300,18 +301,6 @@ def _within_reach(
         n += int(off.sum())
         most = max(most, float(reach[k][off].max()))
     return (n, most) if n else None
-
-
-def outside(want: np.ndarray, got: np.ndarray, tol: tuple[float, float]) -> np.ndarray:
-    """Where ``got`` (float64) is outside ``tol`` (atol, rtol) of ``want``, element by
-    element, as ``oracle.outside`` judges (which imports this module: not imported here)."""
-    atol, rtol = tol
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(got - want)
-        ok = np.where(
-            np.isinf(want), np.isinf(want) & (want == got), err <= atol + rtol * np.abs(want)
-        )
-    return ~(ok | (np.isnan(want) & np.isnan(got)))
 
 
 def rounding_room(want: np.ndarray, rtol: float, reach: np.ndarray | float) -> np.ndarray:
