@@ -25,6 +25,7 @@ import onnx
 
 from onnxfuzz.errors import UsageError
 from onnxfuzz.execute.sandbox import Outcome, Stage, Status
+from onnxfuzz.judge.elements import outside
 
 # the message of an invalid-reference verdict whose reference ran and gave NaN or Inf
 NON_FINITE = "non-finite reference output"
@@ -356,23 +357,6 @@ def tolerance(
 
 def _dtype_name(a: np.ndarray) -> str:
     return "bfloat16" if a.dtype.name == "bfloat16" else a.dtype.name
-
-
-def outside(want: np.ndarray, got: np.ndarray, tol: tuple[float, float] | None) -> np.ndarray:
-    """Where ``got`` is outside ``tol`` (atol, rtol) of ``want``, element by element, as the
-    oracle judges one output (None: exact types, any difference). Same shapes."""
-    if tol is None:
-        return np.asarray(want != got)
-    atol, rtol = tol
-    w = want.astype(np.float64)
-    g = got.astype(np.float64)
-    both_nan = np.isnan(w) & np.isnan(g)
-    same_inf = np.isinf(w) & (w == g)
-    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, judged below
-        err = np.abs(g - w)
-        # an infinite reference is met by that infinity alone (rtol * inf let any value pass)
-        ok = np.where(np.isinf(w), same_inf, err <= atol + rtol * np.abs(w)) | both_nan
-    return ~ok
 
 
 def _values(

@@ -36,7 +36,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from onnxfuzz.execute.sandbox import Outcome, Status
-from onnxfuzz.judge.oracle import outside
+from onnxfuzz.judge.elements import outside
 
 _HALF = TensorProto.FLOAT16
 NUDGE_ULPS = 4  # how far float16 inputs are nudged: internal roundings are a few ulps
