@@ -303,17 +303,8 @@ class GenBuilder(Builder, SeqBuilder, SpecBuilder):
         input, at most ``budget`` nodes of them (see ``onnxfuzz.generate.build.glue``);
         ``links``: input position -> the tensor a block asks that input to take;
         ``nest``: how deep this graph is and how bodies are filled (control flow)."""
-        # Builder.__init__, inlined (a builder per op)
-        self.spec = spec
-        self.info = info
-        self.cfg = cfg
-        self.op = op = spec.op_type
-        self.opset = cfg.opset
-        self.version = info.version
-        self.bound: dict[str, int] = {}
-        self.attrs: dict[str, Any] = {}
-        self.in_names: dict[int, str] = {}
-        self.outs: list[Value] = []
+        super().__init__(spec, info, cfg)
+        op = self.op
         self.g = graph
         self.s = stream
         self.glue = glue

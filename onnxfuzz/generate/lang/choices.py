@@ -73,42 +73,15 @@ class ChoiceStream:
         self.record.append(v)
         return v
 
-    # integer and index draw as _next does, inlined (a model draws a few dozen choices,
-    # data-heavy specs hundreds); a stream that redefines _next (OpReplay) draws through it
-    # (_ViaNext)
     def integer(self, lo: int, hi: int) -> int:
         """Uniform integer in ``[lo, hi]`` (inclusive); shrinks toward ``lo``."""
         if hi <= lo:
             return lo
-        n = hi - lo
-        record = self.record
-        i = len(record)
-        if i < self._n_prefix:
-            v = self._prefix[i]
-            v = 0 if v < 0 else (n if v > n else v)
-        elif self._zero_tail:
-            v = 0
-        else:
-            v = int(self._rng.random() * (n + 1))
-        record.append(v)
-        return lo + v
+        return lo + self._next(hi - lo)
 
     def index(self, n: int) -> int:
         """Uniform index in ``[0, n)``."""
-        if n <= 1:
-            return 0
-        n -= 1
-        record = self.record
-        i = len(record)
-        if i < self._n_prefix:
-            v = self._prefix[i]
-            v = 0 if v < 0 else (n if v > n else v)
-        elif self._zero_tail:
-            v = 0
-        else:
-            v = int(self._rng.random() * (n + 1))
-        record.append(v)
-        return v
+        return 0 if n <= 1 else self._next(n - 1)
 
     def chance(self, p_true: float) -> bool:
         """True with probability ``p_true``. Recorded as 0 (true) / 1 (false) so that
@@ -128,21 +101,7 @@ class ChoiceStream:
         return self._next(0xFFFFFFFF)
 
 
-class _ViaNext(ChoiceStream):
-    """``integer`` and ``index`` through ``_next``, for a stream that redefines it."""
-
-    __slots__ = ()
-
-    def integer(self, lo: int, hi: int) -> int:
-        if hi <= lo:
-            return lo
-        return lo + self._next(hi - lo)
-
-    def index(self, n: int) -> int:
-        return 0 if n <= 1 else self._next(n - 1)
-
-
-class OpReplay(_ViaNext):
+class OpReplay(ChoiceStream):
     """A stream that replays choices op by op: ``head`` before the first op, then the k-th
     list of ``ops`` for the k-th ``op_label`` span (an empty list, a shorter one, or a
     ``None`` entry: fresh random draws there; a longer one: its tail is dropped). So
